@@ -1,0 +1,111 @@
+use super::*;
+
+fn sample() -> RecordBatch {
+    let mut b = RecordBatchBuilder::new();
+    b.push(1000, Some(b"k1"), &[Header::new("h", "v")], b"hello").unwrap();
+    b.push(999, None, &[], b"").unwrap();
+    b.push(1002, Some(b""), &[], b"world").unwrap();
+    b.build(7).unwrap()
+}
+
+#[test]
+fn round_trips_records_and_metadata() {
+    let batch = sample();
+    assert_eq!(batch.base_offset(), 7);
+    assert_eq!(batch.record_count(), 3);
+    assert_eq!(batch.offset_range(), OffsetRange::new(7, 10));
+    assert_eq!(batch.first_timestamp(), 1000);
+    assert_eq!(batch.max_timestamp(), 1002);
+    let decoded = RecordBatch::decode(&batch.to_bytes()).unwrap();
+    assert_eq!(decoded, batch);
+    let recs: Vec<Record> = decoded.records().collect();
+    assert_eq!(recs.len(), 3);
+    assert_eq!(recs[0].offset, 7);
+    assert_eq!(recs[0].key.as_deref(), Some(&b"k1"[..]));
+    assert_eq!(recs[0].headers, vec![Header::new("h", "v")]);
+    assert_eq!(recs[0].payload, Bytes::from_static(b"hello"));
+    assert_eq!(recs[1].timestamp, 999);
+    assert_eq!(recs[1].key, None);
+    assert_eq!(recs[2].offset, 9);
+    assert_eq!(recs[2].key.as_deref(), Some(&b""[..]));
+}
+
+/// CRC-32C of the golden body, pinned so a change to the checksum is caught too.
+const GOLDEN_CRC: u32 = 0xc3bf_9955;
+
+#[test]
+fn golden_bytes() {
+    let mut b = RecordBatchBuilder::new();
+    b.push(5, Some(b"k"), &[], b"ab").unwrap();
+    let batch = b.build(0x0102).unwrap();
+    let bytes = batch.to_bytes();
+    #[rustfmt::skip]
+    let expected: Vec<u8> = [
+        &[0x02, 0x01, 0, 0, 0, 0, 0, 0][..], // base offset 0x102
+        &[0x23, 0, 0, 0],                    // length 35 = 4 crc + 24 head + 7 record
+        &batch.crc().to_le_bytes(),          // crc (checked below)
+        &[1, 0, 0, 0],                       // record count
+        &[0, 0, 0, 0],                       // attributes
+        &[5, 0, 0, 0, 0, 0, 0, 0],           // first timestamp
+        &[5, 0, 0, 0, 0, 0, 0, 0],           // max timestamp
+        &[6, 0, 2, b'k', 0, b'a', b'b'],     // len 6, delta 0, key len+1 = 2, "k", 0 headers, "ab"
+    ]
+    .concat();
+    assert_eq!(&bytes[..], &expected[..]);
+    assert_eq!(batch.crc(), crc32c::crc32c(&expected[16..]));
+    assert_eq!(batch.crc(), GOLDEN_CRC, "crc {:#010x}", batch.crc());
+}
+
+#[test]
+fn rebase_is_free_and_keeps_crc_valid() {
+    let batch = sample().with_base_offset(1_000_000);
+    let decoded = RecordBatch::decode(&batch.to_bytes()).unwrap();
+    assert_eq!(decoded.base_offset(), 1_000_000);
+    assert_eq!(decoded.records().last().unwrap().offset, 1_000_002);
+}
+
+#[test]
+fn every_bit_flip_in_the_body_is_detected() {
+    let bytes = sample().to_bytes();
+    for i in 8..bytes.len() {
+        for bit in 0..8 {
+            let mut copy = bytes.to_vec();
+            copy[i] ^= 1 << bit;
+            assert!(RecordBatch::decode(&Bytes::from(copy)).is_err(), "flip at byte {i} bit {bit}");
+        }
+    }
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    let bytes = sample().to_bytes();
+    for cut in 0..bytes.len() {
+        let err = RecordBatch::decode(&bytes.slice(..cut)).unwrap_err();
+        assert!(matches!(err, DecodeError::Truncated { .. }), "cut {cut}: {err}");
+    }
+}
+
+#[test]
+fn empty_builder_and_oversized_records_are_refused() {
+    assert!(RecordBatchBuilder::new().build(0).is_err());
+    let mut b = RecordBatchBuilder::new();
+    let big = vec![0u8; MAX_BATCH_LEN];
+    let err = b.push(0, None, &[], &big).unwrap_err();
+    assert!(err.to_string().contains("does not fit"), "{err}");
+    assert!(b.is_empty());
+}
+
+#[test]
+fn varints_round_trip_and_reject_overflow() {
+    for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+        let mut buf = Vec::new();
+        put_varint(&mut buf, v);
+        assert_eq!(buf.len(), varint_len(v));
+        assert_eq!(get_varint(&buf, 0).unwrap(), (v, buf.len()));
+    }
+    assert!(get_varint(&[0xff; 10], 0).is_err());
+    assert!(get_varint(&[0x80; 11], 0).is_err());
+    for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+        assert_eq!(unzigzag(zigzag(v)), v);
+    }
+}

@@ -1,0 +1,28 @@
+//! tierlog's shared vocabulary.
+//!
+//! Every tier crate depends on this one and on nothing else of tierlog's; this crate
+//! depends on no backend. It holds:
+//!
+//! - the data model: [`Offset`], [`OffsetRange`], [`StartPosition`], [`Record`],
+//!   [`Header`] and [`RecordBatch`] (the encoded batch that is the unit of write,
+//!   replication and checksum, see [`batch`]);
+//! - [`TopicName`], the validated topic name every tier may use as a directory name,
+//!   stream key or object-key prefix;
+//! - [`TierError`], the coarse error every tier returns;
+//! - the [`Tier`] trait and its contract.
+//!
+//! The byte grammar of batches and segments is written once, in `docs/format.md`.
+
+pub mod batch;
+mod error;
+mod offset;
+mod record;
+mod tier;
+mod topic;
+
+pub use batch::{RecordBatch, RecordBatchBuilder};
+pub use error::{BoxError, ErrorContext, ErrorKind, TierError, TierKind};
+pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
+pub use record::{Header, Record};
+pub use tier::{ReadLimit, Tier};
+pub use topic::{MAX_TOPIC_NAME_LEN, TopicName};

@@ -1,0 +1,104 @@
+use async_trait::async_trait;
+
+use crate::{Offset, OffsetRange, Record, RecordBatch, TierError, TierKind, Timestamp, TopicName};
+
+/// Bounds on one [`Tier::read`] call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadLimit {
+    /// Most records to return.
+    pub max_records: usize,
+    /// Most payload+key+header bytes to return, except that a read that would return
+    /// nothing returns its first record however large it is.
+    pub max_bytes: usize,
+}
+
+impl ReadLimit {
+    /// A limit on records only.
+    pub fn records(max_records: usize) -> Self {
+        Self { max_records, max_bytes: usize::MAX }
+    }
+
+    /// No limit.
+    pub fn unbounded() -> Self {
+        Self { max_records: usize::MAX, max_bytes: usize::MAX }
+    }
+}
+
+impl Default for ReadLimit {
+    /// 1000 records or 4 MiB, whichever comes first.
+    fn default() -> Self {
+        Self { max_records: 1000, max_bytes: 4 << 20 }
+    }
+}
+
+/// A storage tier holding, for each topic, a contiguous run of a log's offsets.
+///
+/// Implemented by the hot (WAL), warm (Valkey) and cold (object store) tiers, by
+/// tier-testkit's `MemoryTier`, and by anything a user plugs in; `tier-testkit`'s
+/// conformance suite checks an implementation against this contract. Usable as
+/// `dyn Tier`.
+///
+/// # Contract
+///
+/// 1. **Contiguity.** For each topic a tier holds exactly the offsets of
+///    [`range`](Tier::range), `start..end`, with none missing. A topic never written
+///    has range `0..0`.
+/// 2. **Monotonic ends.** `range().end` never decreases. `range().start` only grows
+///    (by retention or trimming) and never passes `end`.
+/// 3. **Append position.** [`append`](Tier::append) accepts a batch whose base offset
+///    equals `range().end`. When the tier holds no record of the topic
+///    (`start == end`), it also accepts a larger base offset, and its range then starts
+///    there (this is how a fresh tier takes over an existing log). Any other base
+///    offset is [`TierError::InvalidInput`] and writes nothing.
+/// 4. **Durability.** `Ok(())` from `append` means the batch is durable to the degree
+///    this tier promises (fsync policy, replica acknowledgement, object written) and
+///    visible to `read` and `range` called afterwards. An `Err` leaves the tier either
+///    without the batch or, for tiers that cannot tell (a timed-out network write),
+///    with it; re-appending the identical batch is then safe under invariant 5.
+/// 5. **Idempotent retry.** Tiers that report `idempotent_append` in their
+///    capabilities accept re-appending a batch identical to one they hold (same base
+///    offset, same bytes) and return `Ok` without storing it twice. A *different*
+///    batch at an offset already held is [`TierError::Fenced`], never an overwrite.
+/// 6. **Reads.** [`read`](Tier::read)`(from, to, limit)` returns records with offsets
+///    `from, from+1, …`, dense and in order, all `< to`, stopping at `range().end`, at
+///    `limit.max_records` records, or before the record that would take the returned
+///    bytes past `limit.max_bytes` (at least one record is returned when any is
+///    available). `from == range().end` (or `from >= to`) returns an empty vector.
+///    `from < range().start` or `from > range().end` is [`TierError::Trimmed`] naming
+///    the range held. Records come back exactly as appended.
+/// 7. **Timestamps.** [`offset_for_timestamp`](Tier::offset_for_timestamp)`(t)` returns
+///    the first offset in the range whose *running maximum* timestamp (the largest
+///    timestamp at or before it) is `>= t`, or `None` when no held record reaches `t`.
+///    With timestamps that increase with offsets this is the first record at or after
+///    `t`; with out-of-order timestamps it never skips a record that follows a later one.
+/// 8. **Concurrency.** All methods take `&self` and may be called concurrently; a read
+///    running during appends sees a prefix of the log that ends at a batch boundary.
+/// 9. **Errors.** Every error is a [`TierError`] whose context names this tier and the
+///    topic; `Unavailable` is the only retryable kind.
+#[async_trait]
+pub trait Tier: Send + Sync + std::fmt::Debug {
+    /// Which tier this is, for error context and metrics.
+    fn kind(&self) -> TierKind;
+
+    /// The offsets this tier holds for `topic` now (invariants 1, 2).
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError>;
+
+    /// Appends one batch (invariants 3, 4, 5).
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError>;
+
+    /// Reads records `from..to`, bounded by `limit` (invariant 6).
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError>;
+
+    /// The first offset whose running maximum timestamp is `>= timestamp` (invariant 7).
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError>;
+}
