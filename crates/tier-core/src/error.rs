@@ -123,7 +123,8 @@ pub enum ErrorKind {
 /// The error every [`Tier`](crate::Tier) returns.
 ///
 /// Coarse by design: the variant says what the caller can do, the [`ErrorContext`] says
-/// where, and `source` keeps the backend's own error for the logs.
+/// where, and `source` keeps the backend's own error for the logs. The context is boxed so
+/// `Result<_, TierError>` stays small on hot paths.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TierError {
@@ -131,7 +132,7 @@ pub enum TierError {
     #[error("{ctx}: unavailable: {message}")]
     Unavailable {
         /// Where.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// What happened.
         message: String,
         /// The backend's error.
@@ -142,7 +143,7 @@ pub enum TierError {
     #[error("{ctx}: offset {requested} is not held; this tier holds {held}")]
     Trimmed {
         /// Where.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// The offset asked for.
         requested: Offset,
         /// What the tier holds now.
@@ -152,7 +153,7 @@ pub enum TierError {
     #[error("{ctx}: not found: {message}")]
     NotFound {
         /// Where.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// What is missing.
         message: String,
     },
@@ -160,7 +161,7 @@ pub enum TierError {
     #[error("{ctx}: corruption: {message}")]
     Corruption {
         /// Where, with the file or key and byte position.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// What check failed.
         message: String,
         /// An underlying error, if any.
@@ -171,7 +172,7 @@ pub enum TierError {
     #[error("{ctx}: invalid input: {message}")]
     InvalidInput {
         /// Where.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// What is wrong with the input.
         message: String,
     },
@@ -179,7 +180,7 @@ pub enum TierError {
     #[error("{ctx}: fenced: {message}")]
     Fenced {
         /// Where.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// What conflicted.
         message: String,
     },
@@ -187,7 +188,7 @@ pub enum TierError {
     #[error("{ctx}: internal error: {message}")]
     Internal {
         /// Where.
-        ctx: ErrorContext,
+        ctx: Box<ErrorContext>,
         /// What happened.
         message: String,
         /// The underlying error.
@@ -243,37 +244,37 @@ impl TierError {
 
     /// An [`Unavailable`](TierError::Unavailable) error.
     pub fn unavailable(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::Unavailable { ctx, message: message.into(), source: None }
+        TierError::Unavailable { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
     /// A [`Corruption`](TierError::Corruption) error.
     pub fn corruption(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::Corruption { ctx, message: message.into(), source: None }
+        TierError::Corruption { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
     /// An [`InvalidInput`](TierError::InvalidInput) error.
     pub fn invalid(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::InvalidInput { ctx, message: message.into() }
+        TierError::InvalidInput { ctx: Box::new(ctx), message: message.into() }
     }
 
     /// A [`Fenced`](TierError::Fenced) error.
     pub fn fenced(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::Fenced { ctx, message: message.into() }
+        TierError::Fenced { ctx: Box::new(ctx), message: message.into() }
     }
 
     /// A [`NotFound`](TierError::NotFound) error.
     pub fn not_found(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::NotFound { ctx, message: message.into() }
+        TierError::NotFound { ctx: Box::new(ctx), message: message.into() }
     }
 
     /// An [`Internal`](TierError::Internal) error.
     pub fn internal(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::Internal { ctx, message: message.into(), source: None }
+        TierError::Internal { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
     /// A [`Trimmed`](TierError::Trimmed) error for `requested` outside `held`.
     pub fn trimmed(ctx: ErrorContext, requested: Offset, held: crate::OffsetRange) -> Self {
-        TierError::Trimmed { ctx, requested, held }
+        TierError::Trimmed { ctx: Box::new(ctx), requested, held }
     }
 
     /// Attaches a source error (kept for variants that carry one, dropped otherwise).
@@ -285,5 +286,30 @@ impl TierError {
             _ => {}
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_stay_small_and_print_their_context() {
+        assert!(std::mem::size_of::<TierError>() <= 64, "{}", std::mem::size_of::<TierError>());
+        let topic = TopicName::new("orders").unwrap();
+        let err = TierError::corruption(
+            ErrorContext::tier(TierKind::Hot).topic(&topic).offset(42).location("/d/0.seg@17"),
+            "CRC mismatch",
+        );
+        assert_eq!(err.kind(), ErrorKind::Corruption);
+        assert!(!err.is_retryable());
+        assert_eq!(
+            err.to_string(),
+            "hot tier, topic 'orders', offset 42, at /d/0.seg@17: corruption: CRC mismatch"
+        );
+        let trimmed =
+            TierError::trimmed(ErrorContext::tier(TierKind::Cold), 3, crate::OffsetRange::new(5, 9));
+        assert_eq!(trimmed.to_string(), "cold tier: offset 3 is not held; this tier holds [5, 9)");
+        assert!(TierError::unavailable(ErrorContext::default(), "down").is_retryable());
     }
 }

@@ -9,7 +9,8 @@
 //! - [`TopicName`], the validated topic name every tier may use as a directory name,
 //!   stream key or object-key prefix;
 //! - [`TierError`], the coarse error every tier returns;
-//! - the [`Tier`] trait and its contract.
+//! - the [`Tier`] trait and its contract;
+//! - the [`segment`] format shared by the hot tier's files and the cold tier's objects.
 //!
 //! The byte grammar of batches and segments is written once, in `docs/format.md`.
 
@@ -17,6 +18,7 @@ pub mod batch;
 mod error;
 mod offset;
 mod record;
+pub mod segment;
 mod tier;
 mod topic;
 

@@ -35,3 +35,13 @@ pub struct Record {
     /// The payload.
     pub payload: Bytes,
 }
+
+impl Record {
+    /// The bytes this record counts for in a [`ReadLimit`](crate::ReadLimit): key,
+    /// header names and values, and payload.
+    pub fn size(&self) -> usize {
+        self.key.as_ref().map_or(0, Bytes::len)
+            + self.headers.iter().map(|h| h.name.len() + h.value.len()).sum::<usize>()
+            + self.payload.len()
+    }
+}

@@ -48,8 +48,10 @@ impl Default for ReadLimit {
 /// 3. **Append position.** [`append`](Tier::append) accepts a batch whose base offset
 ///    equals `range().end`. When the tier holds no record of the topic
 ///    (`start == end`), it also accepts a larger base offset, and its range then starts
-///    there (this is how a fresh tier takes over an existing log). Any other base
-///    offset is [`TierError::InvalidInput`] and writes nothing.
+///    there (this is how a fresh tier takes over an existing log). A base offset inside
+///    the held range (`start <= base < end`) is a retry or a conflict, handled by
+///    invariant 5. Any other base offset is [`TierError::InvalidInput`] and writes
+///    nothing.
 /// 4. **Durability.** `Ok(())` from `append` means the batch is durable to the degree
 ///    this tier promises (fsync policy, replica acknowledgement, object written) and
 ///    visible to `read` and `range` called afterwards. An `Err` leaves the tier either
@@ -59,18 +61,24 @@ impl Default for ReadLimit {
 ///    capabilities accept re-appending a batch identical to one they hold (same base
 ///    offset, same bytes) and return `Ok` without storing it twice. A *different*
 ///    batch at an offset already held is [`TierError::Fenced`], never an overwrite.
+///    Tiers without `idempotent_append` answer any append inside the held range with
+///    `Fenced` or `InvalidInput`, and never change what they hold.
 /// 6. **Reads.** [`read`](Tier::read)`(from, to, limit)` returns records with offsets
 ///    `from, from+1, …`, dense and in order, all `< to`, stopping at `range().end`, at
 ///    `limit.max_records` records, or before the record that would take the returned
 ///    bytes past `limit.max_bytes` (at least one record is returned when any is
-///    available). `from == range().end` (or `from >= to`) returns an empty vector.
-///    `from < range().start` or `from > range().end` is [`TierError::Trimmed`] naming
-///    the range held. Records come back exactly as appended.
+///    available; record size is [`Record::size`]). `from == range().end` returns an
+///    empty vector. `from < range().start` or `from > range().end` is
+///    [`TierError::Trimmed`] naming the range held. When `from >= to` the result is
+///    empty, except that a tier may still report `from` outside its range as `Trimmed`.
+///    Records come back exactly as appended.
 /// 7. **Timestamps.** [`offset_for_timestamp`](Tier::offset_for_timestamp)`(t)` returns
 ///    the first offset in the range whose *running maximum* timestamp (the largest
 ///    timestamp at or before it) is `>= t`, or `None` when no held record reaches `t`.
 ///    With timestamps that increase with offsets this is the first record at or after
-///    `t`; with out-of-order timestamps it never skips a record that follows a later one.
+///    `t` — and in fact it always equals the first record whose own timestamp is
+///    `>= t`. The running-max wording is what lets a sparse index answer it: an index
+///    entry's running maximum tells whether the answer can lie before it.
 /// 8. **Concurrency.** All methods take `&self` and may be called concurrently; a read
 ///    running during appends sees a prefix of the log that ends at a batch boundary.
 /// 9. **Errors.** Every error is a [`TierError`] whose context names this tier and the

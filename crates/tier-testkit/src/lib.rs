@@ -1,1 +1,17 @@
 //! Test support for tierlog tiers.
+//!
+//! - [`servers`]: finds, starts and stops real Valkey and S3 (moto) servers for tests.
+//! - [`memory`]: [`MemoryTier`], an in-memory [`Tier`](tier_core::Tier) and the
+//!   router's fast test double.
+//! - [`conformance`]: the suite every `Tier` implementation runs to prove it honours
+//!   the trait's contract.
+//! - [`faults`]: [`FaultyTier`], a wrapper that injects failures and latency.
+
+pub mod conformance;
+pub mod faults;
+pub mod memory;
+pub mod servers;
+
+pub use conformance::{Capabilities, run_all};
+pub use faults::FaultyTier;
+pub use memory::MemoryTier;

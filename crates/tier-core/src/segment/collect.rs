@@ -1,0 +1,102 @@
+//! Turning decoded batches into the answer of a read or a timestamp lookup.
+
+use super::invalid;
+use crate::batch::DecodeError;
+use crate::{Offset, ReadLimit, Record, RecordBatch, Timestamp};
+
+/// Gathers the records `from..to` of successive batches under a [`ReadLimit`], with the
+/// semantics of [`Tier::read`](crate::Tier::read) (invariant 6).
+#[derive(Debug)]
+pub(crate) struct RecordCollector {
+    from: Offset,
+    to: Offset,
+    limit: ReadLimit,
+    bytes: usize,
+    out: Vec<Record>,
+    full: bool,
+}
+
+impl RecordCollector {
+    pub(crate) fn new(from: Offset, to: Offset, limit: ReadLimit) -> Self {
+        let full = from >= to || limit.max_records == 0;
+        Self { from, to, limit, bytes: 0, out: Vec::new(), full }
+    }
+
+    /// True once no further record is wanted.
+    pub(crate) fn is_full(&self) -> bool {
+        self.full
+    }
+
+    /// Takes the wanted records of `batch`.
+    pub(crate) fn push_batch(&mut self, batch: &RecordBatch) {
+        if self.full || batch.end_offset() <= self.from {
+            return;
+        }
+        for r in batch.records() {
+            if r.offset < self.from {
+                continue;
+            }
+            if r.offset >= self.to {
+                self.full = true;
+                return;
+            }
+            let size = r.size();
+            if !self.out.is_empty() && self.bytes.saturating_add(size) > self.limit.max_bytes {
+                self.full = true;
+                return;
+            }
+            self.bytes = self.bytes.saturating_add(size);
+            self.out.push(r);
+            if self.out.len() >= self.limit.max_records
+                || self.out.last().is_some_and(|r| r.offset + 1 >= self.to)
+            {
+                self.full = true;
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn into_records(self) -> Vec<Record> {
+        self.out
+    }
+}
+
+/// Scans batches for the first offset whose running maximum timestamp is `>= t`, the
+/// running maximum before the first batch being `max_before`.
+pub(crate) fn scan_for_timestamp(
+    batches: impl Iterator<Item = Result<(u64, RecordBatch), DecodeError>>,
+    t: Timestamp,
+    max_before: Timestamp,
+) -> Result<Option<Offset>, DecodeError> {
+    let mut running = max_before;
+    for item in batches {
+        let (_, batch) = item?;
+        if running.max(batch.max_timestamp()) < t {
+            running = running.max(batch.max_timestamp());
+            continue;
+        }
+        for r in batch.records() {
+            running = running.max(r.timestamp);
+            if running >= t {
+                return Ok(Some(r.offset));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// [`scan_for_timestamp`] over an index interval the index says holds the answer: not
+/// finding it there means the index and the data disagree.
+pub(crate) fn scan_interval_for_timestamp(
+    batches: impl Iterator<Item = Result<(u64, RecordBatch), DecodeError>>,
+    t: Timestamp,
+    max_before: Timestamp,
+    interval_start: u64,
+) -> Result<Offset, DecodeError> {
+    scan_for_timestamp(batches, t, max_before)?.ok_or_else(|| {
+        invalid(
+            interval_start,
+            format!("the index says timestamp {t} is reached in the interval at byte {interval_start}, but no record there reaches it"),
+        )
+    })
+}

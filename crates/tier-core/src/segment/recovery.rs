@@ -1,0 +1,137 @@
+//! The recovery scan of a segment file after a crash: find the last valid batch, rebuild
+//! the writer's state, and say what to do with the bytes after it.
+
+use bytes::Bytes;
+
+use super::{
+    SegmentHeader, SegmentIndex, SegmentWriterState, TRAILER_LEN, TRAILER_MAGIC, Trailer, invalid, truncated,
+};
+use crate::RecordBatch;
+use crate::batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError};
+
+/// What [`scan_unsealed`] does with invalid bytes after the last valid batch.
+///
+/// A crash while appending leaves a *torn tail*: part of a batch, or a batch whose CRC
+/// does not match, or zeros from a preallocated file. The scan cannot tell a torn tail
+/// from corruption of the last batches, so the caller chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryPolicy {
+    /// Report the invalid tail in [`ScanOutcome::torn_tail`]; the caller truncates the
+    /// file to [`ScanOutcome::data_end`] and continues appending. Anything after the
+    /// first invalid byte is lost (the warm tier may still hold it).
+    TruncateTornTail,
+    /// Any invalid byte after the last valid batch is an error.
+    Refuse,
+}
+
+/// The result of [`scan_unsealed`].
+#[derive(Clone, Debug)]
+pub struct ScanOutcome {
+    /// The segment's header.
+    pub header: SegmentHeader,
+    /// End of the last valid batch: the length to truncate the file to before appending
+    /// again (for a sealed file, where the index begins).
+    pub data_end: u64,
+    /// The writer's state as it was after the last valid batch: next offset, record
+    /// count, min/max timestamp and the sparse index, ready for more appends and a seal.
+    pub state: SegmentWriterState,
+    /// The position and cause of the invalid bytes after `data_end`, if any (only with
+    /// [`RecoveryPolicy::TruncateTornTail`]).
+    pub torn_tail: Option<(u64, DecodeError)>,
+    /// `Some` when the file is already sealed: its (valid) trailer. The file is complete
+    /// and must not be truncated or appended to.
+    pub sealed: Option<Trailer>,
+}
+
+/// Scans a segment file that may be unsealed and may end in a torn tail.
+///
+/// The header must be valid (a file whose header is incomplete holds no batch; the
+/// caller decides whether to delete it). Then every batch is decoded (CRC, records,
+/// offset continuity) until the first invalid one or the end. A file that ends in a
+/// valid footer matching its data is reported as sealed. Never panics; allocates at
+/// most one batch at a time.
+pub fn scan_unsealed(bytes: &[u8], policy: RecoveryPolicy) -> Result<ScanOutcome, DecodeError> {
+    let (header, header_len) = SegmentHeader::decode(bytes)?;
+    if let Some(outcome) = scan_sealed(bytes, &header, header_len)? {
+        return Ok(outcome);
+    }
+    let mut state = SegmentWriterState::new(&header);
+    let (data_end, failure) = scan_batches(bytes, header_len, bytes.len(), &mut state);
+    let torn_tail = match (failure, policy) {
+        (None, _) => None,
+        (Some(e), RecoveryPolicy::TruncateTornTail) => Some((data_end, e)),
+        (Some(e), RecoveryPolicy::Refuse) => return Err(e),
+    };
+    Ok(ScanOutcome { header, data_end, state, torn_tail, sealed: None })
+}
+
+/// Notes the batches of `bytes[start..end]` in `state`; returns where the valid ones end
+/// and why the scan stopped early, if it did.
+fn scan_batches(
+    bytes: &[u8],
+    start: usize,
+    end: usize,
+    state: &mut SegmentWriterState,
+) -> (u64, Option<DecodeError>) {
+    let mut pos = start;
+    while pos < end {
+        let at = pos as u64;
+        let rest = &bytes[pos..end];
+        let prefix = match BatchPrefix::parse(rest) {
+            Ok(p) => p,
+            Err(e) => return (at, Some(e.shifted(at))),
+        };
+        if rest.len() < prefix.encoded_len {
+            return (
+                at,
+                Some(truncated(at + BATCH_PREFIX_LEN as u64, prefix.encoded_len as u64, rest.len() as u64)),
+            );
+        }
+        let batch = match RecordBatch::decode(&Bytes::copy_from_slice(&rest[..prefix.encoded_len])) {
+            Ok(b) => b,
+            Err(e) => return (at, Some(e.shifted(at))),
+        };
+        if let Err(e) = state.note_batch(&batch, at) {
+            return (at, Some(invalid(at, e.to_string())));
+        }
+        pos += prefix.encoded_len;
+    }
+    (pos as u64, None)
+}
+
+/// `Some` when `bytes` is a complete sealed segment whose footer matches its data; an
+/// error when the footer is valid but the data does not match it.
+fn scan_sealed(
+    bytes: &[u8],
+    header: &SegmentHeader,
+    header_len: usize,
+) -> Result<Option<ScanOutcome>, DecodeError> {
+    let len = bytes.len();
+    if len < header_len + TRAILER_LEN || bytes[len - TRAILER_MAGIC.len()..] != TRAILER_MAGIC {
+        return Ok(None);
+    }
+    let Ok(trailer) = Trailer::decode(bytes) else {
+        return Ok(None);
+    };
+    if trailer.segment_len() != len as u64
+        || u64::from(trailer.header_len) != header_len as u64
+        || trailer.base_offset != header.base_offset
+    {
+        return Ok(None);
+    }
+    let index_at = trailer.index_position as usize;
+    let index_bytes = &bytes[index_at..len - TRAILER_LEN];
+    if SegmentIndex::decode(index_bytes, &trailer).is_err() {
+        return Ok(None);
+    }
+    // A valid footer: from here on, a mismatch is corruption of a sealed file.
+    let mut state = SegmentWriterState::new(header);
+    let (data_end, failure) = scan_batches(bytes, header_len, index_at, &mut state);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if state.footer_bytes() != bytes[index_at..] {
+        return Err(invalid(data_end, "sealed segment's footer does not match its data"));
+    }
+    Ok(Some(ScanOutcome { header: header.clone(), data_end, state, torn_tail: None, sealed: Some(trailer) }))
+}

@@ -1,0 +1,238 @@
+//! [`FaultyTier`]: a wrapper that forwards every [`Tier`] method to an inner tier and
+//! injects `Unavailable` failures and latency on command.
+//!
+//! Faults are set at runtime through atomics, so a test can flip them while other tasks
+//! use the tier. Random failures use a seeded generator: the same seed and the same call
+//! order give the same failures.
+
+use std::{
+    sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use tier_core::{
+    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
+    TopicName,
+};
+
+/// A [`Tier`] method, to choose which calls faults apply to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// [`Tier::range`].
+    Range,
+    /// [`Tier::append`].
+    Append,
+    /// [`Tier::read`].
+    Read,
+    /// [`Tier::offset_for_timestamp`].
+    OffsetForTimestamp,
+}
+
+impl Op {
+    fn bit(self) -> u8 {
+        match self {
+            Op::Range => 1,
+            Op::Append => 2,
+            Op::Read => 4,
+            Op::OffsetForTimestamp => 8,
+        }
+    }
+}
+
+/// Parts per million, the resolution of [`FaultyTier::fail_fraction`].
+const PPM: u32 = 1_000_000;
+
+/// Wraps a tier and injects faults; see the [module docs](self).
+#[derive(Debug)]
+pub struct FaultyTier<T> {
+    inner: T,
+    /// Calls still to fail outright.
+    fail_next: AtomicU64,
+    /// Probability of failing a call, in parts per million.
+    fail_ppm: AtomicU32,
+    /// Failed appends are first forwarded to the inner tier (the write lands; the
+    /// caller sees `Unavailable`, like a timed-out network write).
+    fail_after_append: AtomicBool,
+    /// Bit set of [`Op`]s the faults apply to.
+    targets: AtomicU8,
+    latency_us: AtomicU64,
+    rng: AtomicU64,
+    calls: AtomicU64,
+    injected: AtomicU64,
+}
+
+impl<T: Tier> FaultyTier<T> {
+    /// Wraps `inner` with no fault set and random seed 0.
+    pub fn new(inner: T) -> Self {
+        Self::with_seed(inner, 0)
+    }
+
+    /// Wraps `inner`; [`fail_fraction`](Self::fail_fraction) draws from a generator
+    /// seeded with `seed`.
+    pub fn with_seed(inner: T, seed: u64) -> Self {
+        Self {
+            inner,
+            fail_next: AtomicU64::new(0),
+            fail_ppm: AtomicU32::new(0),
+            fail_after_append: AtomicBool::new(false),
+            targets: AtomicU8::new(0x0f),
+            latency_us: AtomicU64::new(0),
+            rng: AtomicU64::new(seed),
+            calls: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
+        }
+    }
+
+    /// The wrapped tier.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    /// Unwraps the inner tier.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    /// Fails the next `n` targeted calls with `Unavailable` (replacing any count left).
+    pub fn fail_next(&self, n: u64) {
+        self.fail_next.store(n, Ordering::SeqCst);
+    }
+
+    /// Fails each targeted call with probability `fraction` (clamped to `0.0..=1.0`,
+    /// resolution one in a million).
+    pub fn fail_fraction(&self, fraction: f64) {
+        let ppm = (fraction.clamp(0.0, 1.0) * f64::from(PPM)).round() as u32;
+        self.fail_ppm.store(ppm, Ordering::SeqCst);
+    }
+
+    /// When `true`, a failed append is forwarded to the inner tier first, so the batch
+    /// lands although the caller sees `Unavailable` (invariant 4's "cannot tell" case).
+    pub fn fail_after_append(&self, on: bool) {
+        self.fail_after_append.store(on, Ordering::SeqCst);
+    }
+
+    /// Delays every targeted call by `latency` before forwarding it.
+    pub fn set_latency(&self, latency: Duration) {
+        self.latency_us.store(latency.as_micros().try_into().unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// Restricts faults and latency to `ops` (all methods by default).
+    pub fn target(&self, ops: &[Op]) {
+        let bits = ops.iter().fold(0, |acc, op| acc | op.bit());
+        self.targets.store(bits, Ordering::SeqCst);
+    }
+
+    /// Removes every fault and the latency, and targets all methods again.
+    pub fn clear(&self) {
+        self.fail_next.store(0, Ordering::SeqCst);
+        self.fail_ppm.store(0, Ordering::SeqCst);
+        self.fail_after_append.store(false, Ordering::SeqCst);
+        self.latency_us.store(0, Ordering::SeqCst);
+        self.targets.store(0x0f, Ordering::SeqCst);
+    }
+
+    /// Calls made through the wrapper so far (all methods but `kind`).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Failures injected so far.
+    pub fn injected_failures(&self) -> u64 {
+        self.injected.load(Ordering::SeqCst)
+    }
+
+    /// Applies latency, then decides whether this call fails.
+    async fn before(&self, op: Op) -> bool {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.targets.load(Ordering::SeqCst) & op.bit() == 0 {
+            return false;
+        }
+        let latency = self.latency_us.load(Ordering::SeqCst);
+        if latency > 0 {
+            // The injected fault itself, not synchronisation.
+            tokio::time::sleep(Duration::from_micros(latency)).await;
+        }
+        let counted =
+            self.fail_next.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        let fail = counted || {
+            let ppm = self.fail_ppm.load(Ordering::SeqCst);
+            ppm > 0 && (self.next_random() % u64::from(PPM)) < u64::from(ppm)
+        };
+        if fail {
+            self.injected.fetch_add(1, Ordering::SeqCst);
+        }
+        fail
+    }
+
+    /// splitmix64 over an atomic state: deterministic for a given seed and call order.
+    fn next_random(&self) -> u64 {
+        let state =
+            self.rng.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::SeqCst).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn injected_error(&self, topic: &TopicName, op: Op) -> TierError {
+        TierError::unavailable(
+            ErrorContext::tier(self.inner.kind()).topic(topic),
+            format!("fault injected by FaultyTier into {op:?}"),
+        )
+    }
+}
+
+#[async_trait]
+impl<T: Tier> Tier for FaultyTier<T> {
+    fn kind(&self) -> TierKind {
+        self.inner.kind()
+    }
+
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        if self.before(Op::Range).await {
+            return Err(self.injected_error(topic, Op::Range));
+        }
+        self.inner.range(topic).await
+    }
+
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        if self.before(Op::Append).await {
+            if self.fail_after_append.load(Ordering::SeqCst) {
+                // The write's own outcome is hidden from the caller, as a lost reply would.
+                let _ = self.inner.append(topic, batch).await;
+            }
+            let mut err = self.injected_error(topic, Op::Append);
+            err.context_mut().offset = Some(base);
+            return Err(err);
+        }
+        self.inner.append(topic, batch).await
+    }
+
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        if self.before(Op::Read).await {
+            let mut err = self.injected_error(topic, Op::Read);
+            err.context_mut().offset = Some(from);
+            return Err(err);
+        }
+        self.inner.read(topic, from, to, limit).await
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        if self.before(Op::OffsetForTimestamp).await {
+            return Err(self.injected_error(topic, Op::OffsetForTimestamp));
+        }
+        self.inner.offset_for_timestamp(topic, timestamp).await
+    }
+}

@@ -1,0 +1,288 @@
+//! [`ValkeyPair`]: a private Valkey (or Redis) primary with one replica.
+
+use std::{path::PathBuf, time::Instant};
+
+use tempfile::TempDir;
+
+use super::{
+    HarnessError, POLL_INTERVAL, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
+    locate::ValkeyBinary,
+    process::{ServerProcess, free_port, log_shows_port_clash, log_tail},
+    resp,
+};
+
+/// A Valkey primary and a replica of it on free 127.0.0.1 ports, started from a
+/// temporary directory that holds their `--dir` and log files.
+///
+/// Both processes are killed (SIGKILL by PID) and reaped when the pair is dropped. Use
+/// this directly in tests that stop or restart servers; other tests use
+/// [`SharedValkey`](super::SharedValkey).
+#[derive(Debug)]
+pub struct ValkeyPair {
+    binary: ValkeyBinary,
+    primary: Option<ServerProcess>,
+    replica: Option<ServerProcess>,
+    primary_port: u16,
+    replica_port: u16,
+    // Declared last: removed after the processes are killed.
+    dir: TempDir,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Primary,
+    Replica,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+        }
+    }
+}
+
+impl ValkeyPair {
+    /// Locates the server binary, starts a primary and a replica, and waits until the
+    /// primary answers `PING` and the replica's link to it is up (so `WAIT 1` works).
+    pub async fn start() -> Result<Self, HarnessError> {
+        let binary = ValkeyBinary::locate()?;
+        let dir = tempfile::Builder::new()
+            .prefix("tierlog-valkey-")
+            .tempdir()
+            .map_err(|e| HarnessError::io("creating a temporary directory for Valkey", e))?;
+        for role in [Role::Primary, Role::Replica] {
+            std::fs::create_dir_all(dir.path().join(role.name()))
+                .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
+        }
+        let mut pair = Self { binary, primary: None, replica: None, primary_port: 0, replica_port: 0, dir };
+        let (primary, port) = pair.launch(Role::Primary, None).await?;
+        pair.primary = Some(primary);
+        pair.primary_port = port;
+        let (replica, port) = pair.launch(Role::Replica, None).await?;
+        pair.replica = Some(replica);
+        pair.replica_port = port;
+        pair.wait_link_up().await?;
+        Ok(pair)
+    }
+
+    /// `redis://127.0.0.1:<primary port>`.
+    pub fn primary_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.primary_port)
+    }
+
+    /// `redis://127.0.0.1:<replica port>`.
+    pub fn replica_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.replica_port)
+    }
+
+    /// The primary's port (kept across [`restart_primary`](Self::restart_primary)).
+    pub fn primary_port(&self) -> u16 {
+        self.primary_port
+    }
+
+    /// The replica's port (kept across [`start_replica`](Self::start_replica)).
+    pub fn replica_port(&self) -> u16 {
+        self.replica_port
+    }
+
+    /// Which server runs, e.g. `"valkey 8.0.1"` or `"redis 7.0.15"`.
+    pub fn server_kind(&self) -> String {
+        self.binary.kind()
+    }
+
+    /// The server binary in use.
+    pub fn binary(&self) -> &ValkeyBinary {
+        &self.binary
+    }
+
+    /// The primary's PID while it runs.
+    pub fn primary_pid(&self) -> Option<u32> {
+        self.primary.as_ref().map(ServerProcess::pid)
+    }
+
+    /// The replica's PID while it runs.
+    pub fn replica_pid(&self) -> Option<u32> {
+        self.replica.as_ref().map(ServerProcess::pid)
+    }
+
+    /// Kills the replica (SIGKILL by PID) and waits for it to exit. `WAIT 1 t` on the
+    /// primary then returns 0.
+    pub async fn stop_replica(&mut self) {
+        if let Some(replica) = self.replica.take() {
+            replica.kill();
+        }
+    }
+
+    /// Starts the replica again on its port and waits until its link to the primary is up.
+    /// Does nothing but wait when it already runs.
+    pub async fn start_replica(&mut self) -> Result<(), HarnessError> {
+        if self.replica.is_none() {
+            let (replica, _) = self.launch(Role::Replica, Some(self.replica_port)).await?;
+            self.replica = Some(replica);
+        }
+        if self.primary.is_some() { self.wait_link_up().await } else { Ok(()) }
+    }
+
+    /// Kills the primary (SIGKILL by PID: it loses everything, it has no persistence)
+    /// and waits for it to exit.
+    pub async fn stop_primary(&mut self) {
+        if let Some(primary) = self.primary.take() {
+            primary.kill();
+        }
+    }
+
+    /// Stops the primary if it runs, starts it again on the same port (empty), and waits
+    /// until it answers and, when the replica runs, the replica's link is up again.
+    pub async fn restart_primary(&mut self) -> Result<(), HarnessError> {
+        self.stop_primary().await;
+        let (primary, _) = self.launch(Role::Primary, Some(self.primary_port)).await?;
+        self.primary = Some(primary);
+        if self.replica.is_some() { self.wait_link_up().await } else { Ok(()) }
+    }
+
+    /// Starts one server and waits until it answers `PING`. With `port: None` a free port
+    /// is chosen, and a start that loses its port to another process is retried.
+    async fn launch(&self, role: Role, port: Option<u16>) -> Result<(ServerProcess, u16), HarnessError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let chosen = match port {
+                Some(p) => p,
+                None => free_port()?,
+            };
+            let mut process = self.spawn(role, chosen)?;
+            match wait_ping(&mut process, role, chosen).await {
+                Ok(()) => return Ok((process, chosen)),
+                Err(e) => {
+                    let clash = log_shows_port_clash(process.log());
+                    drop(process);
+                    if !(clash && port.is_none() && attempt < PORT_CLASH_RETRIES) {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn(&self, role: Role, port: u16) -> Result<ServerProcess, HarnessError> {
+        let data_dir = self.dir.path().join(role.name());
+        let mut args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--daemonize",
+            "no",
+            "--dir",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push(data_dir.to_string_lossy().into_owned());
+        if role == Role::Replica {
+            args.extend(["--replicaof".into(), "127.0.0.1".into(), self.primary_port.to_string()]);
+        }
+        ServerProcess::spawn(
+            format!("{} {}", self.binary.flavor, role.name()),
+            &self.binary.path,
+            &args,
+            self.dir.path(),
+            self.log_path(role),
+        )
+    }
+
+    fn log_path(&self, role: Role) -> PathBuf {
+        self.dir.path().join(format!("{}.log", role.name()))
+    }
+
+    /// Waits until the replica reports `master_link_status:up` and the primary lists it
+    /// as an online replica.
+    async fn wait_link_up(&mut self) -> Result<(), HarnessError> {
+        let start = Instant::now();
+        let mut reason;
+        loop {
+            let exited = self.primary.as_mut().and_then(ServerProcess::exited);
+            let exited = exited.or_else(|| self.replica.as_mut().and_then(ServerProcess::exited));
+            reason = match exited {
+                Some(exit) => exit,
+                None => match self.link_state().await {
+                    Ok(()) => return Ok(()),
+                    Err(why) => why,
+                },
+            };
+            if start.elapsed() > VALKEY_READY_TIMEOUT {
+                break;
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        let mut tail = format!("[primary]\n{}", log_tail(&self.log_path(Role::Primary), 20));
+        tail.push_str(&format!("\n[replica]\n{}", log_tail(&self.log_path(Role::Replica), 20)));
+        Err(HarnessError::NotReady {
+            what: format!("{} replication link", self.binary.kind()),
+            waited: VALKEY_READY_TIMEOUT,
+            reason,
+            log: self.log_path(Role::Replica),
+            log_tail: tail,
+        })
+    }
+
+    async fn link_state(&self) -> Result<(), String> {
+        let replica = resp::info(self.replica_port, "replication").await?;
+        if !replica.lines().any(|l| l.trim() == "master_link_status:up") {
+            return Err("replica's master_link_status is not up".into());
+        }
+        let primary = resp::info(self.primary_port, "replication").await?;
+        let online = primary.lines().any(|l| {
+            l.starts_with("slave")
+                && l.contains(&format!("port={}", self.replica_port))
+                && l.contains("state=online")
+        });
+        if !online {
+            return Err("primary does not list the replica as online".into());
+        }
+        // `state=online` comes before the replica's first `REPLCONF ACK`, and `WAIT`
+        // counts a replica only after it: prove a write is acknowledged.
+        let probe = ["SET", "tierlog-harness:probe", "1"];
+        match resp::pipeline(self.primary_port, &[&probe, &["WAIT", "1", "100"]]).await?.as_slice() {
+            [_, resp::Reply::Integer(n)] if *n >= 1 => Ok(()),
+            [_, other] => {
+                Err(format!("a probe write was not acknowledged by the replica (WAIT said {other:?})"))
+            }
+            other => Err(format!("unexpected replies to SET+WAIT: {other:?}")),
+        }
+    }
+}
+
+async fn wait_ping(process: &mut ServerProcess, role: Role, port: u16) -> Result<(), HarnessError> {
+    let start = Instant::now();
+    let mut reason;
+    loop {
+        if let Some(exit) = process.exited() {
+            reason = exit;
+            break;
+        }
+        reason = match resp::ping(port).await {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        if start.elapsed() > VALKEY_READY_TIMEOUT {
+            break;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+    Err(HarnessError::NotReady {
+        what: format!("valkey {} on port {port}", role.name()),
+        waited: start.elapsed(),
+        reason,
+        log: process.log().to_owned(),
+        log_tail: log_tail(process.log(), 30),
+    })
+}

@@ -1,0 +1,184 @@
+//! MemoryTier passes the conformance suite, and the suite catches broken tiers.
+
+use std::panic::AssertUnwindSafe;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use tier_core::{
+    ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
+    TopicName,
+};
+use tier_testkit::{
+    Capabilities, MemoryTier,
+    conformance::{self, batch_of, sample_records},
+    run_all,
+};
+
+#[tokio::test]
+async fn memory_tier_passes_the_conformance_suite() {
+    let tier = MemoryTier::new();
+    run_all(&tier, &Capabilities::new("mem-")).await;
+    assert!(tier.topics().len() >= 10, "the suite wrote its own topics: {:?}", tier.topics());
+}
+
+#[tokio::test]
+async fn memory_tier_kind_is_memory() {
+    assert_eq!(MemoryTier::new().kind(), TierKind::Memory);
+}
+
+#[tokio::test]
+async fn trim_before_drops_whole_batches_only() {
+    let tier = MemoryTier::new();
+    let topic = TopicName::new("trim").unwrap();
+    let records = sample_records(0, 10, 1);
+    tier.append(&topic, batch_of(&records[..4])).await.unwrap();
+    tier.append(&topic, batch_of(&records[4..7])).await.unwrap();
+    tier.append(&topic, batch_of(&records[7..])).await.unwrap();
+
+    assert_eq!(tier.trim_before(&topic, 3), OffsetRange::new(0, 10), "offset 3 is inside the first batch");
+    assert_eq!(tier.trim_before(&topic, 5), OffsetRange::new(4, 10));
+    assert_eq!(tier.range(&topic).await.unwrap(), OffsetRange::new(4, 10));
+    assert_eq!(tier.batches(&topic).len(), 2);
+    let got = tier.read(&topic, 4, 100, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(got, records[4..]);
+    let err = tier.read(&topic, 3, 100, ReadLimit::unbounded()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Trimmed);
+    assert_eq!(tier.offset_for_timestamp(&topic, 0).await.unwrap(), Some(4));
+
+    assert_eq!(
+        tier.trim_before(&topic, 10),
+        OffsetRange::new(10, 10),
+        "everything trimmed: empty at the end"
+    );
+    assert_eq!(tier.read(&topic, 10, 20, ReadLimit::unbounded()).await.unwrap(), vec![]);
+    let err = tier.append(&topic, batch_of(&sample_records(5, 1, 1))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "offsets below the end are never reused");
+    tier.append(&topic, batch_of(&sample_records(10, 2, 1))).await.unwrap();
+    assert_eq!(tier.range(&topic).await.unwrap(), OffsetRange::new(10, 12));
+
+    let unknown = TopicName::new("never").unwrap();
+    assert_eq!(tier.trim_before(&unknown, 5), OffsetRange::new(0, 0));
+}
+
+/// Ways to break a MemoryTier.
+#[derive(Debug, Clone, Copy)]
+enum Breakage {
+    /// Every non-empty read loses its last record.
+    DropLastRecordOfReads,
+    /// `range` reports an end one short.
+    RangeOneShort,
+    /// `offset_for_timestamp` assumes timestamps increase: one past the last record
+    /// with a timestamp below t.
+    AssumesSortedTimestamps,
+    /// Appends accept a gap after the end.
+    AcceptsGaps,
+}
+
+#[derive(Debug)]
+struct BrokenTier {
+    inner: MemoryTier,
+    breakage: Breakage,
+}
+
+#[async_trait]
+impl Tier for BrokenTier {
+    fn kind(&self) -> TierKind {
+        self.inner.kind()
+    }
+
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        let r = self.inner.range(topic).await?;
+        match self.breakage {
+            Breakage::RangeOneShort if !r.is_empty() => Ok(OffsetRange::new(r.start, r.end - 1)),
+            _ => Ok(r),
+        }
+    }
+
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        if let Breakage::AcceptsGaps = self.breakage {
+            let end = self.inner.range(topic).await?.end;
+            if batch.base_offset() > end && end > 0 {
+                return Ok(());
+            }
+        }
+        self.inner.append(topic, batch).await
+    }
+
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        let mut records = self.inner.read(topic, from, to, limit).await?;
+        if let Breakage::DropLastRecordOfReads = self.breakage {
+            records.pop();
+        }
+        Ok(records)
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        if let Breakage::AssumesSortedTimestamps = self.breakage {
+            let range = self.inner.range(topic).await?;
+            let all = self.inner.read(topic, range.start, u64::MAX, ReadLimit::unbounded()).await?;
+            let next =
+                all.iter().rev().find(|r| r.timestamp < timestamp).map_or(range.start, |r| r.offset + 1);
+            return Ok((next < range.end).then_some(next));
+        }
+        self.inner.offset_for_timestamp(topic, timestamp).await
+    }
+}
+
+/// Runs the suite against a broken tier and returns its panic message.
+async fn suite_failure(breakage: Breakage) -> String {
+    let tier = BrokenTier { inner: MemoryTier::new(), breakage };
+    let caps = Capabilities::new("broken-");
+    let outcome = AssertUnwindSafe(run_all(&tier, &caps)).catch_unwind().await;
+    let payload = outcome.expect_err("the suite must reject a broken tier");
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .expect("panic message is a string")
+}
+
+#[tokio::test]
+async fn suite_rejects_a_tier_that_drops_the_last_record_of_reads() {
+    let msg = suite_failure(Breakage::DropLastRecordOfReads).await;
+    assert!(msg.starts_with("conformance check append_read_round_trip (invariant 6)"), "{msg}");
+    assert!(msg.contains("memory tier"), "{msg}");
+}
+
+#[tokio::test]
+async fn suite_rejects_a_tier_whose_range_is_one_short() {
+    let msg = suite_failure(Breakage::RangeOneShort).await;
+    assert!(msg.starts_with("conformance check range_after_appends (invariant 2)"), "{msg}");
+}
+
+#[tokio::test]
+async fn suite_rejects_a_tier_that_assumes_sorted_timestamps() {
+    let msg = suite_failure(Breakage::AssumesSortedTimestamps).await;
+    assert!(msg.starts_with("conformance check timestamp_lookup (invariant 7)"), "{msg}");
+    assert!(msg.contains("out-of-order"), "{msg}");
+}
+
+#[tokio::test]
+async fn suite_rejects_a_tier_that_accepts_gaps() {
+    let msg = suite_failure(Breakage::AcceptsGaps).await;
+    assert!(msg.starts_with("conformance check wrong_base_offset_is_rejected (invariant 3)"), "{msg}");
+}
+
+#[tokio::test]
+async fn single_checks_can_run_alone() {
+    let tier = BrokenTier { inner: MemoryTier::new(), breakage: Breakage::DropLastRecordOfReads };
+    let caps = Capabilities::new("alone-");
+    let outcome = AssertUnwindSafe(conformance::check_read_limits(&tier, &caps)).catch_unwind().await;
+    assert!(outcome.is_err(), "check_read_limits catches dropped records");
+    // A check the breakage does not touch passes.
+    conformance::check_range_after_appends(&MemoryTier::new(), &caps).await;
+}

@@ -1,0 +1,156 @@
+//! Building the `fred` client from a [`WarmConfig`] and mapping `fred` errors into
+//! [`TierError`].
+
+use std::{future::Future, time::Duration};
+
+use fred::{
+    error::{Error as FredError, ErrorKind as FredErrorKind},
+    prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig, TlsConnector},
+    types::config::Server,
+};
+use tier_core::{ErrorContext, TierError};
+
+use crate::config::{Mode, WarmConfig, redact_url};
+
+/// Builds and connects a client; fails with `Unavailable` within
+/// `config.connect_timeout` when no server answers.
+pub(crate) async fn connect(config: &WarmConfig, ctx: &ErrorContext) -> Result<Client, TierError> {
+    let fred_config = fred_config(config, ctx)?;
+    let timeout = config.connect_timeout;
+    let command_timeout = config.command_timeout;
+    let mut builder = Builder::from_config(fred_config);
+    builder
+        .with_connection_config(|c| {
+            c.connection_timeout = timeout;
+            c.internal_command_timeout = timeout;
+            // One attempt per call: a command lost with its connection fails and the
+            // caller (the router) decides whether to retry, rather than the client
+            // silently re-sending an XADD.
+            c.max_command_attempts = 1;
+        })
+        .with_performance_config(|p| p.default_command_timeout = command_timeout)
+        .set_policy(reconnect_policy(config));
+    let client = builder
+        .build()
+        .map_err(|e| TierError::invalid(ctx.clone(), format!("invalid warm tier configuration: {e}")))?;
+    let init = tokio::time::timeout(timeout, client.init()).await;
+    let result = match init {
+        Ok(Ok(_task)) => Ok(()),
+        Ok(Err(e)) => Err(map_fred(ctx.clone(), "connecting", e)),
+        Err(_) => Err(TierError::unavailable(
+            ctx.clone(),
+            format!("no connection to {} within {timeout:?}", describe_urls(config)),
+        )),
+    };
+    if let Err(e) = result {
+        // Stop the reconnect loop of the client we are abandoning.
+        let _ = tokio::time::timeout(Duration::from_millis(200), client.quit()).await;
+        return Err(e);
+    }
+    Ok(client)
+}
+
+fn describe_urls(config: &WarmConfig) -> String {
+    config.urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>().join(", ")
+}
+
+fn reconnect_policy(config: &WarmConfig) -> ReconnectPolicy {
+    let millis = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX).max(1);
+    ReconnectPolicy::new_exponential(
+        config.reconnect.max_attempts,
+        millis(config.reconnect.min_backoff),
+        millis(config.reconnect.max_backoff),
+        2,
+    )
+}
+
+fn fred_config(config: &WarmConfig, ctx: &ErrorContext) -> Result<Config, TierError> {
+    let invalid = |msg: String| TierError::invalid(ctx.clone(), msg);
+    let Some(first) = config.urls.first() else {
+        return Err(invalid("warm tier configuration lists no server URL".into()));
+    };
+    let parse = |url: &str| {
+        Config::from_url_centralized(url)
+            .map_err(|e| invalid(format!("bad warm tier URL {}: {}", redact_url(url), e.details())))
+    };
+    let mut out = parse(first)?;
+    match &config.mode {
+        Mode::Standalone => {}
+        Mode::Cluster => {
+            let hosts = seed_hosts(config, parse)?;
+            out.server = ServerConfig::Clustered { hosts, policy: Default::default() };
+        }
+        Mode::Sentinel { service_name } => {
+            let hosts = seed_hosts(config, parse)?;
+            out.server = ServerConfig::Sentinel { hosts, service_name: service_name.clone() };
+        }
+    }
+    if let Some(user) = &config.username {
+        out.username = Some(user.clone());
+    }
+    if let Some(password) = &config.password {
+        out.password = Some(password.expose().to_owned());
+    }
+    if config.tls && out.tls.is_none() {
+        let connector = TlsConnector::default_rustls()
+            .map_err(|e| invalid(format!("cannot set up rustls: {}", e.details())))?;
+        out.tls = Some(connector.into());
+    }
+    // Return connection errors from `init` instead of retrying forever behind it.
+    out.fail_fast = true;
+    Ok(out)
+}
+
+fn seed_hosts(
+    config: &WarmConfig,
+    parse: impl Fn(&str) -> Result<Config, TierError>,
+) -> Result<Vec<Server>, TierError> {
+    let mut hosts = Vec::new();
+    for url in &config.urls {
+        hosts.extend(parse(url)?.server.hosts());
+    }
+    Ok(hosts)
+}
+
+/// Maps a `fred` error: connection, timeout and cancellation problems are
+/// `Unavailable` (retryable); anything else is `Internal`.
+pub(crate) fn map_fred(ctx: ErrorContext, doing: &str, e: FredError) -> TierError {
+    let message = format!("{doing}: {e}");
+    match e.kind() {
+        FredErrorKind::IO
+        | FredErrorKind::Timeout
+        | FredErrorKind::Canceled
+        | FredErrorKind::Routing
+        | FredErrorKind::Cluster
+        | FredErrorKind::Sentinel
+        | FredErrorKind::Backpressure
+        | FredErrorKind::Tls => TierError::unavailable(ctx, message).with_source(e),
+        FredErrorKind::Auth | FredErrorKind::Config | FredErrorKind::Url => TierError::invalid(ctx, message),
+        _ if is_transient_server_error(e.details()) => TierError::unavailable(ctx, message).with_source(e),
+        _ => TierError::internal(ctx, message).with_source(e),
+    }
+}
+
+/// Server replies that mean "not now" rather than "never".
+fn is_transient_server_error(details: &str) -> bool {
+    ["LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "Connection"]
+        .iter()
+        .any(|p| details.starts_with(p) || details.contains(&format!("{p} ")))
+}
+
+/// Runs `fut` with a deadline; a miss is `Unavailable` naming `doing` and the limit.
+pub(crate) async fn bounded<T>(
+    ctx: &ErrorContext,
+    doing: &str,
+    limit: Duration,
+    fut: impl Future<Output = Result<T, FredError>>,
+) -> Result<T, TierError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(map_fred(ctx.clone(), doing, e)),
+        Err(_) => Err(TierError::unavailable(
+            ctx.clone(),
+            format!("{doing}: no answer from the server within {limit:?}"),
+        )),
+    }
+}

@@ -1,0 +1,432 @@
+//! [`WarmTier`]: the [`Tier`] implementation over Valkey/Redis Streams.
+
+use std::{collections::HashMap, fmt};
+
+use async_trait::async_trait;
+use fred::{
+    error::Error as FredError,
+    prelude::Options,
+    prelude::{Client, ClientLike, ServerInterface, StreamsInterface},
+    types::{ClusterHash, Value, streams::XCapKind, streams::XCapTrim},
+    util::redis_keyslot,
+};
+use futures::stream::BoxStream;
+use parking_lot::Mutex;
+use tier_core::{
+    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
+    TopicName,
+};
+
+use crate::{
+    client::{bounded, connect},
+    config::{Mode, WarmConfig},
+    entry::{BATCH_FIELD, entry_id, parse_entries},
+    pager::StreamHandle,
+    read,
+};
+
+/// The warm tier: one Valkey/Redis stream per topic, one entry per record batch.
+///
+/// See the crate documentation for the stream layout and `docs/warm.md` for the full
+/// semantics. The tier assumes it is the only writer and trimmer of its keys: it caches
+/// each topic's range after the first look-up and keeps it current from its own
+/// appends and trims. Another writer is still caught (Valkey's own ID ordering rejects
+/// a stale append, which is then reported as [`TierError::Fenced`] or accepted as an
+/// identical retry), but `range` may lag what another process did.
+pub struct WarmTier {
+    client: Client,
+    config: WarmConfig,
+    /// Known range per topic, as last read from the server or updated by this tier.
+    ranges: Mutex<HashMap<TopicName, OffsetRange>>,
+}
+
+impl fmt::Debug for WarmTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WarmTier").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl WarmTier {
+    /// Connects to the configured server(s). Fails with `Unavailable` within
+    /// `config.connect_timeout` when none answers, `InvalidInput` for a bad URL.
+    pub async fn connect(config: WarmConfig) -> Result<Self, TierError> {
+        let ctx = ErrorContext::tier(TierKind::Warm);
+        let client = connect(&config, &ctx).await?;
+        Ok(Self { client, config, ranges: Mutex::new(HashMap::new()) })
+    }
+
+    /// The configuration this tier was built from.
+    pub fn config(&self) -> &WarmConfig {
+        &self.config
+    }
+
+    /// The stream key of `topic`: `<key_prefix><topic>`.
+    pub fn stream_key(&self, topic: &TopicName) -> String {
+        format!("{}{}", self.config.key_prefix, topic)
+    }
+
+    /// Closes the connection(s). Later calls fail with `Unavailable`.
+    pub async fn close(&self) {
+        let _ = tokio::time::timeout(self.config.command_timeout, self.client.quit()).await;
+    }
+
+    fn ctx(&self, topic: &TopicName) -> ErrorContext {
+        ErrorContext::tier(TierKind::Warm).topic(topic)
+    }
+
+    pub(crate) fn handle(&self, topic: &TopicName) -> StreamHandle {
+        StreamHandle {
+            client: self.client.clone(),
+            key: self.stream_key(topic),
+            ctx: self.ctx(topic),
+            command_timeout: self.config.command_timeout,
+            page_size: self.config.page_size.max(1),
+        }
+    }
+
+    fn cached_range(&self, topic: &TopicName) -> Option<OffsetRange> {
+        self.ranges.lock().get(topic).copied()
+    }
+
+    /// Records that `batch` is now the stream's newest entry.
+    fn note_appended(&self, topic: &TopicName, batch: &RecordBatch) {
+        let mut ranges = self.ranges.lock();
+        let entry = ranges.entry(topic.clone()).or_insert_with(|| batch.offset_range());
+        if entry.is_empty() {
+            *entry = batch.offset_range();
+        } else if batch.end_offset() > entry.end {
+            entry.end = batch.end_offset();
+        }
+    }
+
+    /// Reads the range from the server and merges it into the cache (never moving a
+    /// cached end or start backwards: a reply that raced with this tier's own appends
+    /// or trims is older than what the tier already knows).
+    ///
+    /// One `XINFO STREAM`, which reports the first entry, the last entry and the
+    /// last-generated ID atomically (two separate reads could straddle an append).
+    pub(crate) async fn refresh_range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        let handle = self.handle(topic);
+        let reply: Result<Value, TierError> =
+            bounded(&handle.ctx, "XINFO STREAM", self.config.command_timeout, async {
+                match self.client.xinfo_stream::<Value, _>(handle.key.as_str(), false, None).await {
+                    Err(e) if e.details().contains("no such key") => Ok(Value::Null),
+                    other => other,
+                }
+            })
+            .await;
+        let server = match reply? {
+            Value::Null => OffsetRange::empty_at(0),
+            info => {
+                let info = StreamInfo::parse(&handle, info)?;
+                match (info.first, info.last) {
+                    (Some(first), Some(last)) => {
+                        OffsetRange::new(first.base_offset(), last.end_offset().max(first.base_offset()))
+                    }
+                    // Emptied outside the tier: the true end is at least one past the
+                    // last ID the stream generated.
+                    _ => OffsetRange::empty_at(info.last_generated.map_or(0, |b| b + 1)),
+                }
+            }
+        };
+        let mut ranges = self.ranges.lock();
+        let merged = match ranges.get(topic) {
+            Some(known) => {
+                let end = known.end.max(server.end);
+                let start = if server.is_empty() && server.end < known.end {
+                    known.start
+                } else {
+                    known.start.max(server.start)
+                };
+                OffsetRange::new(start.min(end), end)
+            }
+            None => server,
+        };
+        ranges.insert(topic.clone(), merged);
+        Ok(merged)
+    }
+    /// Removes whole batches below `offset`: every batch whose base offset is smaller
+    /// than that of the batch containing `offset` (`XTRIM key MINID <that batch's ID>`).
+    /// The batch containing `offset` stays, so `range().start` becomes a batch boundary
+    /// `<= offset`; when `offset >= range().end` the newest batch stays, so the stream
+    /// always remembers where the log ends. Returns how many batches were removed.
+    pub async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<u64, TierError> {
+        let handle = self.handle(topic);
+        let Some(keep) = handle.batch_at_or_before(offset).await? else {
+            return Ok(0);
+        };
+        let min_id = entry_id(keep.base_offset());
+        let removed: u64 = bounded(
+            &handle.ctx,
+            "XTRIM",
+            self.config.command_timeout,
+            self.client.xtrim(handle.key.as_str(), (XCapKind::MinID, XCapTrim::Exact, min_id.as_str())),
+        )
+        .await?;
+        let mut ranges = self.ranges.lock();
+        if let Some(r) = ranges.get_mut(topic)
+            && r.start < keep.base_offset()
+        {
+            r.start = keep.base_offset().min(r.end);
+        }
+        Ok(removed)
+    }
+
+    /// Every batch of `topic` from the one containing `from` on (all batches with base
+    /// offset `>= from`, plus the batch containing `from`), in order, fetched a page at
+    /// a time, checked for contiguity. For replaying into a fresh WAL after the local
+    /// disk is lost. The stream is independent of `self`'s lifetime.
+    pub fn recovery_stream(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+        read::recovery_stream(self.handle(topic), from)
+    }
+
+    /// Appends, assuming the position rules already passed.
+    async fn xadd_and_wait(&self, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let handle = self.handle(topic);
+        let id = entry_id(batch.base_offset());
+        // One copy of the batch: a stream field is a single bulk string, so the prefix
+        // and body cannot be sent as two buffers.
+        let bytes = batch.to_bytes();
+        let pipeline = self.client.pipeline();
+        let wait = self.config.wait_replicas > 0;
+        let key = handle.key.clone();
+        let wait_options = self.wait_options(&key);
+        let wait_ms = self.wait_timeout_ms();
+        let wait_replicas = i64::from(self.config.wait_replicas);
+        let queue = async {
+            let _: () = pipeline
+                .xadd(key.as_str(), false, None::<()>, id.as_str(), vec![(BATCH_FIELD, bytes.clone())])
+                .await?;
+            if wait {
+                let _: () = pipeline.with_options(&wait_options).wait(wait_replicas, wait_ms).await?;
+            }
+            Ok::<_, FredError>(pipeline.try_all::<Value>().await)
+        };
+        let limit = self.config.command_timeout + self.config.wait_timeout;
+        let mut replies = bounded(&handle.ctx, "XADD+WAIT", limit, queue).await?.into_iter();
+        let ctx = handle.ctx.clone().offset(batch.base_offset()).location(format!("{key}@{id}"));
+        match replies.next() {
+            Some(Ok(_)) => self.note_appended(topic, batch),
+            Some(Err(e)) if e.details().contains("equal or smaller") => {
+                return self.resolve_existing(topic, &handle, batch, &bytes).await;
+            }
+            Some(Err(e)) => return Err(crate::client::map_fred(ctx, "XADD", e)),
+            None => return Err(TierError::internal(ctx, "XADD: no reply in the pipeline")),
+        }
+        if wait {
+            let reply = replies
+                .next()
+                .ok_or_else(|| TierError::internal(ctx.clone(), "WAIT: no reply in the pipeline"))?;
+            self.check_wait(ctx, reply)?;
+        }
+        Ok(())
+    }
+
+    /// XADD refused the ID because the stream already has an entry at or after it:
+    /// Ok (after `WAIT`) when the same batch is stored there, `Fenced` otherwise.
+    async fn resolve_existing(
+        &self,
+        topic: &TopicName,
+        handle: &StreamHandle,
+        batch: &RecordBatch,
+        bytes: &bytes::Bytes,
+    ) -> Result<(), TierError> {
+        let id = entry_id(batch.base_offset());
+        let ctx = handle.ctx.clone().offset(batch.base_offset()).location(format!("{}@{id}", handle.key));
+        let existing = handle.entry_at(batch.base_offset()).await?;
+        // Whatever the outcome, the cached range is behind the server: re-read it.
+        self.refresh_range(topic).await?;
+        match existing {
+            Some(entry) => {
+                if entry.batch_bytes(&handle.ctx, &handle.key)? == bytes {
+                    self.wait_only(ctx, &handle.key).await
+                } else {
+                    Err(TierError::fenced(
+                        ctx,
+                        format!("stream {} already holds a different batch at ID {id}", handle.key),
+                    ))
+                }
+            }
+            None => Err(TierError::fenced(
+                ctx,
+                format!(
+                    "stream {} already has entries past ID {id} and none starts at it; refusing to write below the stream's top",
+                    handle.key
+                ),
+            )),
+        }
+    }
+
+    /// `WAIT` alone, for an identical retry whose first attempt may not have been
+    /// acknowledged by the replicas.
+    async fn wait_only(&self, ctx: ErrorContext, key: &str) -> Result<(), TierError> {
+        if self.config.wait_replicas == 0 {
+            return Ok(());
+        }
+        let options = self.wait_options(key);
+        let limit = self.config.command_timeout + self.config.wait_timeout;
+        let wanted = i64::from(self.config.wait_replicas);
+        let routed = self.client.with_options(&options);
+        let waiting = routed.wait::<Value>(wanted, self.wait_timeout_ms());
+        let Ok(reply) = tokio::time::timeout(limit, waiting).await else {
+            return Err(TierError::unavailable(
+                ctx,
+                format!("WAIT: no answer within {limit:?}; 0 of {wanted} replicas confirmed"),
+            ));
+        };
+        self.check_wait(ctx, reply)
+    }
+
+    fn check_wait(&self, ctx: ErrorContext, reply: Result<Value, FredError>) -> Result<(), TierError> {
+        let wanted = self.config.wait_replicas;
+        let acked = match reply {
+            Ok(Value::Integer(n)) => n,
+            Ok(other) => {
+                return Err(TierError::internal(ctx, format!("WAIT: unexpected reply {other:?}")));
+            }
+            Err(e) => return Err(crate::client::map_fred(ctx, "WAIT", e)),
+        };
+        if acked < i64::from(wanted) {
+            return Err(TierError::unavailable(
+                ctx,
+                format!(
+                    "WAIT: only {acked} of {wanted} replicas acknowledged the write within {:?}; the batch is on the primary but not confirmed durable",
+                    self.config.wait_timeout
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn wait_timeout_ms(&self) -> i64 {
+        i64::try_from(self.config.wait_timeout.as_millis()).unwrap_or(i64::MAX).max(1)
+    }
+
+    /// In cluster mode, `WAIT` must run on the primary that took the write: route it by
+    /// the stream key's hash slot.
+    fn wait_options(&self, key: &str) -> Options {
+        let mut options = Options::default();
+        if self.config.mode == Mode::Cluster {
+            options.cluster_hash = Some(ClusterHash::Custom(redis_keyslot(key.as_bytes())));
+        }
+        options
+    }
+}
+
+/// What `XINFO STREAM` says about a stream's ends.
+struct StreamInfo {
+    first: Option<RecordBatch>,
+    last: Option<RecordBatch>,
+    last_generated: Option<Offset>,
+}
+
+impl StreamInfo {
+    fn parse(handle: &StreamHandle, info: Value) -> Result<Self, TierError> {
+        let bad = || TierError::internal(handle.ctx.clone(), "unexpected XINFO STREAM reply");
+        let pairs: Vec<(String, Value)> = match info {
+            Value::Map(m) => m
+                .inner()
+                .into_iter()
+                .map(|(k, v)| Some((k.as_str()?.to_owned(), v)))
+                .collect::<Option<_>>()
+                .ok_or_else(bad)?,
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len() / 2);
+                let mut it = items.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    out.push((k.as_str().ok_or_else(bad)?.into_owned(), v));
+                }
+                out
+            }
+            _ => return Err(bad()),
+        };
+        let mut info = StreamInfo { first: None, last: None, last_generated: None };
+        for (name, value) in pairs {
+            match name.as_str() {
+                "first-entry" | "last-entry" if value != Value::Null => {
+                    let entries = parse_entries(&handle.ctx, Value::Array(vec![value]))?;
+                    let batch = entries.first().map(|e| e.decode(&handle.ctx, &handle.key)).transpose()?;
+                    if name == "first-entry" {
+                        info.first = batch;
+                    } else {
+                        info.last = batch;
+                    }
+                }
+                "last-generated-id" => {
+                    info.last_generated =
+                        value.as_str().and_then(|id| id.split_once('-').and_then(|(ms, _)| ms.parse().ok()));
+                }
+                _ => {}
+            }
+        }
+        Ok(info)
+    }
+}
+
+#[async_trait]
+impl Tier for WarmTier {
+    fn kind(&self) -> TierKind {
+        TierKind::Warm
+    }
+
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        match self.cached_range(topic) {
+            Some(range) => Ok(range),
+            None => self.refresh_range(topic).await,
+        }
+    }
+
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let mut range = self.range(topic).await?;
+        if !append_allowed(range, base) {
+            // The cache may lag another writer or trimmer: decide on fresh data.
+            range = self.refresh_range(topic).await?;
+        }
+        if base < range.end && base >= range.start {
+            // A retry of something already held, or a conflict: XADD would refuse the
+            // ID either way; resolve_existing tells which.
+            let handle = self.handle(topic);
+            let bytes = batch.to_bytes();
+            return self.resolve_existing(topic, &handle, &batch, &bytes).await;
+        }
+        if !append_allowed(range, base) {
+            return Err(TierError::invalid(
+                self.ctx(topic).offset(base),
+                format!(
+                    "append at offset {base} but the warm tier holds {range}; the next batch must start at {}",
+                    range.end
+                ),
+            ));
+        }
+        self.xadd_and_wait(topic, &batch).await
+    }
+
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        read::read(self, topic, from, to, limit).await
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        read::offset_for_timestamp(self.handle(topic), timestamp).await
+    }
+}
+
+/// Invariant 3: the next batch starts at `end`, or anywhere at or past `end` when
+/// nothing is held.
+fn append_allowed(range: OffsetRange, base: Offset) -> bool {
+    base == range.end || (range.is_empty() && base >= range.end)
+}
