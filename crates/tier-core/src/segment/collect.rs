@@ -5,9 +5,10 @@ use crate::batch::DecodeError;
 use crate::{Offset, ReadLimit, Record, RecordBatch, Timestamp};
 
 /// Gathers the records `from..to` of successive batches under a [`ReadLimit`], with the
-/// semantics of [`Tier::read`](crate::Tier::read) (invariant 6).
+/// semantics of [`Tier::read`](crate::Tier::read) (invariant 6). Every tier that reads
+/// batches uses this, so the limit rules live in one place.
 #[derive(Debug)]
-pub(crate) struct RecordCollector {
+pub struct RecordCollector {
     from: Offset,
     to: Offset,
     limit: ReadLimit,
@@ -17,18 +18,19 @@ pub(crate) struct RecordCollector {
 }
 
 impl RecordCollector {
-    pub(crate) fn new(from: Offset, to: Offset, limit: ReadLimit) -> Self {
+    /// A collector for `from..to` under `limit`.
+    pub fn new(from: Offset, to: Offset, limit: ReadLimit) -> Self {
         let full = from >= to || limit.max_records == 0;
         Self { from, to, limit, bytes: 0, out: Vec::new(), full }
     }
 
     /// True once no further record is wanted.
-    pub(crate) fn is_full(&self) -> bool {
+    pub fn is_full(&self) -> bool {
         self.full
     }
 
     /// Takes the wanted records of `batch`.
-    pub(crate) fn push_batch(&mut self, batch: &RecordBatch) {
+    pub fn push_batch(&mut self, batch: &RecordBatch) {
         if self.full || batch.end_offset() <= self.from {
             return;
         }
@@ -56,7 +58,13 @@ impl RecordCollector {
         }
     }
 
-    pub(crate) fn into_records(self) -> Vec<Record> {
+    /// The offset the next wanted record has.
+    pub fn next_offset(&self) -> Offset {
+        self.out.last().map_or(self.from, |r| r.offset + 1)
+    }
+
+    /// The records gathered.
+    pub fn into_records(self) -> Vec<Record> {
         self.out
     }
 }

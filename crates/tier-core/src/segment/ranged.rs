@@ -329,9 +329,10 @@ async fn fetch_exact<R: RangeReader + ?Sized>(
         e
     })?;
     if data.len() as u64 != want {
-        return Err(TierError::internal(
+        // A short answer means the object is shorter than its listing or trailer says.
+        return Err(TierError::corruption(
             ErrorContext { location: Some(location(ctx, start)), ..ctx.clone() },
-            format!("asked for {want} bytes, the reader returned {}", data.len()),
+            format!("asked for {want} bytes, the object returned {}", data.len()),
         ));
     }
     Ok(data)

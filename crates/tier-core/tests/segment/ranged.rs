@@ -137,7 +137,7 @@ async fn errors_name_the_object_and_byte_position() {
 
     let err =
         RangedSegment::open_with_context(Short(bytes.clone()), size, 4096, ctx.clone()).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Internal);
+    assert_eq!(err.kind(), ErrorKind::Corruption);
     assert!(err.to_string().contains("bucket/orders/seg-100@0"), "{err}");
 
     // A corrupt batch: the error names the object and the batch's position.

@@ -1,0 +1,300 @@
+//! [`ColdConfig`]: where the cold tier stores objects and how it reads and writes them.
+//! Every field has a default, so an empty TOML table is a valid configuration (a local
+//! directory `./data/cold`).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use serde::{Deserialize, Serialize};
+use tier_core::{ErrorContext, TierError, TierKind};
+
+/// A secret string (a secret access key): `Debug` and `Display` print `***`, so it can
+/// sit in a config that is logged.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself; call only where it is handed to a client.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Which object store holds the segments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum BackendConfig {
+    /// A local directory (object_store's `LocalFileSystem`); created if missing.
+    Local {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Amazon S3 or an S3-compatible server.
+    S3 {
+        /// Bucket name.
+        bucket: String,
+        /// Region to sign for.
+        #[serde(default = "default_region")]
+        region: String,
+        /// Endpoint URL for S3-compatible servers (path-style requests); `None` for AWS.
+        #[serde(default)]
+        endpoint: Option<String>,
+        /// Access key id; `None` to use the environment / instance credentials.
+        #[serde(default)]
+        access_key_id: Option<String>,
+        /// Secret access key (never printed).
+        #[serde(default)]
+        secret_access_key: Option<Secret>,
+        /// Allow plain `http://` endpoints (test servers).
+        #[serde(default)]
+        allow_http: bool,
+    },
+    /// Google Cloud Storage.
+    #[cfg(feature = "gcp")]
+    Gcs {
+        /// Bucket name.
+        bucket: String,
+        /// Path of a service account JSON file; `None` for application default credentials.
+        #[serde(default)]
+        service_account_path: Option<PathBuf>,
+    },
+    /// Azure Blob Storage.
+    #[cfg(feature = "azure")]
+    Azure {
+        /// Storage account.
+        account: String,
+        /// Container.
+        container: String,
+        /// Account access key (never printed).
+        #[serde(default)]
+        access_key: Option<Secret>,
+    },
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig::Local { path: PathBuf::from("./data/cold") }
+    }
+}
+
+/// Retries of failed requests (5xx, timeouts, connection errors), done by object_store's
+/// HTTP client with exponential backoff. Not used by the local backend.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrySettings {
+    /// Retries after the first attempt (0 disables retries). Default 10.
+    pub max_retries: usize,
+    /// First backoff. Default 100 ms.
+    #[serde(with = "humantime_serde")]
+    pub init_backoff: Duration,
+    /// Largest backoff. Default 15 s.
+    #[serde(with = "humantime_serde")]
+    pub max_backoff: Duration,
+    /// Backoff multiplier. Default 2.
+    pub backoff_base: f64,
+    /// No retry starts this long after the first attempt. Default 3 min.
+    #[serde(with = "humantime_serde")]
+    pub retry_timeout: Duration,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            max_retries: 10,
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(15),
+            backoff_base: 2.0,
+            retry_timeout: Duration::from_secs(180),
+        }
+    }
+}
+
+impl RetrySettings {
+    /// As object_store's `RetryConfig`.
+    pub fn to_retry_config(&self) -> object_store::RetryConfig {
+        object_store::RetryConfig {
+            backoff: object_store::BackoffConfig {
+                init_backoff: self.init_backoff,
+                max_backoff: self.max_backoff,
+                base: self.backoff_base,
+            },
+            max_retries: self.max_retries,
+            retry_timeout: self.retry_timeout,
+        }
+    }
+}
+
+/// The cold tier's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ColdConfig {
+    /// Where the objects live.
+    pub backend: BackendConfig,
+    /// Folder inside the bucket / directory under which each topic has a folder.
+    /// Default `""` (the root).
+    pub prefix: String,
+    /// Largest ranged GET of data a sequential [`stream`](crate::ColdTier::stream) makes
+    /// (whole index intervals, at least one). Default 1 MiB.
+    pub read_buffer: u64,
+    /// Ranged GETs a stream keeps in flight ahead of the consumer. Default 4.
+    pub read_ahead: usize,
+    /// Segment metadata (trailer + index) entries kept in the LRU cache. Default 1024.
+    pub index_cache_entries: usize,
+    /// Bytes fetched from an object's end to read its trailer and index in one request;
+    /// raised per object to hold the whole index of a segment written with
+    /// `index_interval_bytes`. Default 64 KiB.
+    pub tail_fetch_bytes: u64,
+    /// Index interval of the segments this tier writes itself (on `append`), and the
+    /// interval assumed when sizing tail fetches. Default 64 KiB.
+    pub index_interval_bytes: u32,
+    /// Segments larger than this are uploaded with a multipart upload. Default 8 MiB.
+    pub multipart_threshold: u64,
+    /// Size of each multipart part (at least 5 MiB, S3's minimum). Default 8 MiB.
+    pub part_size: u64,
+    /// Parts uploaded concurrently. Default 4.
+    pub upload_concurrency: usize,
+    /// Retries of failed requests.
+    pub retry: RetrySettings,
+    /// When set, segments whose newest record is older than this may be deleted by
+    /// [`ColdTier::expire`](crate::ColdTier::expire). Default: never (`None`).
+    #[serde(with = "humantime_serde")]
+    pub expiry: Option<Duration>,
+}
+
+/// S3's smallest part (except the last).
+pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+
+impl Default for ColdConfig {
+    fn default() -> Self {
+        Self {
+            backend: BackendConfig::default(),
+            prefix: String::new(),
+            read_buffer: 1 << 20,
+            read_ahead: 4,
+            index_cache_entries: 1024,
+            tail_fetch_bytes: tier_core::segment::DEFAULT_TAIL_FETCH_BYTES,
+            index_interval_bytes: tier_core::segment::DEFAULT_INDEX_INTERVAL_BYTES,
+            multipart_threshold: 8 << 20,
+            part_size: 8 << 20,
+            upload_concurrency: 4,
+            retry: RetrySettings::default(),
+            expiry: None,
+        }
+    }
+}
+
+fn config_error(message: impl Into<String>) -> TierError {
+    TierError::invalid(ErrorContext::tier(TierKind::Cold).location("cold config"), message)
+}
+
+impl ColdConfig {
+    /// A configuration storing into the local directory `path`, other fields default.
+    pub fn local(path: impl Into<PathBuf>) -> Self {
+        Self { backend: BackendConfig::Local { path: path.into() }, ..Self::default() }
+    }
+
+    /// Checks the numbers make sense: `part_size >= 5 MiB`, `multipart_threshold >=
+    /// part_size`, non-zero buffers and concurrency.
+    pub fn validate(&self) -> Result<(), TierError> {
+        if self.part_size < MIN_PART_SIZE {
+            return Err(config_error(format!(
+                "part_size {} is below S3's minimum {MIN_PART_SIZE}",
+                self.part_size
+            )));
+        }
+        if self.multipart_threshold < self.part_size {
+            return Err(config_error("multipart_threshold must be at least part_size"));
+        }
+        if self.read_buffer == 0 || self.read_ahead == 0 || self.upload_concurrency == 0 {
+            return Err(config_error("read_buffer, read_ahead and upload_concurrency must be positive"));
+        }
+        Ok(())
+    }
+
+    /// Builds the object store the backend describes. Credentials go to the client only.
+    pub fn build_store(&self) -> Result<Arc<dyn ObjectStore>, TierError> {
+        let failed = |what: &str, e: object_store::Error| {
+            TierError::invalid(
+                ErrorContext::tier(TierKind::Cold).location("cold config"),
+                format!("building the {what} object store: {e}"),
+            )
+        };
+        match &self.backend {
+            BackendConfig::Local { path } => {
+                std::fs::create_dir_all(path).map_err(|e| {
+                    TierError::unavailable(
+                        ErrorContext::tier(TierKind::Cold).location(path.display().to_string()),
+                        format!("creating the cold directory: {e}"),
+                    )
+                })?;
+                let store = LocalFileSystem::new_with_prefix(path).map_err(|e| failed("local", e))?;
+                Ok(Arc::new(store))
+            }
+            BackendConfig::S3 { bucket, region, endpoint, access_key_id, secret_access_key, allow_http } => {
+                let mut b = object_store::aws::AmazonS3Builder::new()
+                    .with_bucket_name(bucket)
+                    .with_region(region)
+                    .with_allow_http(*allow_http)
+                    .with_retry(self.retry.to_retry_config());
+                if let Some(endpoint) = endpoint {
+                    b = b.with_endpoint(endpoint);
+                }
+                if let Some(id) = access_key_id {
+                    b = b.with_access_key_id(id);
+                }
+                if let Some(secret) = secret_access_key {
+                    b = b.with_secret_access_key(secret.expose());
+                }
+                Ok(Arc::new(b.build().map_err(|e| failed("S3", e))?))
+            }
+            #[cfg(feature = "gcp")]
+            BackendConfig::Gcs { bucket, service_account_path } => {
+                let mut b = object_store::gcp::GoogleCloudStorageBuilder::new()
+                    .with_bucket_name(bucket)
+                    .with_retry(self.retry.to_retry_config());
+                if let Some(p) = service_account_path {
+                    b = b.with_service_account_path(p.display().to_string());
+                }
+                Ok(Arc::new(b.build().map_err(|e| failed("GCS", e))?))
+            }
+            #[cfg(feature = "azure")]
+            BackendConfig::Azure { account, container, access_key } => {
+                let mut b = object_store::azure::MicrosoftAzureBuilder::new()
+                    .with_account(account)
+                    .with_container_name(container)
+                    .with_retry(self.retry.to_retry_config());
+                if let Some(k) = access_key {
+                    b = b.with_access_key(k.expose());
+                }
+                Ok(Arc::new(b.build().map_err(|e| failed("Azure", e))?))
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Optional time-based expiry: deleting whole segments from the front of a topic.
+
+use futures::StreamExt;
+use object_store::path::Path;
+use tier_core::{OffsetRange, TierError, Timestamp, TopicName};
+
+use crate::ColdTier;
+use crate::error::{key_ctx, map_store_error};
+use crate::stats::Counters;
+
+impl ColdTier {
+    /// Deletes, oldest first, the segments of `topic` whose newest record is older than
+    /// `cutoff_ms`, stopping at the first segment that is not. The last segment is never
+    /// deleted, so the range's end never moves back (invariant 2). Returns the keys
+    /// deleted and the range now held.
+    pub async fn expire_before(
+        &self,
+        topic: &TopicName,
+        cutoff_ms: Timestamp,
+    ) -> Result<(Vec<Path>, OffsetRange), TierError> {
+        let state = self.topic_state(topic);
+        let _guard = state.append_lock.lock().await;
+        let listing = self.listing(topic).await?;
+        let segments = listing.segments();
+        let mut doomed = Vec::new();
+        for segment in segments.iter().take(segments.len().saturating_sub(1)) {
+            let max = self.meta(topic, segment).await?.trailer().max_timestamp;
+            if max >= cutoff_ms {
+                break;
+            }
+            doomed.push(segment.key.clone());
+        }
+        let mut deleted = Vec::new();
+        // One at a time from the front: a failure leaves a contiguous suffix behind.
+        for key in &doomed {
+            let mut results = self.store.delete_stream(futures::stream::iter([Ok(key.clone())]).boxed());
+            while let Some(result) = results.next().await {
+                match result {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => {
+                        *state.listing.lock() =
+                            Some(std::sync::Arc::new(listing.without_first(deleted.len())));
+                        return Err(map_store_error(key_ctx(topic, key), "deleting an expired segment", e));
+                    }
+                }
+            }
+            Counters::add(&self.counters.deletes, 1);
+            self.metas.lock().remove(key);
+            deleted.push(key.clone());
+        }
+        let remaining = std::sync::Arc::new(listing.without_first(deleted.len()));
+        let range = remaining.range();
+        *state.listing.lock() = Some(remaining);
+        Ok((deleted, range))
+    }
+
+    /// [`expire_before`](Self::expire_before) `now_ms - expiry` when the configuration
+    /// sets `expiry`; does nothing (and returns `None`) when it does not.
+    pub async fn expire(
+        &self,
+        topic: &TopicName,
+        now_ms: Timestamp,
+    ) -> Result<Option<(Vec<Path>, OffsetRange)>, TierError> {
+        let Some(age) = self.config.expiry else {
+            return Ok(None);
+        };
+        let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        Ok(Some(self.expire_before(topic, now_ms.saturating_sub(age)).await?))
+    }
+}

@@ -1,0 +1,304 @@
+//! Uploading sealed segments: one conditional PUT for small ones, a streamed multipart
+//! upload for large ones; idempotent by name, length and trailer.
+
+use std::path::Path as FsPath;
+
+use bytes::{Bytes, BytesMut};
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+use tier_core::segment::{MAX_HEADER_LEN, SegmentHeader, TRAILER_LEN, Trailer};
+use tier_core::{OffsetRange, TierError, TopicName};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use crate::ColdTier;
+use crate::error::{file_error, key_ctx, map_store_error};
+use crate::listing::SegmentObject;
+use crate::stats::Counters;
+
+/// What [`ColdTier::export_segment`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExportOutcome {
+    /// The segment was uploaded.
+    Uploaded {
+        /// The object written.
+        key: Path,
+        /// Its offsets.
+        range: OffsetRange,
+        /// Its size.
+        bytes: u64,
+        /// Parts of the multipart upload (0: a single PUT).
+        parts: u64,
+    },
+    /// An identical object (same name, length and trailer) was already there.
+    AlreadyPresent {
+        /// The existing object.
+        key: Path,
+        /// Its offsets.
+        range: OffsetRange,
+    },
+}
+
+impl ExportOutcome {
+    /// The object's key.
+    pub fn key(&self) -> &Path {
+        match self {
+            ExportOutcome::Uploaded { key, .. } | ExportOutcome::AlreadyPresent { key, .. } => key,
+        }
+    }
+}
+
+/// What identifies a segment's content for the idempotency check.
+#[derive(Debug)]
+pub(crate) struct Fingerprint {
+    pub(crate) len: u64,
+    pub(crate) trailer: Bytes,
+    /// The whole content, when small enough to compare entirely.
+    pub(crate) whole: Option<Bytes>,
+}
+
+impl ColdTier {
+    /// Uploads the sealed segment file at `path` as
+    /// `<prefix>/<topic>/<base:020>-<last:020>.seg`, reading its header and trailer to
+    /// learn the topic and range.
+    ///
+    /// - Up to `multipart_threshold` bytes: one `PutMode::Create` PUT (two exporters
+    ///   cannot both write). Larger: a multipart upload of `part_size` parts streamed
+    ///   from the file, `upload_concurrency` in flight, aborted on any failure. Never
+    ///   holds more than `upload_concurrency + 1` parts in memory.
+    /// - Idempotent: an existing object with the same length and trailer bytes is
+    ///   [`ExportOutcome::AlreadyPresent`]; a different one is [`TierError::Fenced`].
+    /// - The cached manifest gains the segment.
+    ///
+    /// Errors: `InvalidInput` for a file that is not a sealed segment of `topic` or is
+    /// empty; `Fenced` for a conflicting object (same name, or overlapping offsets in the
+    /// cached manifest); `Unavailable` for I/O and store failures.
+    pub async fn export_segment(&self, topic: &TopicName, path: &FsPath) -> Result<ExportOutcome, TierError> {
+        let (len, trailer, trailer_bytes) = read_segment_ends(topic, path).await?;
+        let range = trailer.offset_range();
+        let key = self.layout.segment_key(topic, range);
+        let ctx = key_ctx(topic, &key).offset(range.start);
+        let listing = self.listing(topic).await?;
+        if let Some(other) = listing
+            .segments()
+            .iter()
+            .find(|s| s.key != key && s.range.start < range.end && range.start < s.range.end)
+        {
+            return Err(TierError::fenced(
+                ctx,
+                format!("offsets {range:?} overlap the existing object {} ({:?})", other.key, other.range),
+            ));
+        }
+        let fingerprint = Fingerprint { len, trailer: trailer_bytes, whole: None };
+        if self.existing_matches(topic, &key, &fingerprint).await? {
+            self.note_segment(topic, SegmentObject::new(key.clone(), range, len))?;
+            return Ok(ExportOutcome::AlreadyPresent { key, range });
+        }
+        let parts = if len <= self.config.multipart_threshold {
+            let data =
+                tokio::fs::read(path).await.map_err(|e| file_error(topic, path, "reading the segment", e))?;
+            if data.len() as u64 != len {
+                return Err(TierError::invalid(ctx, "the segment file changed while being exported"));
+            }
+            match self.put_create(topic, &key, Bytes::from(data)).await? {
+                true => 0,
+                false if self.existing_matches(topic, &key, &fingerprint).await? => {
+                    self.note_segment(topic, SegmentObject::new(key.clone(), range, len))?;
+                    return Ok(ExportOutcome::AlreadyPresent { key, range });
+                }
+                false => {
+                    return Err(TierError::fenced(
+                        ctx,
+                        "a different object was written at this name concurrently",
+                    ));
+                }
+            }
+        } else {
+            self.put_multipart_from_file(topic, &key, path, len).await?
+        };
+        self.note_segment(topic, SegmentObject::new(key.clone(), range, len))?;
+        Ok(ExportOutcome::Uploaded { key, range, bytes: len, parts })
+    }
+
+    /// One `PutMode::Create` PUT; `Ok(false)` when an object already exists there.
+    pub(crate) async fn put_create(
+        &self,
+        topic: &TopicName,
+        key: &Path,
+        data: Bytes,
+    ) -> Result<bool, TierError> {
+        let len = data.len() as u64;
+        let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        Counters::add(&self.counters.put_requests, 1);
+        match self.store.put_opts(key, PutPayload::from(data), opts).await {
+            Ok(_) => {
+                Counters::add(&self.counters.put_bytes, len);
+                Ok(true)
+            }
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(map_store_error(key_ctx(topic, key), "uploading a segment", e)),
+        }
+    }
+
+    /// Whether an object exists at `key` with the content `fingerprint` describes;
+    /// `Fenced` when one exists with other content, `Ok(false)` when none exists.
+    pub(crate) async fn existing_matches(
+        &self,
+        topic: &TopicName,
+        key: &Path,
+        fingerprint: &Fingerprint,
+    ) -> Result<bool, TierError> {
+        let ctx = key_ctx(topic, key);
+        Counters::add(&self.counters.head_requests, 1);
+        let meta = match self.store.head(key).await {
+            Ok(meta) => meta,
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(map_store_error(ctx, "checking for an existing segment", e)),
+        };
+        if meta.size != fingerprint.len {
+            return Err(TierError::fenced(
+                ctx,
+                format!(
+                    "a different object of {} bytes (not {}) already holds this name",
+                    meta.size, fingerprint.len
+                ),
+            ));
+        }
+        let same = match &fingerprint.whole {
+            Some(whole) => {
+                let existing = self.get_counted(topic, key, 0..meta.size).await?;
+                existing == *whole
+            }
+            None => {
+                let n = fingerprint.trailer.len() as u64;
+                let existing = self.get_counted(topic, key, meta.size.saturating_sub(n)..meta.size).await?;
+                existing == fingerprint.trailer
+            }
+        };
+        if !same {
+            return Err(TierError::fenced(
+                ctx,
+                "a different object of the same length already holds this name",
+            ));
+        }
+        Ok(true)
+    }
+
+    async fn get_counted(
+        &self,
+        topic: &TopicName,
+        key: &Path,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, TierError> {
+        let bytes = self
+            .store
+            .get_range(key, range)
+            .await
+            .map_err(|e| map_store_error(key_ctx(topic, key), "reading an existing segment", e))?;
+        self.counters.note_get(bytes.len() as u64);
+        Ok(bytes)
+    }
+
+    /// Streams the file into a multipart upload; aborts it on any failure. Returns the
+    /// number of parts.
+    async fn put_multipart_from_file(
+        &self,
+        topic: &TopicName,
+        key: &Path,
+        path: &FsPath,
+        len: u64,
+    ) -> Result<u64, TierError> {
+        let ctx = key_ctx(topic, key);
+        let upload = self
+            .store
+            .put_multipart(key)
+            .await
+            .map_err(|e| map_store_error(ctx.clone(), "starting a multipart upload", e))?;
+        let part_size = self.config.part_size as usize;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
+        let mut file = match tokio::fs::File::open(path).await {
+            Ok(file) => file,
+            Err(e) => {
+                self.abort(writer).await;
+                return Err(file_error(topic, path, "opening the segment", e));
+            }
+        };
+        let mut sent = 0u64;
+        let mut parts = 0u64;
+        while sent < len {
+            if let Err(e) = writer.wait_for_capacity(self.config.upload_concurrency).await {
+                self.abort(writer).await;
+                return Err(map_store_error(ctx, "uploading a part", e));
+            }
+            let want = (len - sent).min(part_size as u64) as usize;
+            let mut buf = BytesMut::zeroed(want);
+            if let Err(e) = file.read_exact(&mut buf).await {
+                self.abort(writer).await;
+                return Err(file_error(topic, path, "reading the segment", e));
+            }
+            sent += want as u64;
+            parts += 1;
+            Counters::add(&self.counters.put_bytes, want as u64);
+            writer.put(buf.freeze());
+        }
+        match writer.finish().await {
+            Ok(_) => {
+                Counters::add(&self.counters.multipart_uploads, 1);
+                Ok(parts)
+            }
+            Err(e) => {
+                // finish() aborts the upload itself when a part or the completion fails.
+                Counters::add(&self.counters.multipart_aborts, 1);
+                Err(map_store_error(ctx, "completing a multipart upload", e))
+            }
+        }
+    }
+
+    async fn abort(&self, writer: WriteMultipart) {
+        Counters::add(&self.counters.multipart_aborts, 1);
+        if let Err(e) = writer.abort().await {
+            tracing::warn!(error = %e, "aborting a failed multipart upload failed; the bucket's lifecycle rule will remove its parts");
+        }
+    }
+}
+
+/// The length, decoded trailer and raw trailer bytes of the sealed segment at `path`,
+/// after checking its header names `topic` and agrees with the trailer.
+async fn read_segment_ends(topic: &TopicName, path: &FsPath) -> Result<(u64, Trailer, Bytes), TierError> {
+    let io = |what: &'static str| move |e: std::io::Error| file_error(topic, path, what, e);
+    let invalid = |message: String| {
+        TierError::invalid(crate::error::topic_ctx(topic).location(path.display().to_string()), message)
+    };
+    let mut file = tokio::fs::File::open(path).await.map_err(io("opening the segment"))?;
+    let len = file.metadata().await.map_err(io("reading the segment's size"))?.len();
+    if len < TRAILER_LEN as u64 {
+        return Err(invalid(format!("{len} bytes is too short for a sealed segment")));
+    }
+    let mut head = vec![0u8; (len as usize).min(MAX_HEADER_LEN)];
+    file.read_exact(&mut head).await.map_err(io("reading the segment header"))?;
+    let (header, _) =
+        SegmentHeader::decode(&head).map_err(|e| invalid(format!("bad segment header: {e}")))?;
+    file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64))
+        .await
+        .map_err(io("seeking to the trailer"))?;
+    let mut tail = vec![0u8; TRAILER_LEN];
+    file.read_exact(&mut tail).await.map_err(io("reading the segment trailer"))?;
+    let trailer = Trailer::decode(&tail).map_err(|e| invalid(format!("not a sealed segment: {e}")))?;
+    if trailer.segment_len() != len {
+        return Err(invalid(format!(
+            "the trailer describes {} bytes, the file has {len}",
+            trailer.segment_len()
+        )));
+    }
+    if &header.topic != topic {
+        return Err(invalid(format!("the segment belongs to topic '{}'", header.topic)));
+    }
+    if header.base_offset != trailer.base_offset {
+        return Err(invalid("the header and trailer disagree on the base offset".into()));
+    }
+    if trailer.record_count == 0 {
+        return Err(invalid("an empty segment has nothing to export".into()));
+    }
+    Ok((len, trailer, Bytes::from(tail)))
+}

@@ -1,0 +1,39 @@
+//! tierlog's cold tier: sealed segments as objects in object storage (S3, GCS, Azure or a
+//! local directory, through the `object_store` crate), read in place with ranged
+//! requests guided by each segment's footer index.
+//!
+//! - [`layout`]: object names `<prefix>/<topic>/<base:020>-<last:020>.seg`; the listing
+//!   of a topic's folder is its manifest.
+//! - [`ColdTier::export_segment`]: idempotent upload of a sealed WAL segment file
+//!   (conditional PUT, or a streamed multipart upload for large segments).
+//! - Reads: [`Tier::read`](tier_core::Tier::read) for bounded reads,
+//!   [`ColdTier::stream`] for long sequential reads with read-ahead; segment metadata
+//!   (trailer + index) is cached in a bounded LRU, so a seek costs two requests cold and
+//!   one warm.
+//! - [`ColdTier::expire_before`]: optional time-based expiry of whole segments.
+//! - [`ColdConfig`]: backend, buffers, multipart and retry settings.
+//! - `testing` (feature `testing`): `CountingStore` and `FaultyStore` wrappers.
+//!
+//! The design, including crash behaviour and the bucket lifecycle rule to set, is in
+//! `docs/cold.md`.
+
+mod cache;
+mod cold;
+mod config;
+mod error;
+mod expire;
+mod export;
+pub mod layout;
+mod listing;
+mod read;
+mod stats;
+mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
+mod tier;
+
+pub use cold::ColdTier;
+pub use config::{BackendConfig, ColdConfig, MIN_PART_SIZE, RetrySettings, Secret};
+pub use export::ExportOutcome;
+pub use layout::Layout;
+pub use stats::ColdStats;

@@ -1,0 +1,103 @@
+//! Bounded reads and timestamp lookups across a topic's segments.
+
+use tier_core::{Offset, OffsetRange, ReadLimit, Record, TierError, Timestamp, TopicName};
+
+use crate::ColdTier;
+use crate::error::topic_ctx;
+use crate::listing::Listing;
+
+/// The error for offsets inside the range that no object holds.
+pub(crate) fn gap_error(topic: &TopicName, listing: &Listing, offset: Offset, next: usize) -> TierError {
+    let end = listing.segments().get(next).map_or(listing.range().end, |s| s.range.start);
+    TierError::not_found(
+        topic_ctx(topic).offset(offset),
+        format!(
+            "offsets {} are missing from cold storage: no segment object holds them",
+            OffsetRange::new(offset, end.max(offset))
+        ),
+    )
+}
+
+impl ColdTier {
+    /// `Tier::read`: walks the segments from the one holding `from`, one ranged request
+    /// per index interval read (plus one tail request per segment whose metadata is not
+    /// cached). A gap in the manifest ends the read there, or is `NotFound` naming the
+    /// missing offsets when nothing was read before it.
+    pub(crate) async fn read_records(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        let listing = self.listing(topic).await?;
+        let held = listing.range();
+        if from < held.start || from > held.end {
+            return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
+        }
+        let to = to.min(held.end);
+        let mut out: Vec<Record> = Vec::new();
+        let mut bytes = 0usize;
+        let mut next = from;
+        while next < to && out.len() < limit.max_records {
+            let i = match listing.find(next) {
+                Ok(i) => i,
+                Err(_) if !out.is_empty() => break,
+                Err(after) => return Err(gap_error(topic, &listing, next, after)),
+            };
+            let segment = &listing.segments()[i];
+            let ranged = self.open_segment(topic, segment).await?;
+            let remaining = ReadLimit {
+                max_records: limit.max_records - out.len(),
+                max_bytes: limit.max_bytes.saturating_sub(bytes).max(1),
+            };
+            let records = ranged.read(next, to, remaining).await?;
+            for r in records {
+                let size = r.size();
+                if !out.is_empty() && bytes.saturating_add(size) > limit.max_bytes {
+                    return Ok(out);
+                }
+                bytes = bytes.saturating_add(size);
+                next = r.offset + 1;
+                out.push(r);
+            }
+            if next < segment.range.end {
+                // The segment stopped early: a limit was reached.
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// `Tier::offset_for_timestamp`: the answer lies in the first segment whose newest
+    /// timestamp reaches `t` (every earlier record is below `t`). Segment maxima are
+    /// learned from trailers (one tail request per segment not yet seen, remembered in
+    /// the manifest), then the answering segment's index gives the interval to read: a
+    /// seek costs at most two requests when that segment's metadata is not cached, one
+    /// when it is.
+    pub(crate) async fn lookup_timestamp(
+        &self,
+        topic: &TopicName,
+        t: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        let listing = self.listing(topic).await?;
+        let mut expected: Option<Offset> = None;
+        for (i, segment) in listing.segments().iter().enumerate() {
+            if let Some(want) = expected
+                && want != segment.range.start
+            {
+                return Err(gap_error(topic, &listing, want, i));
+            }
+            expected = Some(segment.range.end);
+            let max = match segment.max_timestamp.get() {
+                Some(max) => *max,
+                None => self.meta(topic, segment).await?.trailer().max_timestamp,
+            };
+            if max >= t {
+                let ranged = self.open_segment(topic, segment).await?;
+                return ranged.offset_for_timestamp(t).await;
+            }
+        }
+        Ok(None)
+    }
+}

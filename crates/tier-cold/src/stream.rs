@@ -1,0 +1,130 @@
+//! Long sequential reads: whole index intervals fetched in ranged GETs of up to
+//! `read_buffer` bytes, `read_ahead` of them in flight.
+
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use tier_core::segment::{DataRange, RangedSegment};
+use tier_core::{Offset, ReadLimit, Record, TierError, TopicName};
+
+use crate::ColdTier;
+use crate::cold::ObjectReader;
+use crate::error::topic_ctx;
+use crate::listing::Listing;
+use crate::read::gap_error;
+
+/// One ranged GET of a stream: consecutive index intervals of one segment.
+struct Chunk {
+    segment: Arc<RangedSegment<ObjectReader>>,
+    intervals: Vec<DataRange>,
+}
+
+impl Chunk {
+    fn bytes(&self) -> std::ops::Range<u64> {
+        let start = self.intervals.first().map_or(0, |r| r.bytes.start);
+        let end = self.intervals.last().map_or(0, |r| r.bytes.end);
+        start..end
+    }
+
+    /// Fetches the chunk in one request and decodes its records from `from` on.
+    async fn load(self, from: Offset) -> Result<Vec<Record>, TierError> {
+        let range = self.bytes();
+        let whole = DataRange {
+            bytes: range.clone(),
+            first_offset: self.intervals.first().map_or(0, |r| r.first_offset),
+            end_offset: self.intervals.last().map_or(0, |r| r.end_offset),
+            max_timestamp_before: i64::MIN,
+        };
+        let data = self.segment.fetch(&whole).await?;
+        let mut out = Vec::new();
+        for interval in &self.intervals {
+            let slice = data.slice(
+                (interval.bytes.start - range.start) as usize..(interval.bytes.end - range.start) as usize,
+            );
+            out.extend(self.segment.decode_records(
+                interval,
+                slice,
+                from,
+                Offset::MAX,
+                ReadLimit::unbounded(),
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+/// Splits the intervals of `segment` from the one holding `from` into chunks of at most
+/// `read_buffer` bytes (a chunk holds at least one interval).
+fn chunks_of(segment: Arc<RangedSegment<ObjectReader>>, from: Offset, read_buffer: u64) -> Vec<Chunk> {
+    let index = segment.meta().index().clone();
+    let Some(first) = index.interval_for_offset(from.max(segment.offset_range().start)) else {
+        return Vec::new();
+    };
+    let mut chunks = Vec::new();
+    let mut current: Vec<DataRange> = Vec::new();
+    let mut size = 0;
+    let mut i = first;
+    while let Some(range) = index.interval(i) {
+        if !current.is_empty() && size + range.len() > read_buffer {
+            chunks.push(Chunk { segment: segment.clone(), intervals: std::mem::take(&mut current) });
+            size = 0;
+        }
+        size += range.len();
+        current.push(range);
+        i += 1;
+    }
+    if !current.is_empty() {
+        chunks.push(Chunk { segment, intervals: current });
+    }
+    chunks
+}
+
+impl ColdTier {
+    /// Every record of `topic` from `from` to the end of the manifest as it is now, for
+    /// long sequential reads (catch-up): data is fetched in ranged GETs of whole index
+    /// intervals of at most `read_buffer` bytes (one interval when it alone is larger),
+    /// with `read_ahead` requests in flight, so memory stays bounded by about
+    /// `read_ahead × read_buffer` however long the history. Segment metadata is fetched
+    /// (or taken from the cache) as the stream reaches each segment.
+    ///
+    /// `from` outside the held range is `Trimmed`; reaching a gap in the manifest yields
+    /// a `NotFound` error naming the missing offsets, after the records before it.
+    pub async fn stream(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+    ) -> Result<BoxStream<'_, Result<Record, TierError>>, TierError> {
+        let listing: Arc<Listing> = self.listing(topic).await?;
+        let held = listing.range();
+        if from < held.start || from > held.end {
+            return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
+        }
+        let first = match listing.find(from) {
+            Ok(i) => i,
+            Err(_) if from == held.end => return Ok(stream::empty().boxed()),
+            Err(after) => return Err(gap_error(topic, &listing, from, after)),
+        };
+        let read_buffer = self.config.read_buffer;
+        let topic = topic.clone();
+        let segments = stream::iter(first..listing.segments().len()).then(move |i| {
+            let listing = listing.clone();
+            let topic = topic.clone();
+            async move {
+                let segment = &listing.segments()[i];
+                if i > first && listing.segments()[i - 1].range.end != segment.range.start {
+                    let missing = listing.segments()[i - 1].range.end;
+                    return Err(gap_error(&topic, &listing, missing, i));
+                }
+                let ranged = Arc::new(self.open_segment(&topic, segment).await?);
+                Ok::<_, TierError>(stream::iter(chunks_of(ranged, from, read_buffer).into_iter().map(Ok)))
+            }
+        });
+        let records = segments
+            .try_flatten()
+            .map_ok(move |chunk: Chunk| chunk.load(from))
+            .try_buffered(self.config.read_ahead)
+            .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
+            .try_flatten();
+        Ok(records.boxed())
+    }
+}

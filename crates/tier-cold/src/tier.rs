@@ -1,0 +1,150 @@
+//! The [`Tier`] implementation: one segment object per appended batch.
+//!
+//! `Ok` from `append` must mean durable in this tier (invariant 4), so `append` seals the
+//! batch into a segment of its own and uploads it before returning; no batch is ever
+//! buffered. This suits tests and light use; production data reaches the cold tier as
+//! whole sealed WAL segments through [`ColdTier::export_segment`].
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tier_core::segment::{SegmentHeader, SegmentWriter};
+use tier_core::{
+    Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
+};
+
+use crate::ColdTier;
+use crate::error::{key_ctx, topic_ctx};
+use crate::export::Fingerprint;
+use crate::listing::SegmentObject;
+
+impl ColdTier {
+    /// The sealed one-batch segment `append` uploads. Deterministic (its creation time
+    /// is the batch's first timestamp), so a retried append produces identical bytes.
+    fn segment_of(&self, topic: &TopicName, batch: &RecordBatch) -> Result<Bytes, TierError> {
+        let header = SegmentHeader::new(topic.clone(), batch.base_offset(), batch.first_timestamp())
+            .with_index_interval_bytes(self.config.index_interval_bytes);
+        let with_ctx = |mut e: TierError| {
+            let c = e.context_mut();
+            c.tier = Some(TierKind::Cold);
+            c.topic = Some(topic.clone());
+            e
+        };
+        let mut writer = SegmentWriter::new(Vec::new(), &header).map_err(with_ctx)?;
+        writer.append(batch).map_err(with_ctx)?;
+        Ok(Bytes::from(writer.seal().map_err(with_ctx)?))
+    }
+
+    /// An append at offsets already held: `Ok` when a held batch starts at the same
+    /// offset with the same bytes, `Fenced` otherwise (invariant 5). Reads the index
+    /// interval holding the batch's base offset and walks its batches.
+    async fn check_reappend(
+        &self,
+        topic: &TopicName,
+        batch: &RecordBatch,
+        held: OffsetRange,
+    ) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let ctx = topic_ctx(topic).offset(base);
+        let listing = self.listing(topic).await?;
+        let segment = match listing.find(base) {
+            Ok(i) => listing.segments()[i].clone(),
+            Err(after) => return Err(crate::read::gap_error(topic, &listing, base, after)),
+        };
+        let ranged = self.open_segment(topic, &segment).await?;
+        let fenced = |why: &str| TierError::fenced(ctx.clone(), format!("{why} (held offsets {held:?})"));
+        let Some(range) = ranged.locate_offset(base) else {
+            return Err(fenced("no held batch starts at this offset"));
+        };
+        let data = ranged.fetch(&range).await?;
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let held_batch = RecordBatch::decode(&data.slice(pos..)).map_err(|e| {
+                e.shifted(range.bytes.start + pos as u64)
+                    .into_tier_error(key_ctx(topic, &segment.key).offset(base))
+            })?;
+            if held_batch.base_offset() == base {
+                if held_batch.to_bytes() == batch.to_bytes() {
+                    return Ok(());
+                }
+                return Err(fenced("a different batch is already held at this offset"));
+            }
+            if held_batch.base_offset() > base {
+                break;
+            }
+            pos += held_batch.encoded_len();
+        }
+        Err(fenced("the batch starts inside a held batch"))
+    }
+}
+
+#[async_trait]
+impl Tier for ColdTier {
+    fn kind(&self) -> TierKind {
+        TierKind::Cold
+    }
+
+    /// From the first segment's base offset to the last segment's end, from the cached
+    /// manifest (listed on first use; [`ColdTier::refresh`] lists again). Gaps inside
+    /// are reported by [`ColdTier::gaps`].
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        Ok(self.listing(topic).await?.range())
+    }
+
+    /// Seals `batch` into a segment object of its own and uploads it with a conditional
+    /// PUT before returning (see the module docs).
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        let state = self.topic_state(topic);
+        let _guard = state.append_lock.lock().await;
+        let held = self.listing(topic).await?.range();
+        let base = batch.base_offset();
+        let ctx = topic_ctx(topic).offset(base);
+        if !held.is_empty() && base < held.start {
+            return Err(TierError::invalid(
+                ctx,
+                format!("batch at {base} is below the held offsets {held:?}"),
+            ));
+        }
+        if !held.is_empty() && base < held.end {
+            return self.check_reappend(topic, &batch, held).await;
+        }
+        if !held.is_empty() && base > held.end {
+            return Err(TierError::invalid(
+                ctx,
+                format!("batch at {base} does not continue the log at {}", held.end),
+            ));
+        }
+        let data = self.segment_of(topic, &batch)?;
+        let range = OffsetRange::new(base, batch.end_offset());
+        let key = self.layout.segment_key(topic, range);
+        let len = data.len() as u64;
+        if !self.put_create(topic, &key, data.clone()).await? {
+            let tail = data.slice(data.len() - tier_core::segment::TRAILER_LEN..);
+            let fingerprint = Fingerprint { len, trailer: tail, whole: Some(data) };
+            if !self.existing_matches(topic, &key, &fingerprint).await? {
+                return Err(TierError::fenced(
+                    key_ctx(topic, &key),
+                    "the object vanished while being compared",
+                ));
+            }
+        }
+        self.note_segment(topic, SegmentObject::new(key, range, len))
+    }
+
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        self.read_records(topic, from, to, limit).await
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.lookup_timestamp(topic, timestamp).await
+    }
+}

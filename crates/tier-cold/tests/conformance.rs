@@ -1,0 +1,27 @@
+//! tier-testkit's conformance suite against the cold tier on a local directory and on a
+//! real S3 server (moto).
+
+mod common;
+
+use tier_cold::{ColdConfig, ColdTier};
+use tier_testkit::servers::SharedS3;
+use tier_testkit::{Capabilities, run_all};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_on_a_local_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tier = ColdTier::open(ColdConfig::local(dir.path().join("cold"))).expect("open");
+    let mut caps = Capabilities::new("local-");
+    caps.many_batches = 120;
+    run_all(&tier, &caps).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_on_s3() {
+    let s3 = SharedS3::get().await.expect("S3 server (moto) for tests");
+    let tier = ColdTier::open(common::s3_config(&s3)).expect("open");
+    let mut caps = Capabilities::new("s3-");
+    // One object per append: keep the many-batch check short against a Python server.
+    caps.many_batches = 40;
+    run_all(&tier, &caps).await;
+}
