@@ -211,6 +211,22 @@ impl RecordBatch {
         (&self.body[16..24]).get_i64_le()
     }
 
+    /// Smallest timestamp in the batch. Walks the records' length and timestamp fields
+    /// only: no record is built and nothing is allocated.
+    pub fn min_timestamp(&self) -> Timestamp {
+        let first = self.first_timestamp();
+        let mut min = first;
+        let mut pos = BATCH_HEADER_LEN - BATCH_PREFIX_LEN;
+        for _ in 0..self.record_count() {
+            // Validated when the batch was built or decoded, so these cannot fail.
+            let Ok((len, after_len)) = get_varint(&self.body, pos) else { break };
+            let Ok((delta, _)) = get_varint(&self.body, after_len) else { break };
+            min = min.min(first.wrapping_add(unzigzag(delta)));
+            pos = after_len + len as usize;
+        }
+        min
+    }
+
     /// The stored CRC-32C of the body.
     pub fn crc(&self) -> u32 {
         self.crc

@@ -16,6 +16,7 @@ fn round_trips_records_and_metadata() {
     assert_eq!(batch.offset_range(), OffsetRange::new(7, 10));
     assert_eq!(batch.first_timestamp(), 1000);
     assert_eq!(batch.max_timestamp(), 1002);
+    assert_eq!(batch.min_timestamp(), 999);
     let decoded = RecordBatch::decode(&batch.to_bytes()).unwrap();
     assert_eq!(decoded, batch);
     let recs: Vec<Record> = decoded.records().collect();

@@ -83,8 +83,7 @@ impl SegmentWriterState {
     }
 
     fn apply(&mut self, batch: &RecordBatch, position: u64, starts_interval: bool) {
-        let min = batch.records().map(|r| r.timestamp).min().unwrap_or(batch.first_timestamp());
-        self.min_timestamp = self.min_timestamp.min(min);
+        self.min_timestamp = self.min_timestamp.min(batch.min_timestamp());
         self.max_timestamp = self.max_timestamp.max(batch.max_timestamp());
         if starts_interval {
             self.entries.push(IndexEntry {

@@ -1,0 +1,84 @@
+//! Where the WAL lives on disk, and the small filesystem helpers every part uses.
+//!
+//! ```text
+//! <data_dir>/<topic>/<base_offset:020>.seg
+//! ```
+//!
+//! One directory per topic (topic names are validated to be safe directory names); in
+//! it, one file per segment named by the offset of its first record, zero-padded to 20
+//! digits so that name order is offset order. The last file is the active segment
+//! (unsealed, appended to); every other one is sealed (footer written, immutable).
+
+use std::{
+    fs::File,
+    io,
+    path::{Path, PathBuf},
+};
+
+use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+
+/// Extension of segment files.
+pub const SEGMENT_EXTENSION: &str = "seg";
+
+/// The file name of the segment starting at `base_offset`.
+pub fn segment_file_name(base_offset: Offset) -> String {
+    format!("{base_offset:020}.{SEGMENT_EXTENSION}")
+}
+
+/// The base offset encoded in a segment file name, or `None` for any other file.
+pub fn parse_segment_file_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(".seg")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The directory of `topic` under `data_dir`.
+pub(crate) fn topic_dir(data_dir: &Path, topic: &TopicName) -> PathBuf {
+    data_dir.join(topic.as_str())
+}
+
+/// fsyncs a directory, making the creation, rename or removal of its entries durable.
+pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The context of an error about `topic` in the hot tier.
+pub(crate) fn ctx(topic: &TopicName) -> ErrorContext {
+    ErrorContext::tier(TierKind::Hot).topic(topic)
+}
+
+/// An I/O failure on `path` while doing `what`, as a retryable error.
+pub(crate) fn io_err(topic: &TopicName, path: &Path, what: &str, e: io::Error) -> TierError {
+    TierError::unavailable(ctx(topic).location(path.display().to_string()), format!("{what}: {e}"))
+        .with_source(e)
+}
+
+/// `path@position`, the location format of errors.
+pub(crate) fn at(path: &Path, position: u64) -> String {
+    format!("{}@{position}", path.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_by_offset_and_round_trip() {
+        let names: Vec<String> =
+            [0u64, 9, 10, 1_000_000, u64::MAX].iter().map(|&o| segment_file_name(o)).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        assert_eq!(names[0], "00000000000000000000.seg");
+        for (name, want) in names.iter().zip([0u64, 9, 10, 1_000_000, u64::MAX]) {
+            assert_eq!(parse_segment_file_name(name), Some(want));
+        }
+        for bad in
+            ["0.seg", "0000000000000000000a.seg", "00000000000000000000.tmp", "99999999999999999999.seg"]
+        {
+            assert_eq!(parse_segment_file_name(bad), None, "{bad}");
+        }
+    }
+}

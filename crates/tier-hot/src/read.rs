@@ -1,0 +1,376 @@
+//! The read path: records by offset and by timestamp, and the batch at a given offset.
+//!
+//! A read first checks the range under the topic's read lock. When the cache holds the
+//! start of the read, it is answered from memory. Otherwise a *plan* (handles on the
+//! sealed segments from the one holding the start, and the active segment's sparse
+//! index position) is copied out and the segment bytes are read on the blocking pool:
+//! sealed segments through their mmap and footer index, the active segment with
+//! positional reads starting at the sparse-index entry at or before the wanted offset.
+//! Neither ever scans from a segment's start.
+
+use std::{os::unix::fs::FileExt, sync::Arc};
+
+use bytes::{Bytes, BytesMut};
+use tier_core::{
+    Offset, ReadLimit, Record, RecordBatch, TierError, Timestamp,
+    batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError},
+    segment::RecordCollector,
+};
+
+use crate::layout::{at, ctx, io_err};
+use crate::segment::SealedFile;
+use crate::topic::{ActiveView, TopicShared, TopicState};
+
+/// Where the active segment's batches are to be read from.
+#[derive(Debug, Clone)]
+pub(crate) struct ActivePlan {
+    view_path: std::path::PathBuf,
+    file: Arc<std::fs::File>,
+    /// Byte position of the first batch to read (an index interval start).
+    position: u64,
+    /// Base offset of the batch at `position`.
+    first_offset: Offset,
+    /// End of the committed data.
+    data_end: u64,
+    /// Running maximum timestamp of the segment's records before `position`.
+    max_before: Timestamp,
+}
+
+impl ActivePlan {
+    /// The plan for reading from `offset` (which the segment holds, or its end).
+    fn for_offset(view: &ActiveView, offset: Offset) -> Self {
+        let i = view.entries.partition_point(|e| e.offset <= offset);
+        Self::at_entry(view, i.checked_sub(1))
+    }
+
+    /// The plan for finding the first offset whose running maximum reaches `t`, or
+    /// `None` when the active segment has no such record.
+    fn for_timestamp(view: &ActiveView, t: Timestamp) -> Option<Self> {
+        let i = view.entries.partition_point(|e| e.max_timestamp < t);
+        (i < view.entries.len()).then(|| Self::at_entry(view, Some(i)))
+    }
+
+    fn at_entry(view: &ActiveView, i: Option<usize>) -> Self {
+        let (position, first_offset, max_before) = match i.and_then(|i| view.entries.get(i).map(|e| (i, e))) {
+            Some((i, e)) => {
+                let before = i.checked_sub(1).map_or(Timestamp::MIN, |p| view.entries[p].max_timestamp);
+                (e.position, e.offset, before)
+            }
+            // No batch yet: the data (empty) starts at data_end.
+            None => (view.data_end, view.base_offset, Timestamp::MIN),
+        };
+        Self {
+            view_path: view.path.clone(),
+            file: Arc::clone(&view.file),
+            position,
+            first_offset,
+            data_end: view.data_end,
+            max_before,
+        }
+    }
+
+    /// The batches from the plan's position to the committed end, read in chunks.
+    fn batches<'a>(&'a self, shared: &'a TopicShared) -> ActiveBatches<'a> {
+        ActiveBatches {
+            plan: self,
+            shared,
+            pos: self.position,
+            expected: self.first_offset,
+            chunk: Bytes::new(),
+            chunk_pos: self.position,
+            done: false,
+        }
+    }
+}
+
+/// Bytes read at once from the active segment.
+const CHUNK_BYTES: u64 = 256 * 1024;
+
+/// Iterator over the active segment's committed batches from a plan's position.
+struct ActiveBatches<'a> {
+    plan: &'a ActivePlan,
+    shared: &'a TopicShared,
+    pos: u64,
+    expected: Offset,
+    /// Bytes of the file from `chunk_pos`.
+    chunk: Bytes,
+    chunk_pos: u64,
+    done: bool,
+}
+
+impl ActiveBatches<'_> {
+    fn corrupt(&self, e: DecodeError) -> TierError {
+        let pos = e.position();
+        e.into_tier_error(ctx(&self.shared.name).location(at(&self.plan.view_path, pos)))
+    }
+
+    fn read_at(&self, pos: u64, len: u64) -> Result<Bytes, TierError> {
+        let mut buf = BytesMut::zeroed(len as usize);
+        self.plan
+            .file
+            .read_exact_at(&mut buf, pos)
+            .map_err(|e| io_err(&self.shared.name, &self.plan.view_path, "reading the active segment", e))?;
+        Ok(buf.freeze())
+    }
+
+    /// Makes sure `self.chunk` holds the whole batch at `self.pos`; returns its length.
+    fn fill(&mut self) -> Result<usize, TierError> {
+        let avail_in_file = self.plan.data_end - self.pos;
+        let offset_in_chunk = (self.pos - self.chunk_pos) as usize;
+        let mut have = self.chunk.len().saturating_sub(offset_in_chunk);
+        if have < BATCH_PREFIX_LEN {
+            self.chunk = self.read_at(self.pos, avail_in_file.min(CHUNK_BYTES))?;
+            self.chunk_pos = self.pos;
+            have = self.chunk.len();
+        }
+        let start = (self.pos - self.chunk_pos) as usize;
+        let prefix =
+            BatchPrefix::parse(&self.chunk[start..]).map_err(|e| self.corrupt(e.shifted(self.pos)))?;
+        let len = prefix.encoded_len;
+        if len as u64 > avail_in_file {
+            return Err(self.corrupt(DecodeError::Truncated {
+                position: self.pos,
+                needed: len as u64,
+                available: avail_in_file,
+            }));
+        }
+        if have < len {
+            self.chunk = self.read_at(self.pos, (len as u64).max(avail_in_file.min(CHUNK_BYTES)))?;
+            self.chunk_pos = self.pos;
+        }
+        Ok(len)
+    }
+
+    fn step(&mut self) -> Result<Option<RecordBatch>, TierError> {
+        if self.pos >= self.plan.data_end {
+            return Ok(None);
+        }
+        let len = self.fill()?;
+        let start = (self.pos - self.chunk_pos) as usize;
+        let batch = RecordBatch::decode(&self.chunk.slice(start..start + len))
+            .map_err(|e| self.corrupt(e.shifted(self.pos)))?;
+        if batch.base_offset() != self.expected {
+            return Err(self.corrupt(DecodeError::Invalid {
+                position: self.pos,
+                message: format!(
+                    "batch starts at offset {} but {} was expected",
+                    batch.base_offset(),
+                    self.expected
+                ),
+            }));
+        }
+        self.pos += len as u64;
+        self.expected = batch.end_offset();
+        Ok(Some(batch))
+    }
+}
+
+impl Iterator for ActiveBatches<'_> {
+    type Item = Result<RecordBatch, TierError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.step().transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}
+
+fn sealed_corrupt(shared: &TopicShared, seg: &SealedFile, e: DecodeError) -> TierError {
+    let pos = e.position();
+    e.into_tier_error(ctx(&shared.name).location(at(&seg.info.path, pos)))
+}
+
+/// Pushes the batches of `seg` holding `from..` into `collector`.
+fn collect_sealed(
+    shared: &TopicShared,
+    seg: &SealedFile,
+    collector: &mut RecordCollector,
+) -> Result<(), TierError> {
+    let from = collector.next_offset();
+    let Some(range) = seg.segment.index().locate_offset(from) else {
+        return Ok(());
+    };
+    let batches = seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
+    for item in batches {
+        if collector.is_full() {
+            break;
+        }
+        let (_, batch) = item.map_err(|e| sealed_corrupt(shared, seg, e))?;
+        collector.push_batch(&batch);
+    }
+    Ok(())
+}
+
+/// What a disk read needs, copied out of the topic state.
+#[derive(Debug)]
+struct DiskPlan {
+    sealed: Vec<Arc<SealedFile>>,
+    active: Option<ActivePlan>,
+}
+
+fn disk_plan(state: &TopicState, from: Offset) -> DiskPlan {
+    let first = state.sealed.partition_point(|s| s.info.range.end <= from);
+    let sealed = state.sealed[first..].to_vec();
+    let active = state.active.as_ref().map(|v| ActivePlan::for_offset(v, from.max(v.base_offset)));
+    DiskPlan { sealed, active }
+}
+
+/// Records `from..to` (invariant 6), from the cache when it holds `from`, else from disk.
+pub(crate) async fn read(
+    shared: &Arc<TopicShared>,
+    from: Offset,
+    to: Offset,
+    limit: ReadLimit,
+) -> Result<Vec<Record>, TierError> {
+    // The range check and the plan are taken under one lock, so the plan holds every
+    // offset from `from` to the end seen, even if retention or rotation runs meanwhile.
+    let (to, plan) = {
+        let state = shared.state.read();
+        let held = state.range();
+        if from < held.start || from > held.end {
+            return Err(TierError::trimmed(ctx(&shared.name).offset(from), from, held));
+        }
+        let to = to.min(held.end);
+        if from >= to || limit.max_records == 0 {
+            return Ok(Vec::new());
+        }
+        if state.cache.covers(from) {
+            (to, Err(state.cache.batches_between(from, to)))
+        } else {
+            (to, Ok(disk_plan(&state, from)))
+        }
+    };
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(batches) => {
+            let mut collector = RecordCollector::new(from, to, limit);
+            for b in &batches {
+                if collector.is_full() {
+                    break;
+                }
+                collector.push_batch(b);
+            }
+            return Ok(collector.into_records());
+        }
+    };
+    let shared = Arc::clone(shared);
+    blocking(&shared.name.clone(), move || read_disk(&shared, &plan, from, to, limit)).await
+}
+
+fn read_disk(
+    shared: &TopicShared,
+    plan: &DiskPlan,
+    from: Offset,
+    to: Offset,
+    limit: ReadLimit,
+) -> Result<Vec<Record>, TierError> {
+    let mut collector = RecordCollector::new(from, to, limit);
+    for seg in &plan.sealed {
+        if collector.is_full() {
+            break;
+        }
+        collect_sealed(shared, seg, &mut collector)?;
+    }
+    if let Some(active) = &plan.active {
+        for batch in active.batches(shared) {
+            if collector.is_full() {
+                break;
+            }
+            collector.push_batch(&batch?);
+        }
+    }
+    Ok(collector.into_records())
+}
+
+/// The first offset whose running maximum timestamp is `>= t` (invariant 7).
+pub(crate) async fn offset_for_timestamp(
+    shared: &Arc<TopicShared>,
+    t: Timestamp,
+) -> Result<Option<Offset>, TierError> {
+    let shared = Arc::clone(shared);
+    blocking(&shared.name.clone(), move || {
+        let (sealed, active) = {
+            let state = shared.state.read();
+            let sealed = state.sealed.iter().find(|s| s.info.max_timestamp >= t).cloned();
+            let active = match sealed {
+                Some(_) => None,
+                None => state.active.as_ref().and_then(|v| ActivePlan::for_timestamp(v, t)),
+            };
+            (sealed, active)
+        };
+        if let Some(seg) = sealed {
+            // Every earlier segment's records stay below `t`, so the segment's own
+            // running maximum decides.
+            return seg.segment.offset_for_timestamp(t).map_err(|e| sealed_corrupt(&shared, &seg, e));
+        }
+        let Some(plan) = active else { return Ok(None) };
+        let mut running = plan.max_before;
+        for batch in plan.batches(&shared) {
+            let batch = batch?;
+            if running.max(batch.max_timestamp()) < t {
+                running = running.max(batch.max_timestamp());
+                continue;
+            }
+            for r in batch.records() {
+                running = running.max(r.timestamp);
+                if running >= t {
+                    return Ok(Some(r.offset));
+                }
+            }
+        }
+        Ok(None)
+    })
+    .await
+}
+
+/// The committed batch starting exactly at `base`, or `None` when no held batch starts
+/// there (inside a batch, or outside the range).
+pub(crate) fn find_batch(shared: &TopicShared, base: Offset) -> Result<Option<RecordBatch>, TierError> {
+    let plan = {
+        let state = shared.state.read();
+        let held = state.range();
+        if !held.contains(base) {
+            return Ok(None);
+        }
+        if state.cache.covers(base) {
+            return Ok(state.cache.batch_at(base));
+        }
+        disk_plan(&state, base)
+    };
+    if let Some(seg) = plan.sealed.first().filter(|s| s.info.range.contains(base)) {
+        let Some(range) = seg.segment.index().locate_offset(base) else { return Ok(None) };
+        let batches =
+            seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
+        for item in batches {
+            let (_, batch) = item.map_err(|e| sealed_corrupt(shared, seg, e))?;
+            if batch.base_offset() >= base {
+                return Ok((batch.base_offset() == base).then_some(batch));
+            }
+        }
+        return Ok(None);
+    }
+    if let Some(active) = &plan.active {
+        for batch in active.batches(shared) {
+            let batch = batch?;
+            if batch.base_offset() >= base {
+                return Ok((batch.base_offset() == base).then_some(batch));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Runs blocking file work on tokio's blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    topic: &tier_core::TopicName,
+    f: impl FnOnce() -> Result<T, TierError> + Send + 'static,
+) -> Result<T, TierError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        TierError::internal(ctx(topic), format!("blocking file task failed: {e}")).with_source(e)
+    })?
+}

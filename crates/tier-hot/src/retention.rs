@@ -1,0 +1,61 @@
+//! Retention: deleting a topic's oldest sealed segments by age and total size.
+//!
+//! Oldest first; never the active segment; the caller's predicate is asked before each
+//! deletion (the router answers "does the cold tier hold this whole range?") and the
+//! first refusal stops the run for that topic, so the WAL never has a hole. The file is
+//! unlinked (and the directory fsynced) before the segment leaves the topic's state;
+//! readers already holding its mmap keep reading it safely.
+
+use std::{sync::Arc, time::SystemTime};
+
+use tier_core::TierError;
+use tracing::info;
+
+use crate::config::HotConfig;
+use crate::layout::{fsync_dir, io_err};
+use crate::segment::{SegmentEvent, SegmentInfo};
+use crate::topic::TopicShared;
+
+/// Why a sealed segment is due for deletion, if it is.
+fn is_due(info: &SegmentInfo, total_bytes: u64, now: SystemTime, config: &HotConfig) -> bool {
+    let too_old = now.duration_since(info.sealed_at).is_ok_and(|age| age >= config.retention_time);
+    too_old || total_bytes > config.retention_bytes
+}
+
+/// Applies retention to one topic; returns the segments deleted, oldest first.
+pub(crate) fn run_topic(
+    shared: &TopicShared,
+    config: &HotConfig,
+    now: SystemTime,
+    can_delete: &dyn Fn(&SegmentInfo) -> bool,
+    events: &tokio::sync::broadcast::Sender<SegmentEvent>,
+) -> Result<Vec<SegmentInfo>, TierError> {
+    let _serial = shared.retention.lock();
+    let mut deleted = Vec::new();
+    loop {
+        let (oldest, total) = {
+            let state = shared.state.read();
+            (state.sealed.first().cloned(), state.total_bytes())
+        };
+        let Some(oldest) = oldest else { break };
+        if !is_due(&oldest.info, total, now, config) || !can_delete(&oldest.info) {
+            break;
+        }
+        let path = &oldest.info.path;
+        std::fs::remove_file(path).map_err(|e| io_err(&shared.name, path, "deleting a sealed segment", e))?;
+        fsync_dir(&shared.dir)
+            .map_err(|e| io_err(&shared.name, &shared.dir, "fsyncing the topic directory", e))?;
+        {
+            let mut state = shared.state.write();
+            if state.sealed.first().is_some_and(|s| Arc::ptr_eq(s, &oldest)) {
+                state.sealed.remove(0);
+            }
+            let start = state.range().start;
+            state.cache.trim_before(start);
+        }
+        info!(topic = %shared.name, range = %oldest.info.range, "retention deleted a sealed segment");
+        let _ = events.send(SegmentEvent::Deleted(oldest.info.clone()));
+        deleted.push(oldest.info.clone());
+    }
+    Ok(deleted)
+}

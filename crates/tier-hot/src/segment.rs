@@ -1,0 +1,223 @@
+//! Segment files: the active segment the writer appends to, sealed segments read through
+//! mmap, and the descriptions ([`SegmentInfo`], [`SegmentEvent`]) handed to callers.
+
+use std::{
+    fs::{File, OpenOptions},
+    io::{self, IoSlice, Seek, SeekFrom, Write},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::SystemTime,
+};
+
+use tier_core::{
+    Offset, OffsetRange, RecordBatch, TierError, Timestamp, TopicName,
+    batch::BATCH_PREFIX_LEN,
+    segment::{SealedSegment, SegmentHeader, SegmentWriterState},
+};
+
+use crate::layout::{at, ctx, fsync_dir, io_err, segment_file_name};
+use crate::mmap::map_sealed;
+
+/// A sealed segment of the hot tier, as listed by
+/// [`HotTier::sealed_segments`](crate::HotTier::sealed_segments) and handed to the
+/// retention predicate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// The topic.
+    pub topic: TopicName,
+    /// The segment file.
+    pub path: PathBuf,
+    /// The offsets it holds.
+    pub range: OffsetRange,
+    /// File size in bytes (header, batches, index and trailer).
+    pub bytes: u64,
+    /// Smallest record timestamp.
+    pub min_timestamp: Timestamp,
+    /// Largest record timestamp.
+    pub max_timestamp: Timestamp,
+    /// When the segment was sealed (for segments found on disk at open: the file's
+    /// modification time).
+    pub sealed_at: SystemTime,
+}
+
+/// A change to a topic's sealed segments, broadcast to
+/// [`HotTier::segment_events`](crate::HotTier::segment_events) subscribers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SegmentEvent {
+    /// A segment was sealed: it is immutable from now on and may be exported.
+    Sealed(SegmentInfo),
+    /// Retention deleted a sealed segment.
+    Deleted(SegmentInfo),
+}
+
+/// A sealed segment file, mapped into memory.
+#[derive(Debug)]
+pub(crate) struct SealedFile {
+    pub(crate) info: SegmentInfo,
+    pub(crate) segment: SealedSegment,
+}
+
+impl SealedFile {
+    /// Maps and opens the sealed segment at `path` (header, trailer and index are
+    /// checked). A malformed file is `Corruption` naming the file and byte position.
+    pub(crate) fn open(
+        topic: &TopicName,
+        path: &Path,
+        sealed_at: Option<SystemTime>,
+    ) -> Result<Self, TierError> {
+        let file = File::open(path).map_err(|e| io_err(topic, path, "opening a sealed segment", e))?;
+        let meta = file.metadata().map_err(|e| io_err(topic, path, "reading a segment's metadata", e))?;
+        let bytes = map_sealed(&file).map_err(|e| io_err(topic, path, "mapping a sealed segment", e))?;
+        let segment = SealedSegment::open(bytes).map_err(|e| {
+            let pos = e.position();
+            e.into_tier_error(ctx(topic).location(at(path, pos)))
+        })?;
+        let trailer = segment.trailer();
+        if segment.header().topic != *topic {
+            return Err(TierError::corruption(
+                ctx(topic).location(at(path, 0)),
+                format!("segment belongs to topic '{}'", segment.header().topic),
+            ));
+        }
+        let info = SegmentInfo {
+            topic: topic.clone(),
+            path: path.to_owned(),
+            range: segment.offset_range(),
+            bytes: meta.len(),
+            min_timestamp: trailer.min_timestamp,
+            max_timestamp: trailer.max_timestamp,
+            sealed_at: sealed_at.or_else(|| meta.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH),
+        };
+        Ok(Self { info, segment })
+    }
+}
+
+/// The segment being appended to, owned by the topic's writer task.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    pub(crate) path: PathBuf,
+    file: File,
+    /// A second handle on the same file for readers (positional reads only).
+    pub(crate) read_handle: Arc<File>,
+    pub(crate) state: SegmentWriterState,
+    /// Reused buffer of batch prefixes for vectored writes.
+    prefixes: Vec<[u8; BATCH_PREFIX_LEN]>,
+}
+
+impl ActiveSegment {
+    /// Creates `<dir>/<base>.seg` holding only a header, fsyncs it and the directory.
+    pub(crate) fn create(
+        topic: &TopicName,
+        dir: &Path,
+        base_offset: Offset,
+        index_interval_bytes: u32,
+    ) -> Result<Self, TierError> {
+        let path = dir.join(segment_file_name(base_offset));
+        let created_at = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let header = SegmentHeader::new(topic.clone(), base_offset, created_at)
+            .with_index_interval_bytes(index_interval_bytes);
+        let p = path.as_path();
+        let io = |what: &'static str| move |e| io_err(topic, p, what, e);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io("creating a segment"))?;
+        file.write_all(&header.encode()).map_err(io("writing a segment header"))?;
+        file.sync_all().map_err(io("fsyncing a new segment"))?;
+        fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
+        Self::from_parts(topic, path.clone(), file, SegmentWriterState::new(&header))
+    }
+
+    /// An active segment from an open file whose valid data ends at `state.size()`;
+    /// the file is positioned there.
+    pub(crate) fn from_parts(
+        topic: &TopicName,
+        path: PathBuf,
+        mut file: File,
+        state: SegmentWriterState,
+    ) -> Result<Self, TierError> {
+        file.seek(SeekFrom::Start(state.size()))
+            .map_err(|e| io_err(topic, &path, "positioning in a segment", e))?;
+        let read_handle =
+            Arc::new(file.try_clone().map_err(|e| io_err(topic, &path, "opening a segment for reads", e))?);
+        Ok(Self { path, file, read_handle, state, prefixes: Vec::new() })
+    }
+
+    /// True when no batch has been written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.state.batch_count() == 0
+    }
+
+    /// Writes `batches` (which continue the segment) with vectored writes and notes them
+    /// in the state. On failure the file is cut back to its previous size.
+    ///
+    /// Copies and allocations: the payload bytes go from each batch's buffer (built once
+    /// by the producer) to the kernel with no copy — one `IoSlice` for the 16-byte
+    /// prefix (kept in a reused buffer) and one for the body. The only allocation here
+    /// is one `IoSlice` vector per group, not per batch or record. (Noting a batch in
+    /// `SegmentWriterState` reads its minimum timestamp with
+    /// `RecordBatch::min_timestamp`, which walks only the records' length and timestamp
+    /// fields and allocates nothing.)
+    pub(crate) fn write_batches(&mut self, batches: &[RecordBatch]) -> io::Result<()> {
+        let before = self.state.size();
+        self.prefixes.clear();
+        self.prefixes.extend(batches.iter().map(RecordBatch::prefix));
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len() * 2);
+        for (prefix, batch) in self.prefixes.iter().zip(batches) {
+            slices.push(IoSlice::new(prefix));
+            slices.push(IoSlice::new(batch.body()));
+        }
+        let result = write_all_vectored(&mut self.file, &mut slices);
+        if let Err(e) = result {
+            // Leave no partial batch behind; a failure here too is reported by the caller
+            // poisoning the writer.
+            self.file.set_len(before)?;
+            self.file.seek(SeekFrom::Start(before))?;
+            return Err(e);
+        }
+        let mut position = before;
+        for batch in batches {
+            self.state.note_batch(batch, position).map_err(io::Error::other)?;
+            position += batch.encoded_len() as u64;
+        }
+        Ok(())
+    }
+
+    /// fsyncs the file's data.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Writes the footer, fsyncs the file and the directory, and reopens the file as a
+    /// sealed segment.
+    pub(crate) fn seal(mut self, topic: &TopicName, sealed_at: SystemTime) -> Result<SealedFile, TierError> {
+        let path = self.path.clone();
+        let io = |what: &'static str| {
+            let path = &path;
+            move |e| io_err(topic, path, what, e)
+        };
+        self.file.write_all(&self.state.footer_bytes()).map_err(io("writing a segment footer"))?;
+        self.file.sync_all().map_err(io("fsyncing a sealed segment"))?;
+        if let Some(dir) = self.path.parent() {
+            fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
+        }
+        SealedFile::open(topic, &self.path, Some(sealed_at))
+    }
+}
+
+fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+    while !slices.is_empty() {
+        match file.write_vectored(slices) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! A topic's state shared between its writer task, readers, subscribers and retention.
+//!
+//! The writer owns the active segment's file for writing; everyone else sees the topic
+//! through [`TopicState`], which the writer updates at each *commit* (after the append's
+//! durability step) under a short write lock. Readers take the read lock only to copy
+//! what they need (segment handles, index positions, cached batches) and do their I/O
+//! after releasing it.
+
+use std::{
+    fs::File,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use parking_lot::{Mutex, RwLock};
+use tier_core::{Offset, OffsetRange, RecordBatch, TopicName, segment::IndexEntry};
+use tokio::sync::broadcast;
+
+use crate::cache::BatchCache;
+use crate::segment::{ActiveSegment, SealedFile};
+
+/// Everything about one topic that is not private to its writer.
+#[derive(Debug)]
+pub(crate) struct TopicShared {
+    pub(crate) name: TopicName,
+    pub(crate) dir: PathBuf,
+    pub(crate) state: RwLock<TopicState>,
+    /// Committed batches, in order, for live-tail subscribers.
+    pub(crate) tail: broadcast::Sender<RecordBatch>,
+    /// Serialises retention runs on this topic.
+    pub(crate) retention: Mutex<()>,
+    /// Counters of the writer's work.
+    pub(crate) stats: StatCounters,
+}
+
+/// Counters behind [`WriteStats`].
+#[derive(Debug, Default)]
+pub(crate) struct StatCounters {
+    pub(crate) batches: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) fsyncs: AtomicU64,
+}
+
+/// What a topic's writer has done since the tier opened, from
+/// [`HotTier::write_stats`](crate::HotTier::write_stats).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Batches committed.
+    pub batches: u64,
+    /// Group writes (one vectored write each, holding one or more batches).
+    pub writes: u64,
+    /// fsyncs of the active segment for appends (group commit makes this at most
+    /// `writes` under `FsyncPolicy::Always`; seals are not counted).
+    pub fsyncs: u64,
+}
+
+impl StatCounters {
+    pub(crate) fn snapshot(&self) -> WriteStats {
+        WriteStats {
+            batches: self.batches.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            fsyncs: self.fsyncs.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The committed view of a topic.
+#[derive(Debug)]
+pub(crate) struct TopicState {
+    /// Sealed segments, oldest first, contiguous.
+    pub(crate) sealed: Vec<Arc<SealedFile>>,
+    /// The active segment as of the last commit, `None` before the first append.
+    pub(crate) active: Option<ActiveView>,
+    /// One past the last committed offset (the high watermark).
+    pub(crate) end: Offset,
+    /// Recent committed batches.
+    pub(crate) cache: BatchCache,
+}
+
+/// What readers need of the active segment, as of the last commit.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveView {
+    pub(crate) path: PathBuf,
+    pub(crate) file: Arc<File>,
+    pub(crate) base_offset: Offset,
+    /// The sparse index so far (positions of interval starts, running max timestamps).
+    pub(crate) entries: Vec<IndexEntry>,
+    /// End of the committed data.
+    pub(crate) data_end: u64,
+}
+
+impl ActiveView {
+    pub(crate) fn of(active: &ActiveSegment) -> Self {
+        Self {
+            path: active.path.clone(),
+            file: Arc::clone(&active.read_handle),
+            base_offset: active.state.offset_range().start,
+            entries: active.state.index_entries().to_vec(),
+            data_end: active.state.size(),
+        }
+    }
+
+    /// Brings the view up to date with `active` (the same file, grown): copies only the
+    /// new index entries and the last one, whose running maximum may have grown.
+    pub(crate) fn refresh(&mut self, active: &ActiveSegment) {
+        if self.path != active.path {
+            *self = Self::of(active);
+            return;
+        }
+        let all = active.state.index_entries();
+        let known = self.entries.len().min(all.len());
+        if let Some(last) = known.checked_sub(1) {
+            self.entries[last] = all[last];
+        }
+        self.entries.extend_from_slice(&all[known..]);
+        self.data_end = active.state.size();
+    }
+}
+
+impl TopicState {
+    pub(crate) fn new(cache_bytes: u64) -> Self {
+        Self { sealed: Vec::new(), active: None, end: 0, cache: BatchCache::new(cache_bytes) }
+    }
+
+    /// The offsets held: from the oldest segment's base to the high watermark.
+    pub(crate) fn range(&self) -> OffsetRange {
+        let start = match (self.sealed.first(), &self.active) {
+            (Some(s), _) => s.info.range.start,
+            (None, Some(a)) => a.base_offset,
+            (None, None) => self.end,
+        };
+        OffsetRange::new(start.min(self.end), self.end)
+    }
+
+    /// Bytes of every segment file (sealed files, active data).
+    pub(crate) fn total_bytes(&self) -> u64 {
+        self.sealed.iter().map(|s| s.info.bytes).sum::<u64>() + self.active.as_ref().map_or(0, |a| a.data_end)
+    }
+}
+
+impl TopicShared {
+    pub(crate) fn new(name: TopicName, dir: PathBuf, state: TopicState, tail_capacity: usize) -> Self {
+        let (tail, _) = broadcast::channel(tail_capacity.max(1));
+        Self {
+            name,
+            dir,
+            state: RwLock::new(state),
+            tail,
+            retention: Mutex::new(()),
+            stats: StatCounters::default(),
+        }
+    }
+
+    pub(crate) fn range(&self) -> OffsetRange {
+        self.state.read().range()
+    }
+}

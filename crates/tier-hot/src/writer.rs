@@ -1,0 +1,412 @@
+//! The per-topic writer task: serialises appends, group-commits them, rotates segments.
+//!
+//! Appends reach the task over a channel. The task takes every command already queued
+//! (a *group*), checks each batch's base offset against the offset the log continues
+//! at, writes the accepted batches with one vectored write, makes them durable once
+//! (fsync under [`FsyncPolicy::Always`]), and only then *commits*: it publishes the new
+//! end, index entries and cached batches to readers, sends the batches to live-tail
+//! subscribers, and acknowledges every append of the group. Concurrent producers thus
+//! share one write and one fsync.
+//!
+//! The same task rotates segments (by size while grouping, by age on a timer that also
+//! fires when the topic is idle, and on demand) and, under
+//! [`FsyncPolicy::Interval`], fsyncs on a timer. File I/O runs on the blocking pool.
+//!
+//! A failed write or fsync *poisons* the writer: every later append fails with
+//! `Unavailable` until the tier is reopened (after a failed fsync the page cache can no
+//! longer be trusted to match the disk).
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::SystemTime,
+};
+
+use tier_core::{Offset, RecordBatch, TierError, TopicName};
+use tokio::{
+    sync::{broadcast, mpsc, oneshot},
+    time::{Instant, MissedTickBehavior},
+};
+use tracing::{debug, warn};
+
+use crate::config::{FsyncPolicy, HotConfig};
+use crate::layout::{ctx, fsync_dir, io_err};
+use crate::read::{blocking, find_batch};
+use crate::segment::{ActiveSegment, SealedFile, SegmentEvent, SegmentInfo};
+use crate::topic::{ActiveView, TopicShared};
+
+/// Most commands taken into one group.
+const MAX_GROUP: usize = 1024;
+
+/// A request to a topic's writer.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Append a batch; answer once it is committed.
+    Append { batch: RecordBatch, done: oneshot::Sender<Result<(), TierError>> },
+    /// Seal the active segment now (if it holds records).
+    Rotate { done: oneshot::Sender<Result<Option<SegmentInfo>, TierError>> },
+}
+
+/// An append accepted into the current group.
+struct Pending {
+    batch: RecordBatch,
+    done: oneshot::Sender<Result<(), TierError>>,
+}
+
+/// The writer task's state.
+pub(crate) struct Writer {
+    shared: Arc<TopicShared>,
+    config: Arc<HotConfig>,
+    events: broadcast::Sender<SegmentEvent>,
+    active: Option<ActiveSegment>,
+    /// Offset the next accepted batch must start at (committed end + queued group).
+    next: Offset,
+    /// When the active segment received its first batch (age rotation).
+    first_write: Option<Instant>,
+    /// Written but not fsynced (interval policy).
+    dirty: bool,
+    poisoned: Option<String>,
+    group: Vec<Pending>,
+    group_bytes: u64,
+}
+
+impl Writer {
+    pub(crate) fn new(
+        shared: Arc<TopicShared>,
+        config: Arc<HotConfig>,
+        events: broadcast::Sender<SegmentEvent>,
+        active: Option<ActiveSegment>,
+    ) -> Self {
+        let next = shared.state.read().end;
+        let first_write = active.as_ref().filter(|a| !a.is_empty()).map(|_| Instant::now());
+        Self {
+            shared,
+            config,
+            events,
+            active,
+            next,
+            first_write,
+            dirty: false,
+            poisoned: None,
+            group: Vec::new(),
+            group_bytes: 0,
+        }
+    }
+
+    fn topic(&self) -> &TopicName {
+        &self.shared.name
+    }
+
+    /// Runs until every sender is dropped, then fsyncs what is unsynced.
+    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut tick = match self.config.fsync {
+            FsyncPolicy::Interval(every) => {
+                let mut t = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
+                t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                Some(t)
+            }
+            _ => None,
+        };
+        let mut cmds = Vec::new();
+        loop {
+            let age_deadline = self.first_write.map(|t| t + self.config.segment_age);
+            tokio::select! {
+                n = rx.recv_many(&mut cmds, MAX_GROUP) => {
+                    if n == 0 {
+                        break;
+                    }
+                    self.handle(cmds.drain(..)).await;
+                }
+                () = sleep_until(age_deadline), if age_deadline.is_some() => {
+                    debug!(topic = %self.topic(), "rotating the active segment by age");
+                    if let Err(e) = self.rotate().await {
+                        warn!(topic = %self.topic(), error = %e, "age rotation failed");
+                    }
+                }
+                _ = tick_opt(&mut tick), if tick.is_some() => self.sync_if_dirty().await,
+            }
+        }
+        self.sync_if_dirty().await;
+    }
+
+    async fn handle(&mut self, cmds: impl Iterator<Item = Command>) {
+        for cmd in cmds {
+            match cmd {
+                Command::Append { batch, done } => self.accept(batch, done).await,
+                Command::Rotate { done } => {
+                    self.flush().await;
+                    let _ = done.send(self.rotate().await);
+                }
+            }
+        }
+        self.flush().await;
+    }
+
+    /// Decides what to do with one append: add it to the group, or answer it now.
+    async fn accept(&mut self, batch: RecordBatch, done: oneshot::Sender<Result<(), TierError>>) {
+        if let Some(why) = &self.poisoned {
+            let _ = done.send(Err(TierError::unavailable(ctx(self.topic()), why.clone())));
+            return;
+        }
+        let base = batch.base_offset();
+        let holds_nothing = self.group.is_empty() && self.shared.range().is_empty();
+        if base == self.next || (holds_nothing && base > self.next) {
+            if base != self.next {
+                // An empty tier takes over a log at a larger offset (invariant 3).
+                if let Err(e) = self.restart_at(base).await {
+                    let _ = done.send(Err(e));
+                    return;
+                }
+            }
+            let len = batch.encoded_len() as u64;
+            let size = self.active.as_ref().map_or(0, |a| a.state.size());
+            let has_data = !self.group.is_empty() || self.active.as_ref().is_some_and(|a| !a.is_empty());
+            if has_data && size + self.group_bytes + len > self.config.segment_bytes {
+                self.flush().await;
+                if let Err(e) = self.rotate().await {
+                    let _ = done.send(Err(e));
+                    return;
+                }
+            }
+            self.next = batch.end_offset();
+            self.group_bytes += len;
+            self.group.push(Pending { batch, done });
+            return;
+        }
+        if base < self.next {
+            // A retry of a batch already held is fine; anything else conflicts.
+            self.flush().await;
+            let _ = done.send(self.check_retry(batch).await);
+            return;
+        }
+        let _ = done.send(Err(TierError::invalid(
+            ctx(self.topic()).offset(base),
+            format!("batch starts at offset {base} but the log continues at {}", self.next),
+        )));
+    }
+
+    /// Answers a batch whose base offset is below the end: `Ok` when the identical
+    /// batch is held (invariant 5), `Fenced` when other data is, `InvalidInput` below
+    /// the range.
+    async fn check_retry(&self, batch: RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let held = self.shared.range();
+        let c = ctx(self.topic()).offset(base);
+        if base < held.start {
+            return Err(TierError::invalid(
+                c,
+                format!(
+                    "batch starts at offset {base}, below the range held {held}; offsets are never reused"
+                ),
+            ));
+        }
+        let shared = Arc::clone(&self.shared);
+        let found = blocking(self.topic(), move || find_batch(&shared, base)).await?;
+        match found {
+            Some(stored) if stored == batch => Ok(()),
+            Some(_) => {
+                Err(TierError::fenced(c, format!("a different batch is already held at offset {base}")))
+            }
+            None => Err(TierError::fenced(
+                c,
+                format!("offset {base} is held inside another batch; the log continues at {}", held.end),
+            )),
+        }
+    }
+
+    /// Replaces the (empty) active segment by one starting at `base`.
+    async fn restart_at(&mut self, base: Offset) -> Result<(), TierError> {
+        self.next = base;
+        let Some(old) = self.active.take() else { return Ok(()) };
+        let (topic, dir, interval) =
+            (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
+        // Create the new file before removing the old one, so a crash in between leaves
+        // the old empty segment as a lower bound, which recovery discards.
+        let new = blocking(self.topic(), move || {
+            let new = ActiveSegment::create(&topic, &dir, base, interval)?;
+            std::fs::remove_file(&old.path)
+                .map_err(|e| io_err(&topic, &old.path, "removing an empty segment", e))?;
+            fsync_dir(&dir).map_err(|e| io_err(&topic, &dir, "fsyncing the topic directory", e))?;
+            Ok(new)
+        })
+        .await;
+        match new {
+            Ok(new) => {
+                self.active = Some(new);
+                Ok(())
+            }
+            Err(e) => Err(self.poison(e)),
+        }
+    }
+
+    /// Writes, syncs and commits the current group.
+    async fn flush(&mut self) {
+        if self.group.is_empty() {
+            return;
+        }
+        let group = std::mem::take(&mut self.group);
+        self.group_bytes = 0;
+        let batches: Vec<RecordBatch> = group.iter().map(|p| p.batch.clone()).collect();
+        let always = self.config.fsync == FsyncPolicy::Always;
+        let active = self.active.take();
+        let (topic, dir, interval) =
+            (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
+        let result = blocking(self.topic(), move || {
+            let mut active = match active {
+                Some(a) => a,
+                None => {
+                    let parent = dir.parent().map(std::path::Path::to_path_buf);
+                    std::fs::create_dir_all(&dir)
+                        .map_err(|e| io_err(&topic, &dir, "creating the topic directory", e))?;
+                    if let Some(parent) = parent {
+                        fsync_dir(&parent)
+                            .map_err(|e| io_err(&topic, &parent, "fsyncing the data directory", e))?;
+                    }
+                    ActiveSegment::create(&topic, &dir, batches[0].base_offset(), interval)?
+                }
+            };
+            let res =
+                active.write_batches(&batches).and_then(|()| if always { active.sync() } else { Ok(()) });
+            match res {
+                Ok(()) => Ok((active, batches)),
+                Err(e) => Err(io_err(&topic, &active.path, "appending to the WAL", e)),
+            }
+        })
+        .await;
+        match result {
+            Ok((active, batches)) => {
+                let stats = &self.shared.stats;
+                stats.writes.fetch_add(1, Ordering::Relaxed);
+                stats.batches.fetch_add(batches.len() as u64, Ordering::Relaxed);
+                if always {
+                    stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                }
+                self.commit(&active, batches);
+                self.active = Some(active);
+                self.dirty = !always;
+                for p in group {
+                    let _ = p.done.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                let e = self.poison(e);
+                // The batches are not committed; `next` goes back to the committed end.
+                self.next = self.shared.state.read().end;
+                for p in group {
+                    let _ = p.done.send(Err(TierError::unavailable(ctx(self.topic()), e.to_string())));
+                }
+            }
+        }
+    }
+
+    /// Publishes durable batches to readers and subscribers.
+    fn commit(&mut self, active: &ActiveSegment, batches: Vec<RecordBatch>) {
+        if self.first_write.is_none() {
+            self.first_write = Some(Instant::now());
+        }
+        {
+            let mut state = self.shared.state.write();
+            match &mut state.active {
+                Some(view) => view.refresh(active),
+                None => state.active = Some(ActiveView::of(active)),
+            }
+            state.end = active.state.next_offset();
+            for b in &batches {
+                state.cache.push(b.clone());
+            }
+        }
+        for b in batches {
+            // No subscriber is not an error.
+            let _ = self.shared.tail.send(b);
+        }
+    }
+
+    /// Seals the active segment (if it holds records) and starts a new one at the end.
+    pub(crate) async fn rotate(&mut self) -> Result<Option<SegmentInfo>, TierError> {
+        if let Some(why) = &self.poisoned {
+            return Err(TierError::unavailable(ctx(self.topic()), why.clone()));
+        }
+        if self.active.as_ref().is_none_or(ActiveSegment::is_empty) {
+            self.first_write = None;
+            return Ok(None);
+        }
+        let Some(active) = self.active.take() else { return Ok(None) };
+        let (topic, dir, interval) =
+            (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
+        let end = active.state.next_offset();
+        let result = blocking(self.topic(), move || -> Result<(SealedFile, ActiveSegment), TierError> {
+            let sealed = active.seal(&topic, SystemTime::now())?;
+            let new = ActiveSegment::create(&topic, &dir, end, interval)?;
+            Ok((sealed, new))
+        })
+        .await;
+        let (sealed, new) = match result {
+            Ok(v) => v,
+            Err(e) => return Err(self.poison(e)),
+        };
+        let info = sealed.info.clone();
+        {
+            let mut state = self.shared.state.write();
+            state.sealed.push(Arc::new(sealed));
+            state.active = Some(ActiveView::of(&new));
+        }
+        self.active = Some(new);
+        self.first_write = None;
+        self.dirty = false;
+        debug!(topic = %self.topic(), range = %info.range, bytes = info.bytes, "sealed a segment");
+        let _ = self.events.send(SegmentEvent::Sealed(info.clone()));
+        Ok(Some(info))
+    }
+
+    async fn sync_if_dirty(&mut self) {
+        if !self.dirty || self.poisoned.is_some() {
+            return;
+        }
+        let Some(active) = self.active.take() else { return };
+        let topic = self.topic().clone();
+        let result = blocking(self.topic(), move || {
+            let r = active.sync().map_err(|e| io_err(&topic, &active.path, "fsyncing the WAL", e));
+            Ok((active, r))
+        })
+        .await;
+        match result {
+            Ok((active, r)) => {
+                self.active = Some(active);
+                match r {
+                    Ok(()) => {
+                        self.dirty = false;
+                        self.shared.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        self.poison(e);
+                    }
+                }
+            }
+            Err(e) => {
+                self.poison(e);
+            }
+        }
+    }
+
+    /// Marks the writer failed; returns the error to report.
+    fn poison(&mut self, e: TierError) -> TierError {
+        warn!(topic = %self.topic(), error = %e, "WAL writer failed; appends to this topic fail until reopened");
+        self.poisoned = Some(format!("the WAL writer failed earlier: {e}"));
+        e
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick_opt(tick: &mut Option<tokio::time::Interval>) {
+    match tick {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,49 @@
+//! The interval fsync policy syncs on a timer, not per append; `never` does not sync.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{append_records, open, topic};
+use tier_hot::{FsyncPolicy, HotConfig};
+
+/// Lets `d` of virtual time pass. With the clock paused, the runtime advances time only
+/// when every task is idle and no blocking-pool job (such as the writer's fsync) runs, so
+/// every timer fsync due within `d` has completed when this returns.
+async fn virtual_wait(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn interval_policy_fsyncs_on_the_timer_only_when_dirty() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        HotConfig { fsync: FsyncPolicy::Interval(Duration::from_millis(100)), ..HotConfig::new(dir.path()) };
+    let tier = open(config).await;
+    let t = topic("interval");
+    append_records(&tier, &t, 0, 20, 2).await;
+    // The paused clock may auto-advance while the writer is idle between appends, so a
+    // timer fsync may already have happened; what matters is that appends did not each
+    // fsync, that the timer syncs written data, and that it does not sync clean data.
+    virtual_wait(Duration::from_secs(1)).await;
+    let synced = tier.write_stats(&t).unwrap();
+    assert_eq!(synced.batches, 10);
+    assert!((1..10).contains(&synced.fsyncs), "timer fsyncs, not one per append: {synced:?}");
+    virtual_wait(Duration::from_secs(1)).await;
+    assert_eq!(tier.write_stats(&t).unwrap().fsyncs, synced.fsyncs, "nothing new to sync");
+    append_records(&tier, &t, 20, 2, 2).await;
+    virtual_wait(Duration::from_secs(1)).await;
+    assert_eq!(tier.write_stats(&t).unwrap().fsyncs, synced.fsyncs + 1, "new data is synced once");
+    tier.close().await;
+}
+
+#[tokio::test]
+async fn never_policy_does_not_fsync_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path()) }).await;
+    let t = topic("never");
+    append_records(&tier, &t, 0, 10, 1).await;
+    let stats = tier.write_stats(&t).unwrap();
+    assert_eq!((stats.batches, stats.fsyncs), (10, 0));
+    tier.close().await;
+}
