@@ -1,0 +1,170 @@
+//! Extension traits that let any [`Tier`] take the warm or the cold position.
+//!
+//! The router needs a little more from its warm and cold tiers than [`Tier`] offers:
+//! the warm tier is trimmed and replayed after a lost disk ([`WarmBackend`]); the cold
+//! tier receives whole sealed WAL segments ([`ColdBackend`]). Both traits have default
+//! methods built on [`Tier`] where one exists, so a custom tier needs little code;
+//! tierlog's own tiers override them with their native operations.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
+use tier_core::segment::SealedSegment;
+use tier_core::{ErrorContext, Offset, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TopicName};
+
+/// Records per batch rebuilt by the default [`WarmBackend::batches_from`].
+const REBUILT_BATCH_RECORDS: usize = 1000;
+
+/// A [`Tier`] usable in the warm position: written with every batch, trimmed to the last
+/// closed segments, and replayed into a fresh WAL after the local disk is lost.
+#[async_trait]
+pub trait WarmBackend: Tier {
+    /// Drops whole batches below `offset` (a batch holding `offset` may stay). Never
+    /// removes the newest batch, so the tier keeps remembering where the log ends.
+    async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
+
+    /// Every batch of `topic` from the one holding `from` on, in order, for replay into a
+    /// fresh WAL. The default rebuilds batches of up to 1000 records from
+    /// [`Tier::read`] (so batch boundaries may differ from the ones appended); tiers that
+    /// store batches override it to return them as appended.
+    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+        let topic = topic.clone();
+        stream::unfold(Some(from), move |next| {
+            let topic = topic.clone();
+            async move {
+                let next = next?;
+                let range = match self.range(&topic).await {
+                    Ok(r) => r,
+                    Err(e) => return Some((Err(e), None)),
+                };
+                let from = next.max(range.start);
+                if from >= range.end {
+                    return None;
+                }
+                let limit = ReadLimit { max_records: REBUILT_BATCH_RECORDS, max_bytes: 4 << 20 };
+                let records = match self.read(&topic, from, range.end, limit).await {
+                    Ok(r) if r.is_empty() => return None,
+                    Ok(r) => r,
+                    Err(e) => return Some((Err(e), None)),
+                };
+                let end = from + records.len() as u64;
+                Some((RecordBatch::from_records(from, &records), Some(end)))
+            }
+        })
+        .boxed()
+    }
+}
+
+/// A [`Tier`] usable in the cold position: it receives each sealed WAL segment once the
+/// hot tier has sealed it.
+#[async_trait]
+pub trait ColdBackend: Tier {
+    /// Stores the sealed segment file at `path` of `topic` and returns its offsets.
+    /// Must be idempotent: storing a segment the tier already holds is `Ok`.
+    ///
+    /// The default reads the file, checks it with [`SealedSegment`] and appends each
+    /// batch not yet held with [`Tier::append`] (batches already held are skipped or
+    /// re-appended identically, which invariant 5 allows).
+    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+        let ctx = || ErrorContext::tier(self.kind()).topic(topic).location(path.display().to_string());
+        let bytes = tokio::fs::read(path).await.map_err(|e| {
+            TierError::unavailable(ctx(), format!("reading a sealed segment to store it: {e}")).with_source(e)
+        })?;
+        let segment = SealedSegment::open(Bytes::from(bytes)).map_err(|e| {
+            let at = e.position();
+            e.into_tier_error(
+                ErrorContext::tier(self.kind()).topic(topic).location(format!("{}@{at}", path.display())),
+            )
+        })?;
+        let held = self.range(topic).await?;
+        for item in segment.batches() {
+            let (_, batch) = item.map_err(|e| {
+                let at = e.position();
+                e.into_tier_error(
+                    ErrorContext::tier(self.kind()).topic(topic).location(format!("{}@{at}", path.display())),
+                )
+            })?;
+            if !held.is_empty() && batch.end_offset() <= held.end {
+                continue;
+            }
+            self.append(topic, batch).await?;
+        }
+        Ok(segment.offset_range())
+    }
+}
+
+#[cfg(feature = "warm")]
+#[async_trait]
+impl WarmBackend for tier_warm::WarmTier {
+    async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        tier_warm::WarmTier::trim_before(self, topic, offset).await.map(|_| ())
+    }
+
+    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+        self.recovery_stream(topic, from)
+    }
+}
+
+#[cfg(feature = "cold")]
+#[async_trait]
+impl ColdBackend for tier_cold::ColdTier {
+    /// Uploads the file byte for byte ([`tier_cold::ColdTier::export_segment`]).
+    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+        let outcome = self.export_segment(topic, path).await?;
+        Ok(match outcome {
+            tier_cold::ExportOutcome::Uploaded { range, .. }
+            | tier_cold::ExportOutcome::AlreadyPresent { range, .. } => range,
+            // ExportOutcome is non-exhaustive: fall back to what the tier now holds.
+            _ => self.range(topic).await?,
+        })
+    }
+}
+
+#[cfg(feature = "testkit")]
+mod testkit_impls {
+    use super::*;
+    use tier_testkit::{FaultyTier, MemoryTier};
+
+    #[async_trait]
+    impl WarmBackend for MemoryTier {
+        async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+            let range = self.range(topic).await?;
+            // Like the warm tier: never drop the newest batch.
+            MemoryTier::trim_before(self, topic, offset.min(range.end.saturating_sub(1)));
+            Ok(())
+        }
+
+        fn batches_from(
+            &self,
+            topic: &TopicName,
+            from: Offset,
+        ) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+            let batches = self.batches(topic);
+            stream::iter(batches.into_iter().filter(move |b| b.end_offset() > from).map(Ok)).boxed()
+        }
+    }
+
+    #[async_trait]
+    impl ColdBackend for MemoryTier {}
+
+    /// Faults apply to the [`Tier`] methods only; trimming and replay are forwarded.
+    #[async_trait]
+    impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
+        async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+            self.inner().trim_before(topic, offset).await
+        }
+
+        fn batches_from(
+            &self,
+            topic: &TopicName,
+            from: Offset,
+        ) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+            self.inner().batches_from(topic, from)
+        }
+    }
+
+    #[async_trait]
+    impl<T: ColdBackend> ColdBackend for FaultyTier<T> {}
+}

@@ -1,0 +1,222 @@
+//! Background work owned by the store: the exporter (sealed WAL segments → cold), the
+//! deleter (WAL retention, never deleting what cold does not hold) and the warm trimmer
+//! (keep the last N closed segments, never trimming what cold does not hold), with the
+//! on-demand entry points the CLI and tests call.
+//!
+//! The tasks hold only a weak reference to the store and stop when it closes. An upload
+//! in flight when the store closes is finished (the task is only interrupted while
+//! waiting); an upload cut short by a crash is simply redone at the next start, which is
+//! safe because storing a segment is idempotent.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+use tier_core::{ErrorContext, Offset, OffsetRange, TierError, TierKind, TopicName};
+use tier_hot::{SegmentEvent, SegmentInfo};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::store::{StoreInner, TieredStore};
+
+/// A segment the exporter stored in cold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportedSegment {
+    /// The topic.
+    pub topic: TopicName,
+    /// The segment's offsets.
+    pub range: OffsetRange,
+}
+
+/// Starts the exporter (when cold is enabled) and the maintenance task.
+pub(crate) fn spawn_all(store: &TieredStore) {
+    let weak = Arc::downgrade(&store.inner);
+    let mut tasks = Vec::new();
+    if store.inner.tiers.cold.is_some() {
+        let events = store.inner.tiers.hot.segment_events();
+        tasks.push(tokio::spawn(exporter(weak.clone(), events, store.inner.shutdown.subscribe())));
+    }
+    tasks.push(tokio::spawn(maintenance(weak, store.inner.shutdown.subscribe())));
+    store.inner.background.lock().extend(tasks);
+}
+
+fn upgrade(weak: &Weak<StoreInner>) -> Option<TieredStore> {
+    weak.upgrade().map(|inner| TieredStore { inner })
+}
+
+/// Sleeps `delay`, returning `false` if the store shuts down first.
+async fn wait(shutdown: &mut watch::Receiver<bool>, delay: Duration) -> bool {
+    if *shutdown.borrow() {
+        return false;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(delay) => true,
+        _ = shutdown.changed() => false,
+    }
+}
+
+async fn exporter(
+    weak: Weak<StoreInner>,
+    mut events: tokio::sync::broadcast::Receiver<SegmentEvent>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let Some(sweep) = upgrade(&weak).map(|s| s.config().export_sweep_interval) else { return };
+    // A first sweep exports what a previous run left behind.
+    let mut due: Option<Option<TopicName>> = Some(None);
+    loop {
+        if let Some(which) = due.take() {
+            let Some(store) = upgrade(&weak) else { return };
+            let topics = match which {
+                Some(t) => vec![t],
+                None => store.hot().topics(),
+            };
+            for topic in topics {
+                if !export_with_retry(&store, &topic, &mut shutdown).await {
+                    return;
+                }
+            }
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(SegmentEvent::Sealed(info)) => due = Some(Some(info.topic)),
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => due = Some(None),
+                Err(RecvError::Closed) => return,
+            },
+            () = tokio::time::sleep(sweep) => due = Some(None),
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Exports `topic`'s sealed segments, retrying with backoff until it works or the store
+/// shuts down (then `false`).
+async fn export_with_retry(
+    store: &TieredStore,
+    topic: &TopicName,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    let backoff = store.config().export_retry;
+    let mut attempt = 0;
+    loop {
+        match store.export_sealed(topic).await {
+            Ok(_) => return true,
+            Err(e) => {
+                let delay = backoff.delay(attempt);
+                warn!(topic = %topic, error = %e, retry_in = ?delay, "exporting a sealed segment failed");
+                attempt = attempt.saturating_add(1);
+                if !wait(shutdown, delay).await {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+async fn maintenance(weak: Weak<StoreInner>, mut shutdown: watch::Receiver<bool>) {
+    let Some(interval) = upgrade(&weak).map(|s| s.config().retention_interval) else { return };
+    while wait(&mut shutdown, interval).await {
+        let Some(store) = upgrade(&weak) else { return };
+        if let Err(e) = store.run_retention_now(SystemTime::now()).await {
+            warn!(error = %e, "WAL retention failed");
+        }
+        if let Err(e) = store.trim_warm_now().await {
+            warn!(error = %e, "trimming warm failed");
+        }
+        if let Err(e) = store.checkpoint().await {
+            warn!(error = %e, "writing checkpoints failed");
+        }
+    }
+}
+
+fn no_cold(topic: &TopicName) -> TierError {
+    TierError::invalid(ErrorContext::tier(TierKind::Router).topic(topic), "the cold tier is not enabled")
+}
+
+impl TieredStore {
+    /// Stores in cold every sealed segment of `topic` that ends beyond what cold holds,
+    /// oldest first. Returns what was stored.
+    pub(crate) async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
+        let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
+        let _serial = self.inner.export_lock.lock().await;
+        let mut cold_end = cold.range(topic).await?.end;
+        let mut exported = Vec::new();
+        for segment in self.hot().sealed_segments(topic) {
+            if segment.range.end <= cold_end {
+                continue;
+            }
+            let range = cold.store_segment(topic, &segment.path).await?;
+            info!(topic = %topic, range = %range, "exported a sealed segment to cold");
+            cold_end = cold_end.max(range.end);
+            exported.push(ExportedSegment { topic: topic.clone(), range });
+        }
+        Ok(exported)
+    }
+
+    /// Seals `topic`'s active WAL segment and stores every sealed segment cold does not
+    /// hold yet. Returns what was stored. `InvalidInput` when cold is disabled.
+    pub async fn export_now(&self, topic: &str) -> Result<Vec<ExportedSegment>, TierError> {
+        let topic = self.topic(topic).await?;
+        let name = topic.name().clone();
+        // Only what is committed may be exported: wait for the writer's queue first.
+        let _ = topic.flush().await;
+        self.hot().rotate(&name).await?;
+        self.export_sealed(&name).await
+    }
+
+    /// Runs WAL retention now (as of `now`): deletes sealed segments due by age or size
+    /// whose whole range is committed and — when cold is enabled — held by cold.
+    /// Returns the deleted segments.
+    pub async fn run_retention_now(&self, now: SystemTime) -> Result<Vec<SegmentInfo>, TierError> {
+        let mut allowed: HashMap<TopicName, (Offset, Option<OffsetRange>)> = HashMap::new();
+        for core in self.cores().await {
+            let cold = match &self.inner.tiers.cold {
+                Some(c) => Some(c.range(&core.name).await?),
+                None => None,
+            };
+            allowed.insert(core.name.clone(), (*core.hwm.borrow(), cold));
+        }
+        let hot = self.hot().clone();
+        let deleted = tokio::task::spawn_blocking(move || {
+            let can_delete = |info: &SegmentInfo| match allowed.get(&info.topic) {
+                None => false,
+                Some((committed, cold)) => {
+                    info.range.end <= *committed
+                        && cold.is_none_or(|c| c.start <= info.range.start && info.range.end <= c.end)
+                }
+            };
+            hot.run_retention(now, &can_delete)
+        })
+        .await
+        .map_err(|e| {
+            TierError::internal(ErrorContext::tier(TierKind::Router), format!("retention task: {e}"))
+        })??;
+        Ok(deleted)
+    }
+
+    /// Trims warm to the last `max_cached_closed_segments` sealed WAL segments of every
+    /// open topic: below the base offset of the N-th newest sealed segment, but never
+    /// beyond what cold holds. Returns the trim offset applied per topic.
+    pub async fn trim_warm_now(&self) -> Result<Vec<(TopicName, Offset)>, TierError> {
+        let Some(warm) = self.inner.tiers.warm.clone() else { return Ok(Vec::new()) };
+        let keep = self.config().max_cached_closed_segments;
+        let mut trimmed = Vec::new();
+        for core in self.cores().await {
+            let sealed = self.hot().sealed_segments(&core.name);
+            if sealed.len() < keep {
+                continue;
+            }
+            let mut point = sealed[sealed.len() - keep].range.start;
+            if let Some(cold) = &self.inner.tiers.cold {
+                point = point.min(cold.range(&core.name).await?.end);
+            }
+            warm.trim_before(&core.name, point).await?;
+            trimmed.push((core.name.clone(), point));
+        }
+        Ok(trimmed)
+    }
+}

@@ -1,0 +1,258 @@
+//! The stitched reader: one ordered stream of committed records across cold, warm, the
+//! WAL and the live tail.
+//!
+//! For the next offset `n` wanted, the reader asks the WAL first (it serves `n` when it
+//! holds it, up to the commit point), then warm (up to where the WAL takes over), then
+//! cold (up to where warm or the WAL takes over), so each tier serves only its slice.
+//! Every read is bounded ([`ReadLimit`]) and its first offset must be `n`: a tier that
+//! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
+//! naming the missing range — never skipped. At the commit point the reader switches to
+//! the WAL's live tail from exactly `n` ([`tier_hot::HotTier::subscribe`]) and yields a
+//! record only once the commit point has passed it.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use tier_core::{
+    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, Record, StartPosition, Tier, TierError,
+    TierKind, TopicName,
+};
+use tier_hot::Subscription;
+use tokio::sync::watch;
+
+use crate::store::Tiers;
+
+/// Retries of a slice read whose tier's range moved (retention, trimming) meanwhile.
+const MAX_RANGE_RETRIES: u32 = 5;
+
+/// Which part of the store served a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The cold tier.
+    Cold,
+    /// The warm tier.
+    Warm,
+    /// The WAL, read as history.
+    Hot,
+    /// The WAL's live tail.
+    Live,
+}
+
+impl Source {
+    /// The tier behind the source (`Live` is the WAL).
+    pub fn tier(self) -> TierKind {
+        match self {
+            Source::Cold => TierKind::Cold,
+            Source::Warm => TierKind::Warm,
+            Source::Hot | Source::Live => TierKind::Hot,
+        }
+    }
+}
+
+struct Reader {
+    tiers: Arc<Tiers>,
+    topic: TopicName,
+    hwm: watch::Receiver<Offset>,
+    next: Offset,
+    buf: VecDeque<(Source, Record)>,
+    live: Option<Subscription>,
+    limit: ReadLimit,
+    done: bool,
+}
+
+fn ctx(topic: &TopicName) -> ErrorContext {
+    ErrorContext::tier(TierKind::Router).topic(topic)
+}
+
+/// Resolves `start` and returns the stream.
+pub(crate) async fn open(
+    tiers: Arc<Tiers>,
+    topic: TopicName,
+    hwm: watch::Receiver<Offset>,
+    start: StartPosition,
+) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
+    let committed = *hwm.borrow();
+    let mut live = None;
+    let next = match start {
+        StartPosition::Offset(o) => o,
+        StartPosition::Latest => {
+            live = Some(tiers.hot.subscribe(&topic, committed)?);
+            committed
+        }
+        StartPosition::Earliest => earliest(&tiers, &topic, committed).await?,
+        StartPosition::Timestamp(t) => by_timestamp(&tiers, &topic, t, committed).await?,
+    };
+    let limit =
+        ReadLimit { max_records: tiers.config.read_batch_records, max_bytes: tiers.config.read_batch_bytes };
+    let reader = Reader { tiers, topic, hwm, next, buf: VecDeque::new(), live, limit, done: false };
+    Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
+}
+
+/// The oldest offset any tier holds (the commit point when none holds any).
+async fn earliest(tiers: &Tiers, topic: &TopicName, committed: Offset) -> Result<Offset, TierError> {
+    let mut ranges = vec![tiers.hot.range(topic).await?];
+    if let Some(w) = &tiers.warm {
+        ranges.push(w.range(topic).await?);
+    }
+    if let Some(c) = &tiers.cold {
+        ranges.push(c.range(topic).await?);
+    }
+    Ok(ranges.iter().filter(|r| !r.is_empty()).map(|r| r.start).min().unwrap_or(committed).min(committed))
+}
+
+/// Asks cold, warm, then the WAL (oldest data first); the first answer wins.
+async fn by_timestamp(
+    tiers: &Tiers,
+    topic: &TopicName,
+    t: tier_core::Timestamp,
+    committed: Offset,
+) -> Result<Offset, TierError> {
+    if let Some(c) = &tiers.cold
+        && let Some(o) = c.offset_for_timestamp(topic, t).await?
+    {
+        return Ok(o.min(committed));
+    }
+    if let Some(w) = &tiers.warm
+        && let Some(o) = w.offset_for_timestamp(topic, t).await?
+    {
+        return Ok(o.min(committed));
+    }
+    Ok(tiers.hot.offset_for_timestamp(topic, t).await?.map_or(committed, |o| o.min(committed)))
+}
+
+impl Reader {
+    async fn next_item(&mut self) -> Option<Result<(Source, Record), TierError>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            if let Some((source, record)) = self.buf.pop_front() {
+                self.next = record.offset + 1;
+                return Some(Ok((source, record)));
+            }
+            if let Err(e) = self.fill().await {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+    }
+
+    async fn fill(&mut self) -> Result<(), TierError> {
+        let committed = *self.hwm.borrow();
+        if self.live.is_none() && self.next < committed {
+            return self.fill_history(committed).await;
+        }
+        if self.live.is_none() {
+            self.live = Some(self.tiers.hot.subscribe(&self.topic, self.next)?);
+        }
+        let Some(sub) = self.live.as_mut() else { return Ok(()) };
+        let record = match sub.next().await {
+            Ok(r) => r,
+            Err(e) if e.kind() == ErrorKind::Trimmed => {
+                // Retention overtook a slow consumer: continue from history.
+                self.live = None;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if record.offset != self.next {
+            return Err(TierError::corruption(
+                ctx(&self.topic).offset(self.next),
+                format!("the live tail yielded offset {} where {} was expected", record.offset, self.next),
+            ));
+        }
+        let offset = record.offset;
+        self.hwm
+            .wait_for(|h| *h > offset)
+            .await
+            .map_err(|_| TierError::unavailable(ctx(&self.topic), "the store is closed"))?;
+        self.buf.push_back((Source::Live, record));
+        Ok(())
+    }
+
+    /// Reads the next slice of history below `committed` from the preferred tier.
+    async fn fill_history(&mut self, committed: Offset) -> Result<(), TierError> {
+        let mut attempt = 0;
+        loop {
+            match self.read_slice(committed).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Trimmed && attempt < MAX_RANGE_RETRIES => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn read_slice(&mut self, committed: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        let topic = &self.topic;
+        let hot = self.tiers.hot.range(topic).await?;
+        if hot.start <= n && n < hot.end {
+            return self.read_from(&self.tiers.hot.clone(), Source::Hot, committed.min(hot.end)).await;
+        }
+        // Where the WAL takes over.
+        let hot_start = if hot.is_empty() { committed } else { hot.start.min(committed) };
+        let warm = match &self.tiers.warm {
+            Some(w) => w.range(topic).await?,
+            None => OffsetRange::default(),
+        };
+        if let Some(w) = self.tiers.warm.clone()
+            && warm.start <= n
+            && n < warm.end
+        {
+            let to = hot_start.max(n + 1).min(warm.end);
+            return self.read_from(w.as_ref(), Source::Warm, to).await;
+        }
+        let cold = match &self.tiers.cold {
+            Some(c) => c.range(topic).await?,
+            None => OffsetRange::default(),
+        };
+        let warm_start = if !warm.is_empty() && warm.start > n { warm.start } else { hot_start };
+        if let Some(c) = self.tiers.cold.clone()
+            && cold.start <= n
+            && n < cold.end
+        {
+            let to = warm_start.min(hot_start).max(n + 1).min(cold.end);
+            return self.read_from(c.as_ref(), Source::Cold, to).await;
+        }
+        let resumes = [hot, warm, cold]
+            .iter()
+            .filter(|r| !r.is_empty() && r.start > n)
+            .map(|r| r.start)
+            .min()
+            .unwrap_or(committed)
+            .max(n + 1);
+        Err(TierError::not_found(
+            ctx(topic).offset(n),
+            format!(
+                "offsets {} are held by no tier (WAL {hot}, warm {warm}, cold {cold})",
+                OffsetRange::new(n, resumes)
+            ),
+        ))
+    }
+
+    async fn read_from(&mut self, tier: &dyn Tier, source: Source, to: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        let records = tier.read(&self.topic, n, to, self.limit).await?;
+        let Some(first) = records.first() else {
+            return Err(TierError::trimmed(
+                ErrorContext::tier(tier.kind()).topic(&self.topic).offset(n),
+                n,
+                OffsetRange::empty_at(n),
+            ));
+        };
+        let last = records.last().map_or(first.offset, |r| r.offset);
+        if first.offset != n || last != n + records.len() as u64 - 1 || last >= to {
+            return Err(TierError::corruption(
+                ErrorContext::tier(tier.kind()).topic(&self.topic).offset(n),
+                format!(
+                    "asked for offsets from {n} below {to}, got {} records from {} to {last}",
+                    records.len(),
+                    first.offset
+                ),
+            ));
+        }
+        self.buf.extend(records.into_iter().map(|r| (source, r)));
+        Ok(())
+    }
+}

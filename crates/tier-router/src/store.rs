@@ -1,0 +1,331 @@
+//! [`TieredStore`]: the enabled tiers, the topics and their writer tasks, the background
+//! tasks, and opening (with recovery) and closing.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+use tier_hot::{HotConfig, HotTier};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{error, warn};
+
+use crate::backend::{ColdBackend, WarmBackend};
+use crate::background;
+use crate::config::{RouterConfig, StoreConfig};
+use crate::recovery::{RecoveryReport, recover_topic, write_checkpoint};
+use crate::topic::Topic;
+use crate::writer::{Command, Writer};
+
+/// Requests queued per topic before producers wait for the writer.
+const WRITER_QUEUE: usize = 1024;
+
+/// The enabled tiers and the router settings, shared by every task.
+#[derive(Debug)]
+pub(crate) struct Tiers {
+    pub(crate) hot: HotTier,
+    pub(crate) warm: Option<Arc<dyn WarmBackend>>,
+    pub(crate) cold: Option<Arc<dyn ColdBackend>>,
+    pub(crate) config: RouterConfig,
+}
+
+/// One open topic: its writer's queue and commit point.
+#[derive(Debug)]
+pub(crate) struct TopicCore {
+    pub(crate) name: TopicName,
+    pub(crate) tx: Mutex<Option<mpsc::Sender<Command>>>,
+    pub(crate) hwm: watch::Receiver<Offset>,
+    pub(crate) task: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) report: RecoveryReport,
+}
+
+#[derive(Debug)]
+pub(crate) struct StoreInner {
+    pub(crate) tiers: Arc<Tiers>,
+    pub(crate) topics: tokio::sync::Mutex<HashMap<TopicName, Arc<TopicCore>>>,
+    pub(crate) background: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) shutdown: watch::Sender<bool>,
+    pub(crate) export_lock: tokio::sync::Mutex<()>,
+    pub(crate) closed: AtomicBool,
+    pub(crate) state_dir: PathBuf,
+}
+
+/// Any subset of tiers as one log per topic: the WAL always, warm and cold when
+/// configured. Cheap to clone (clones share the store).
+///
+/// Open it with [`TieredStore::open`] (from a [`StoreConfig`]) or
+/// [`TieredStore::builder`] (from parts, e.g. custom [`WarmBackend`]/[`ColdBackend`]
+/// implementations), inside a tokio runtime. Topics are created on first use
+/// ([`topic`](Self::topic)); every topic found in the WAL, or named at open, is recovered
+/// first (see [`RecoveryReport`]). [`close`](Self::close) stops everything gracefully.
+#[derive(Clone, Debug)]
+pub struct TieredStore {
+    pub(crate) inner: Arc<StoreInner>,
+}
+
+/// Builds a [`TieredStore`] from parts; see [`TieredStore::builder`].
+#[derive(Debug, Default)]
+pub struct StoreBuilder {
+    hot: HotConfig,
+    warm: Option<Arc<dyn WarmBackend>>,
+    cold: Option<Arc<dyn ColdBackend>>,
+    router: RouterConfig,
+    topics: Vec<TopicName>,
+    background: bool,
+}
+
+impl StoreBuilder {
+    /// The WAL's settings.
+    pub fn hot(mut self, config: HotConfig) -> Self {
+        self.hot = config;
+        self
+    }
+
+    /// Enables the warm position with `warm`.
+    pub fn warm(mut self, warm: Arc<dyn WarmBackend>) -> Self {
+        self.warm = Some(warm);
+        self
+    }
+
+    /// Enables the cold position with `cold`.
+    pub fn cold(mut self, cold: Arc<dyn ColdBackend>) -> Self {
+        self.cold = Some(cold);
+        self
+    }
+
+    /// The router's settings.
+    pub fn router(mut self, config: RouterConfig) -> Self {
+        self.router = config;
+        self
+    }
+
+    /// Topics to recover at open besides those found in the WAL directory (after a lost
+    /// disk, the WAL knows none).
+    pub fn topics(mut self, topics: impl IntoIterator<Item = TopicName>) -> Self {
+        self.topics.extend(topics);
+        self
+    }
+
+    /// Whether to run the background exporter, deleter and warm trimmer (default
+    /// `true`). Without them, call [`TieredStore::export_now`],
+    /// [`TieredStore::run_retention_now`] and [`TieredStore::trim_warm_now`] yourself.
+    pub fn background(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    /// Validates the settings, opens the WAL, recovers every known topic and starts the
+    /// background tasks.
+    pub async fn open(self) -> Result<TieredStore, TierError> {
+        let router_ctx = || ErrorContext::tier(TierKind::Router).location("config");
+        self.router.validate().map_err(|e| TierError::invalid(router_ctx(), e.to_string()))?;
+        let state_dir = self.router.state_dir.clone().unwrap_or_else(|| {
+            self.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
+        });
+        let hot = HotTier::open(self.hot).await?;
+        let tiers = Arc::new(Tiers { hot, warm: self.warm, cold: self.cold, config: self.router });
+        let (shutdown, _) = watch::channel(false);
+        let store = TieredStore {
+            inner: Arc::new(StoreInner {
+                tiers,
+                topics: tokio::sync::Mutex::new(HashMap::new()),
+                background: Mutex::new(Vec::new()),
+                shutdown,
+                export_lock: tokio::sync::Mutex::new(()),
+                closed: AtomicBool::new(false),
+                state_dir,
+            }),
+        };
+        let mut names = store.inner.tiers.hot.topics();
+        names.extend(self.topics);
+        names.sort();
+        names.dedup();
+        for name in names {
+            if let Err(e) = store.core(&name).await {
+                error!(topic = %name, error = %e, "recovering a topic failed");
+                store.close().await;
+                return Err(e);
+            }
+        }
+        if self.background {
+            background::spawn_all(&store);
+        }
+        Ok(store)
+    }
+}
+
+impl TieredStore {
+    /// A builder: WAL settings, optional warm and cold backends, router settings.
+    pub fn builder() -> StoreBuilder {
+        StoreBuilder { background: true, ..StoreBuilder::default() }
+    }
+
+    /// Opens the store `config` describes, connecting the warm tier and opening the cold
+    /// tier when configured. `topics` are recovered besides those found in the WAL.
+    pub async fn open(config: StoreConfig, topics: Vec<TopicName>) -> Result<Self, TierError> {
+        config
+            .validate()
+            .map_err(|e| TierError::invalid(ErrorContext::tier(TierKind::Router), e.to_string()))?;
+        #[allow(unused_mut)]
+        let mut builder = Self::builder().hot(config.hot).router(config.router).topics(topics);
+        #[cfg(feature = "warm")]
+        if let Some(warm) = config.warm {
+            builder = builder.warm(Arc::new(tier_warm::WarmTier::connect(warm).await?));
+        }
+        #[cfg(feature = "cold")]
+        if let Some(cold) = config.cold {
+            builder = builder.cold(Arc::new(tier_cold::ColdTier::open(cold)?));
+        }
+        builder.open().await
+    }
+
+    /// The handle of topic `name`, creating (or recovering) the topic on first use.
+    /// `InvalidInput` for an invalid name.
+    pub async fn topic(&self, name: &str) -> Result<Topic, TierError> {
+        let name = TopicName::new(name)?;
+        let core = self.core(&name).await?;
+        Ok(Topic { tiers: Arc::clone(&self.inner.tiers), core })
+    }
+
+    /// Recovers topic `name` from warm and cold if it is not open yet (for a topic the
+    /// WAL does not know, after a lost disk) and returns what recovery found.
+    pub async fn recover_topic(&self, name: &str) -> Result<RecoveryReport, TierError> {
+        let name = TopicName::new(name)?;
+        Ok(self.core(&name).await?.report.clone())
+    }
+
+    /// What recovery found for every open topic, sorted by topic.
+    pub async fn recovery_reports(&self) -> Vec<RecoveryReport> {
+        let topics = self.inner.topics.lock().await;
+        let mut reports: Vec<_> = topics.values().map(|c| c.report.clone()).collect();
+        reports.sort_by(|a, b| a.topic.cmp(&b.topic));
+        reports
+    }
+
+    /// The open topics, sorted.
+    pub async fn topics(&self) -> Vec<TopicName> {
+        let mut names: Vec<_> = self.inner.topics.lock().await.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The WAL.
+    pub fn hot(&self) -> &HotTier {
+        &self.inner.tiers.hot
+    }
+
+    /// The warm backend, when enabled.
+    pub fn warm(&self) -> Option<&Arc<dyn WarmBackend>> {
+        self.inner.tiers.warm.as_ref()
+    }
+
+    /// The cold backend, when enabled.
+    pub fn cold(&self) -> Option<&Arc<dyn ColdBackend>> {
+        self.inner.tiers.cold.as_ref()
+    }
+
+    /// The router settings.
+    pub fn config(&self) -> &RouterConfig {
+        &self.inner.tiers.config
+    }
+
+    pub(crate) async fn core(&self, name: &TopicName) -> Result<Arc<TopicCore>, TierError> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(TierError::unavailable(
+                ErrorContext::tier(TierKind::Router).topic(name),
+                "the store is closed",
+            ));
+        }
+        let mut topics = self.inner.topics.lock().await;
+        if let Some(core) = topics.get(name) {
+            return Ok(Arc::clone(core));
+        }
+        let tiers = &self.inner.tiers;
+        let recovered = recover_topic(tiers, &self.inner.state_dir, name).await?;
+        let next = recovered.report.next_offset;
+        let backlog_start = recovered.backlog.first().map(|b| b.base_offset());
+        let committed = match (backlog_start, tiers.config.warm_failure_policy) {
+            (Some(start), crate::WarmFailurePolicy::Fail) => start,
+            _ => next,
+        };
+        let (hwm_tx, hwm) = watch::channel(committed);
+        let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx);
+        writer.queue_backlog(recovered.backlog);
+        let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+        let task = tokio::spawn(writer.run(rx));
+        let core = Arc::new(TopicCore {
+            name: name.clone(),
+            tx: Mutex::new(Some(tx)),
+            hwm,
+            task: Mutex::new(Some(task)),
+            report: recovered.report,
+        });
+        topics.insert(name.clone(), Arc::clone(&core));
+        Ok(core)
+    }
+
+    /// Every open topic's core.
+    pub(crate) async fn cores(&self) -> Vec<Arc<TopicCore>> {
+        self.inner.topics.lock().await.values().cloned().collect()
+    }
+
+    /// Writes each open topic's commit point to the router's state directory (used by
+    /// recovery to report the range a lost WAL took with it).
+    pub async fn checkpoint(&self) -> Result<(), TierError> {
+        let entries: Vec<(TopicName, Offset)> =
+            self.cores().await.iter().map(|c| (c.name.clone(), *c.hwm.borrow())).collect();
+        let dir = self.inner.state_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            for (topic, end) in entries {
+                write_checkpoint(&dir, &topic, end)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| {
+            TierError::internal(ErrorContext::tier(TierKind::Router), format!("checkpoint task: {e}"))
+        })?
+    }
+
+    /// Stops gracefully: the background tasks (an upload in flight finishes), then each
+    /// topic's writer after the appends already queued (a last attempt is made to give
+    /// warm what it lacks), then writes checkpoints and closes the WAL. Later calls fail
+    /// with `Unavailable`.
+    pub async fn close(&self) {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let _ = self.inner.shutdown.send(true);
+        let tasks: Vec<_> = self.inner.background.lock().drain(..).collect();
+        for task in tasks {
+            if let Err(e) = task.await {
+                warn!(error = %e, "a background task failed");
+            }
+        }
+        let cores = self.cores().await;
+        for core in &cores {
+            core.tx.lock().take();
+        }
+        for core in &cores {
+            let task = core.task.lock().take();
+            if let Some(task) = task
+                && let Err(e) = task.await
+            {
+                warn!(topic = %core.name, error = %e, "a writer task failed");
+            }
+        }
+        if let Err(e) = self.checkpoint().await {
+            warn!(error = %e, "writing checkpoints at close failed");
+        }
+        self.inner.tiers.hot.close().await;
+    }
+}
+
+impl Drop for StoreInner {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}

@@ -1,0 +1,171 @@
+//! [`Topic`]: the per-topic handle producers and consumers use.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use tier_core::{
+    ErrorContext, Header, Offset, OffsetRange, Record, RecordBatchBuilder, StartPosition, Tier, TierError,
+    TierKind, Timestamp, TopicName,
+};
+use tokio::sync::oneshot;
+
+use crate::reader::{self, Source};
+use crate::store::{Tiers, TopicCore};
+use crate::writer::Command;
+
+/// A record to append: the writer assigns its offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRecord {
+    /// Publish time, milliseconds since the Unix epoch.
+    pub timestamp: Timestamp,
+    /// Optional key.
+    pub key: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<Header>,
+    /// Payload.
+    pub payload: Bytes,
+}
+
+impl NewRecord {
+    /// A record with no key and no header.
+    pub fn new(timestamp: Timestamp, payload: impl Into<Bytes>) -> Self {
+        Self { timestamp, key: None, headers: Vec::new(), payload: payload.into() }
+    }
+
+    /// Sets the key.
+    pub fn with_key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+        self.headers.push(Header::new(name, value));
+        self
+    }
+}
+
+/// The offsets each enabled tier holds for a topic, and its commit point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TierRanges {
+    /// The WAL.
+    pub hot: OffsetRange,
+    /// Warm (`None`: disabled).
+    pub warm: Option<OffsetRange>,
+    /// Cold (`None`: disabled).
+    pub cold: Option<OffsetRange>,
+    /// The high watermark: every offset below it is committed; readers stop there.
+    pub committed: Offset,
+}
+
+/// A handle on one topic of a [`TieredStore`](crate::TieredStore). Cheap to clone;
+/// usable from any number of tasks at once.
+#[derive(Clone, Debug)]
+pub struct Topic {
+    pub(crate) tiers: Arc<Tiers>,
+    pub(crate) core: Arc<TopicCore>,
+}
+
+impl Topic {
+    /// The topic's name.
+    pub fn name(&self) -> &TopicName {
+        &self.core.name
+    }
+
+    fn ctx(&self) -> ErrorContext {
+        ErrorContext::tier(TierKind::Router).topic(&self.core.name)
+    }
+
+    fn closed(&self) -> TierError {
+        TierError::unavailable(self.ctx(), "the store is closed")
+    }
+
+    /// Appends `records` as one batch and returns their offsets once every enabled write
+    /// tier confirmed (WAL, and warm unless the policy is `degrade` and warm is down).
+    ///
+    /// Errors: `InvalidInput` for an empty list or a batch over the size limit;
+    /// `Unavailable` when a tier did not confirm (see `docs/router.md` for what that
+    /// means for the records) or the store is closed.
+    pub async fn append(&self, records: Vec<NewRecord>) -> Result<OffsetRange, TierError> {
+        let mut builder = RecordBatchBuilder::new();
+        for r in &records {
+            builder
+                .push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload)
+                .map_err(|e| self.in_ctx(e))?;
+        }
+        self.append_batch(builder).await
+    }
+
+    /// Appends the records of `builder` as one batch; see [`append`](Self::append).
+    pub async fn append_batch(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
+        let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
+        let (done, answer) = oneshot::channel();
+        self.send(Command::Append { batch, done }).await?;
+        answer.await.map_err(|_| self.closed())?
+    }
+
+    /// Waits until everything appended before is in every enabled write tier (warm
+    /// included, whatever the policy). `Unavailable` when warm still lacks some.
+    pub async fn flush(&self) -> Result<(), TierError> {
+        let (done, answer) = oneshot::channel();
+        self.send(Command::Flush { done }).await?;
+        answer.await.map_err(|_| self.closed())?
+    }
+
+    async fn send(&self, cmd: Command) -> Result<(), TierError> {
+        let tx = self.core.tx.lock().clone().ok_or_else(|| self.closed())?;
+        tx.send(cmd).await.map_err(|_| self.closed())
+    }
+
+    fn in_ctx(&self, mut e: TierError) -> TierError {
+        let c = e.context_mut();
+        c.tier.get_or_insert(TierKind::Router);
+        c.topic.get_or_insert_with(|| self.core.name.clone());
+        e
+    }
+
+    /// The commit point: every offset below it is committed and readable.
+    pub fn high_watermark(&self) -> Offset {
+        *self.core.hwm.borrow()
+    }
+
+    /// What each enabled tier holds now, and the commit point.
+    pub async fn ranges(&self) -> Result<TierRanges, TierError> {
+        let topic = &self.core.name;
+        let hot = self.tiers.hot.range(topic).await?;
+        let warm = match &self.tiers.warm {
+            Some(w) => Some(w.range(topic).await?),
+            None => None,
+        };
+        let cold = match &self.tiers.cold {
+            Some(c) => Some(c.range(topic).await?),
+            None => None,
+        };
+        Ok(TierRanges { hot, warm, cold, committed: self.high_watermark() })
+    }
+
+    /// A stream of the topic's committed records from `start`, stitched across tiers
+    /// and continuing into the live tail (it never ends by itself). See
+    /// [`reader_with_source`](Self::reader_with_source).
+    pub async fn reader(
+        &self,
+        start: StartPosition,
+    ) -> Result<BoxStream<'static, Result<Record, TierError>>, TierError> {
+        Ok(self.reader_with_source(start).await?.map(|item| item.map(|(_, r)| r)).boxed())
+    }
+
+    /// Like [`reader`](Self::reader), with the [`Source`] that served each record:
+    /// cold `[start, warm_start)`, warm `[warm_start, hot_start)`, the WAL from
+    /// `hot_start` to the commit point, then the live tail. The WAL is preferred for any
+    /// offset it holds, then warm, then cold. A gap between tiers ends the stream with
+    /// `NotFound` naming the missing offsets; a tier returning other offsets than asked
+    /// ends it with `Corruption`. Memory is bounded by one read
+    /// (`router.read_batch_records` / `read_batch_bytes`).
+    pub async fn reader_with_source(
+        &self,
+        start: StartPosition,
+    ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
+        reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start).await
+    }
+}

@@ -1,0 +1,333 @@
+//! The per-topic writer task: serialises appends, assigns offsets, group-commits to the
+//! WAL and warm, and advances the topic's commit point (high watermark).
+//!
+//! # Design (see also `docs/router.md`, "Write path")
+//!
+//! Producers send encoded batches (built at base offset 0) over an mpsc queue with a
+//! oneshot for the reply. The task takes the first queued request and drains whatever
+//! else is queued (up to `max_group_bytes`), merges the group into one batch, numbers
+//! it from the next offset, and appends that batch to the WAL and (when enabled) to warm
+//! concurrently. Offsets are assigned exactly once: a numbered batch stays in the
+//! writer's `pending` queue until every enabled write tier holds it, and every retry
+//! re-sends the *identical* batch (both tiers accept an identical re-append, contract
+//! invariant 5), so nothing is ever renumbered and WAL and warm hold the same batches.
+//!
+//! The high watermark is the end of the longest prefix of batches that are committed:
+//! in the WAL and — under [`WarmFailurePolicy::Fail`] — in warm. Readers never read past
+//! it. Under `Fail` a batch warm refused leaves the producer with `Unavailable` and keeps
+//! its offsets; further appends are refused until the batch is in warm (retried every
+//! `warm_retry_interval` and before each new group), and only then is it readable. Under
+//! [`WarmFailurePolicy::Degrade`] the batch commits on the WAL alone and the pending
+//! queue is the in-order back-fill list for warm.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tier_core::{
+    ErrorContext, Offset, OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TierError, TierKind, TopicName,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{info, warn};
+
+use crate::config::WarmFailurePolicy;
+use crate::store::Tiers;
+
+/// A request to a topic's writer.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Append `batch` (numbered from 0); reply with its offsets once committed.
+    Append { batch: RecordBatch, done: oneshot::Sender<Result<OffsetRange, TierError>> },
+    /// Reply once everything queued before is committed and in every write tier.
+    Flush { done: oneshot::Sender<Result<(), TierError>> },
+}
+
+/// A numbered batch not yet in every enabled write tier.
+#[derive(Debug)]
+struct Pending {
+    batch: RecordBatch,
+    in_wal: bool,
+    in_warm: bool,
+}
+
+/// The writer task's state.
+pub(crate) struct Writer {
+    topic: TopicName,
+    tiers: Arc<Tiers>,
+    next: Offset,
+    pending: VecDeque<Pending>,
+    hwm: watch::Sender<Offset>,
+    /// A request taken from the queue that did not fit the last group.
+    carry: Option<Command>,
+    /// Warm refused a write and does not hold every committed batch yet.
+    warm_behind: bool,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("topic", &self.topic).field("next", &self.next).finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    /// A writer continuing `topic` at `next` (everything below it is committed).
+    pub(crate) fn new(topic: TopicName, tiers: Arc<Tiers>, next: Offset, hwm: watch::Sender<Offset>) -> Self {
+        Self { topic, tiers, next, pending: VecDeque::new(), hwm, carry: None, warm_behind: false }
+    }
+
+    /// Queues batches the WAL holds but warm lacks (found by recovery), in order.
+    pub(crate) fn queue_backlog(&mut self, backlog: Vec<RecordBatch>) {
+        let has_warm = self.tiers.warm.is_some();
+        self.pending.extend(backlog.into_iter().map(|batch| Pending {
+            batch,
+            in_wal: true,
+            in_warm: !has_warm,
+        }));
+    }
+
+    fn ctx(&self) -> ErrorContext {
+        ErrorContext::tier(TierKind::Router).topic(&self.topic)
+    }
+
+    fn policy(&self) -> WarmFailurePolicy {
+        self.tiers.config.warm_failure_policy
+    }
+
+    /// Runs until the queue closes, then makes a last attempt to settle pending batches.
+    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut tick = tokio::time::interval(self.tiers.config.warm_retry_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let max_group = self.tiers.config.max_group_bytes;
+        loop {
+            let first = if let Some(cmd) = self.carry.take() {
+                Some(cmd)
+            } else {
+                tokio::select! {
+                    cmd = rx.recv() => cmd,
+                    _ = tick.tick(), if !self.pending.is_empty() => {
+                        self.settle(true).await;
+                        continue;
+                    }
+                }
+            };
+            let Some(first) = first else { break };
+            let mut group = Vec::new();
+            let mut flush = None;
+            let mut bytes = 0;
+            let mut next_cmd = Some(first);
+            while let Some(cmd) = next_cmd.take() {
+                match cmd {
+                    Command::Append { batch, done } => {
+                        if !group.is_empty() && bytes + batch.encoded_len() > max_group {
+                            self.carry = Some(Command::Append { batch, done });
+                            break;
+                        }
+                        bytes += batch.encoded_len();
+                        group.push((batch, done));
+                    }
+                    Command::Flush { done } => {
+                        flush = Some(done);
+                        break;
+                    }
+                }
+                if bytes < max_group {
+                    next_cmd = rx.try_recv().ok();
+                }
+            }
+            if !group.is_empty() {
+                self.commit_group(group).await;
+            }
+            if let Some(done) = flush {
+                let _ = done.send(self.flush().await);
+            }
+        }
+        if !self.pending.is_empty() {
+            self.settle(true).await;
+            if !self.pending.is_empty() {
+                warn!(topic = %self.topic, batches = self.pending.len(), "writer stopped with batches warm does not hold");
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), TierError> {
+        self.settle(true).await;
+        match self.pending.front() {
+            None => Ok(()),
+            Some(p) => Err(TierError::unavailable(
+                self.ctx().offset(p.batch.base_offset()),
+                format!(
+                    "{} batch(es) from offset {} are not yet in every write tier",
+                    self.pending.len(),
+                    p.batch.base_offset()
+                ),
+            )),
+        }
+    }
+
+    /// Why a new group cannot be accepted now, if it cannot.
+    fn refusal(&self) -> Option<(ErrorContext, String)> {
+        let first = self.pending.front()?;
+        let unreplicated: usize = self.pending.iter().map(|p| p.batch.encoded_len()).sum();
+        let reason = match self.policy() {
+            WarmFailurePolicy::Fail => Some("an earlier batch is not yet confirmed by every write tier"),
+            WarmFailurePolicy::Degrade if self.pending.iter().any(|p| !p.in_wal) => {
+                Some("an earlier batch is not yet in the WAL")
+            }
+            WarmFailurePolicy::Degrade if unreplicated > self.tiers.config.max_unreplicated_bytes => {
+                Some("the warm tier is too far behind (router.max_unreplicated_bytes)")
+            }
+            WarmFailurePolicy::Degrade => None,
+        }?;
+        Some((
+            self.ctx().offset(first.batch.base_offset()),
+            format!("{reason} (pending from offset {}); retry later", first.batch.base_offset()),
+        ))
+    }
+
+    async fn commit_group(
+        &mut self,
+        group: Vec<(RecordBatch, oneshot::Sender<Result<OffsetRange, TierError>>)>,
+    ) {
+        // Under `degrade`, warm's back-fill is left to the retry timer so that appends
+        // do not wait for an unreachable warm tier; the WAL must be complete first.
+        let degrade = self.policy() == WarmFailurePolicy::Degrade;
+        self.settle(!degrade).await;
+        if let Some((ctx, why)) = self.refusal() {
+            for (_, done) in group {
+                let _ = done.send(Err(TierError::unavailable(ctx.clone(), why.clone())));
+            }
+            return;
+        }
+        let base = self.next;
+        let merged = match merge(&group) {
+            Ok(batch) => batch.with_base_offset(base),
+            Err(e) => {
+                let msg = e.to_string();
+                for (_, done) in group {
+                    let _ = done.send(Err(TierError::internal(self.ctx(), msg.clone())));
+                }
+                return;
+            }
+        };
+        let end = merged.end_offset();
+        self.next = end;
+        let has_warm = self.tiers.warm.is_some();
+        let warm_backlog = self.pending.iter().any(|p| !p.in_warm);
+        self.pending.push_back(Pending { batch: merged, in_wal: false, in_warm: !has_warm });
+        let errors = self.settle(!warm_backlog).await;
+        let committed = *self.hwm.borrow() >= end;
+        let mut at = base;
+        for (batch, done) in group {
+            let range = OffsetRange::new(at, at + u64::from(batch.record_count()));
+            at = range.end;
+            let reply = if committed {
+                Ok(range)
+            } else {
+                let why = errors.as_ref().map_or_else(|| "not confirmed".to_owned(), ToString::to_string);
+                Err(TierError::unavailable(
+                    self.ctx().offset(range.start),
+                    format!(
+                        "not acknowledged: {why}; the records keep offsets {range} and become readable only \
+                         once every write tier holds them"
+                    ),
+                ))
+            };
+            let _ = done.send(reply);
+        }
+    }
+
+    /// Sends every pending batch to the tiers that lack it, in order per tier (the WAL
+    /// and warm concurrently), then advances the high watermark over the committed
+    /// prefix. `with_warm: false` leaves warm alone. Returns the first error met, if any.
+    async fn settle(&mut self, with_warm: bool) -> Option<TierError> {
+        let wal_todo: Vec<RecordBatch> =
+            self.pending.iter().skip_while(|p| p.in_wal).map(|p| p.batch.clone()).collect();
+        let warm_todo: Vec<RecordBatch> = if with_warm {
+            self.pending.iter().skip_while(|p| p.in_warm).map(|p| p.batch.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        let hot: &dyn Tier = &self.tiers.hot;
+        let warm = self.tiers.warm.as_deref().map(|w| w as &dyn Tier);
+        let ((wal_done, wal_err), (warm_done, warm_err)) =
+            futures::join!(push_in_order(hot, &self.topic, wal_todo), async {
+                match warm {
+                    Some(w) => push_in_order(w, &self.topic, warm_todo).await,
+                    None => (0, None),
+                }
+            });
+        let wal_skip = self.pending.iter().take_while(|p| p.in_wal).count();
+        for p in self.pending.iter_mut().skip(wal_skip).take(wal_done) {
+            p.in_wal = true;
+        }
+        let warm_skip = self.pending.iter().take_while(|p| p.in_warm).count();
+        for p in self.pending.iter_mut().skip(warm_skip).take(warm_done) {
+            p.in_warm = true;
+        }
+        if let Some(e) = &warm_err {
+            self.warm_behind = true;
+            warn!(topic = %self.topic, error = %e, "warm tier did not confirm a batch");
+        }
+        if let Some(e) = &wal_err {
+            warn!(topic = %self.topic, error = %e, "WAL append failed");
+        }
+        self.advance();
+        wal_err.or(warm_err)
+    }
+
+    /// Moves the high watermark over committed batches and forgets batches every write
+    /// tier holds.
+    fn advance(&mut self) {
+        let degrade = self.policy() == WarmFailurePolicy::Degrade;
+        let mut hwm = *self.hwm.borrow();
+        for p in &self.pending {
+            if p.in_wal && (p.in_warm || degrade) {
+                hwm = hwm.max(p.batch.end_offset());
+            } else {
+                break;
+            }
+        }
+        while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
+            self.pending.pop_front();
+        }
+        if self.warm_behind && self.pending.iter().all(|p| p.in_warm) {
+            self.warm_behind = false;
+            info!(topic = %self.topic, "the warm tier holds every batch again");
+        }
+        if hwm > *self.hwm.borrow() {
+            self.hwm.send_replace(hwm);
+        }
+    }
+}
+
+/// Appends `batches` to `tier` in order, stopping at the first failure. Returns how many
+/// succeeded and the failure.
+async fn push_in_order(
+    tier: &dyn Tier,
+    topic: &TopicName,
+    batches: Vec<RecordBatch>,
+) -> (usize, Option<TierError>) {
+    let n = batches.len();
+    for (i, batch) in batches.into_iter().enumerate() {
+        if let Err(e) = tier.append(topic, batch).await {
+            return (i, Some(e));
+        }
+    }
+    (n, None)
+}
+
+/// One batch holding the records of every batch of `group`, in order.
+fn merge(
+    group: &[(RecordBatch, oneshot::Sender<Result<OffsetRange, TierError>>)],
+) -> Result<RecordBatch, TierError> {
+    if let [(only, _)] = group {
+        return Ok(only.clone());
+    }
+    let bytes: usize = group.iter().map(|(b, _)| b.encoded_len()).sum();
+    let mut builder = RecordBatchBuilder::with_capacity(bytes);
+    for (batch, _) in group {
+        for r in batch.records() {
+            builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload)?;
+        }
+    }
+    builder.build(0)
+}

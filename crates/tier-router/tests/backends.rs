@@ -1,0 +1,138 @@
+//! Custom tiers in the warm and cold positions, relying on the extension traits'
+//! default methods: `ColdBackend::store_segment` (append the segment's batches) and
+//! `WarmBackend::batches_from` (batches rebuilt from `Tier::read`).
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use tier_core::{
+    Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierKind, Timestamp,
+    TopicName,
+};
+use tier_hot::{FsyncPolicy, HotConfig};
+use tier_router::{ColdBackend, NewRecord, Source, TieredStore, WarmBackend};
+use tier_testkit::MemoryTier;
+
+fn rec(offset: u64) -> NewRecord {
+    NewRecord::new(1000 + offset as i64, format!("r{offset}"))
+}
+
+/// A user tier: forwards to a `MemoryTier` and implements only what it must.
+#[derive(Debug, Default)]
+struct Custom(MemoryTier);
+
+#[async_trait]
+impl Tier for Custom {
+    fn kind(&self) -> TierKind {
+        TierKind::Custom("custom")
+    }
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        self.0.range(topic).await
+    }
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        self.0.append(topic, batch).await
+    }
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        self.0.read(topic, from, to, limit).await
+    }
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        t: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.0.offset_for_timestamp(topic, t).await
+    }
+}
+
+#[async_trait]
+impl WarmBackend for Custom {
+    async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        self.0.trim_before(topic, offset);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ColdBackend for Custom {}
+
+fn hot(dir: &tempfile::TempDir) -> HotConfig {
+    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path().join("hot")) }
+}
+
+async fn open(
+    dir: &tempfile::TempDir,
+    warm: &Arc<Custom>,
+    cold: &Arc<Custom>,
+    topics: &[&str],
+) -> TieredStore {
+    TieredStore::builder()
+        .hot(hot(dir))
+        .warm(warm.clone())
+        .cold(cold.clone())
+        .background(false)
+        .topics(topics.iter().map(|t| TopicName::new(t).unwrap()))
+        .open()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(Custom::default());
+    let cold = Arc::new(Custom::default());
+    let store = open(&dir, &warm, &cold, &[]).await;
+    let topic = store.topic("custom").await.unwrap();
+    for base in (0..3000).step_by(100) {
+        topic.append((base..base + 100).map(rec).collect()).await.unwrap();
+    }
+    let exported = store.export_now("custom").await.unwrap();
+    assert_eq!(exported.len(), 1);
+    assert_eq!(exported[0].range, OffsetRange::new(0, 3000));
+    // The default store_segment appended the segment's batches, as written.
+    let name = topic.name().clone();
+    assert_eq!(cold.0.batches(&name).len(), 30);
+    for base in (3000..3500).step_by(100) {
+        topic.append((base..base + 100).map(rec).collect()).await.unwrap();
+    }
+    store.hot().rotate(&name).await.unwrap();
+    store.run_retention_now(SystemTime::now() + Duration::from_secs(100 * 3600)).await.unwrap();
+    assert_eq!(topic.ranges().await.unwrap().hot, OffsetRange::new(3000, 3500));
+    // warm holds everything, so it serves [0, 3000) ahead of cold.
+    warm.trim_before(&name, 2000).await.unwrap();
+    let mut stream = topic.reader_with_source(StartPosition::Earliest).await.unwrap();
+    let mut sources = Vec::new();
+    for offset in 0..3500u64 {
+        let (source, record) = stream.next().await.unwrap().unwrap();
+        assert_eq!(record.offset, offset);
+        assert_eq!(record.payload, rec(offset).payload);
+        if sources.last() != Some(&source) {
+            sources.push(source);
+        }
+    }
+    assert_eq!(sources, vec![Source::Cold, Source::Warm, Source::Hot]);
+    store.close().await;
+
+    // Lost WAL: the default batches_from replays warm's records beyond cold's end.
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    let store = open(&dir, &warm, &cold, &["custom"]).await;
+    let report = store.recover_topic("custom").await.unwrap();
+    assert_eq!(report.replayed, Some(OffsetRange::new(3000, 3500)));
+    assert!(report.lost.is_empty());
+    assert_eq!(report.next_offset, 3500);
+    let topic = store.topic("custom").await.unwrap();
+    let hot_records = store.hot().read(&name, 3000, 3500, ReadLimit::unbounded()).await.unwrap();
+    let warm_records = warm.read(&name, 3000, 3500, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(hot_records, warm_records);
+    assert_eq!(topic.append(vec![rec(3500)]).await.unwrap(), OffsetRange::new(3500, 3501));
+    store.close().await;
+}

@@ -1,0 +1,206 @@
+//! Deployments (which tiers, on which servers) and helpers shared by the router's tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tempfile::TempDir;
+use tier_cold::{BackendConfig, ColdConfig, ColdTier, Secret};
+use tier_core::{OffsetRange, Record, TierError, TopicName};
+use tier_hot::{FsyncPolicy, HotConfig};
+use tier_router::{ColdBackend, NewRecord, RouterConfig, Source, TieredStore, Topic, WarmBackend};
+use tier_testkit::servers::{SharedS3, SharedValkey};
+use tier_warm::{WarmConfig, WarmTier};
+
+/// Which tiers a deployment enables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiers {
+    Hot,
+    HotCold,
+    HotWarm,
+    HotWarmCold,
+}
+
+impl Tiers {
+    pub fn warm(self) -> bool {
+        matches!(self, Tiers::HotWarm | Tiers::HotWarmCold)
+    }
+    pub fn cold(self) -> bool {
+        matches!(self, Tiers::HotCold | Tiers::HotWarmCold)
+    }
+}
+
+/// Where the cold tier stores objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdOn {
+    Local,
+    S3,
+}
+
+/// A store's tiers on real servers, with its own data directory. Re-opening the store
+/// keeps the same warm and cold backends (same servers, same keys and bucket).
+pub struct Deployment {
+    pub tiers: Tiers,
+    pub dir: TempDir,
+    pub warm: Option<Arc<dyn WarmBackend>>,
+    pub cold: Option<Arc<dyn ColdBackend>>,
+    pub router: RouterConfig,
+    pub hot: HotConfig,
+    _valkey: Option<SharedValkey>,
+    _s3: Option<SharedS3>,
+}
+
+/// Warm settings for tests: WAIT 1 replica within 200 ms, short timeouts.
+pub fn warm_config(url: &str, key_prefix: &str) -> WarmConfig {
+    let mut config = WarmConfig::standalone(url);
+    config.key_prefix = key_prefix.to_owned();
+    config.wait_replicas = 1;
+    config.wait_timeout = Duration::from_millis(200);
+    config.command_timeout = Duration::from_secs(1);
+    config.connect_timeout = Duration::from_secs(1);
+    config.reconnect.min_backoff = Duration::from_millis(20);
+    config.reconnect.max_backoff = Duration::from_millis(200);
+    config
+}
+
+pub fn s3_cold_config(s3: &SharedS3) -> ColdConfig {
+    let settings = s3.settings();
+    let mut config = ColdConfig {
+        backend: BackendConfig::S3 {
+            bucket: s3.bucket().to_string(),
+            region: settings.region.clone(),
+            endpoint: Some(settings.endpoint.clone()),
+            access_key_id: Some(settings.access_key_id.clone()),
+            secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
+            allow_http: true,
+        },
+        ..ColdConfig::default()
+    };
+    config.retry.max_retries = 2;
+    config
+}
+
+impl Deployment {
+    pub async fn new(tiers: Tiers, cold_on: ColdOn) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut valkey = None;
+        let mut s3 = None;
+        let warm: Option<Arc<dyn WarmBackend>> = if tiers.warm() {
+            let server = SharedValkey::get().await.expect("a Valkey server (install valkey-server)");
+            let tier = WarmTier::connect(warm_config(server.primary_url(), server.key_prefix()))
+                .await
+                .expect("connect to Valkey");
+            valkey = Some(server);
+            Some(Arc::new(tier))
+        } else {
+            None
+        };
+        let cold: Option<Arc<dyn ColdBackend>> = if tiers.cold() {
+            let config = match cold_on {
+                ColdOn::Local => ColdConfig::local(dir.path().join("cold")),
+                ColdOn::S3 => {
+                    let server =
+                        SharedS3::get().await.expect("a moto S3 server (pip install 'moto[server]')");
+                    let config = s3_cold_config(&server);
+                    s3 = Some(server);
+                    config
+                }
+            };
+            Some(Arc::new(ColdTier::open(config).expect("cold tier")))
+        } else {
+            None
+        };
+        let hot = HotConfig {
+            fsync: FsyncPolicy::Never,
+            segment_age: Duration::from_secs(3600),
+            ..HotConfig::new(dir.path().join("hot"))
+        };
+        Self { tiers, dir, warm, cold, router: RouterConfig::default(), hot, _valkey: valkey, _s3: s3 }
+    }
+
+    /// The WAL directory.
+    pub fn hot_dir(&self) -> PathBuf {
+        self.hot.data_dir.clone()
+    }
+
+    /// Opens the store without background tasks (tests drive them), recovering `topics`.
+    pub async fn open(&self, topics: &[&str]) -> TieredStore {
+        self.try_open(topics, false).await.expect("open the store")
+    }
+
+    pub async fn try_open(&self, topics: &[&str], background: bool) -> Result<TieredStore, TierError> {
+        let mut builder = TieredStore::builder()
+            .hot(self.hot.clone())
+            .router(self.router.clone())
+            .background(background)
+            .topics(topics.iter().map(|t| TopicName::new(t).expect("topic name")));
+        if let Some(w) = &self.warm {
+            builder = builder.warm(Arc::clone(w));
+        }
+        if let Some(c) = &self.cold {
+            builder = builder.cold(Arc::clone(c));
+        }
+        builder.open().await
+    }
+}
+
+/// Record number `offset` of a single-producer test: payload `r<offset>`, timestamp
+/// `1000 + 10 * offset`, a key on even offsets.
+pub fn rec(offset: u64) -> NewRecord {
+    let r = NewRecord::new(1000 + 10 * offset as i64, format!("r{offset}"));
+    if offset.is_multiple_of(2) { r.with_key(format!("k{offset}")) } else { r }
+}
+
+/// Checks `record` is record number `record.offset` as [`rec`] built it.
+pub fn check(record: &Record) {
+    let want = rec(record.offset);
+    assert_eq!(record.payload, want.payload, "payload of offset {}", record.offset);
+    assert_eq!(record.timestamp, want.timestamp, "timestamp of offset {}", record.offset);
+    assert_eq!(record.key, want.key, "key of offset {}", record.offset);
+}
+
+/// Appends records `from..to` in batches of `per_batch`, asserting the offsets assigned.
+pub async fn append_range(topic: &Topic, from: u64, to: u64, per_batch: u64) {
+    let mut at = from;
+    while at < to {
+        let end = (at + per_batch).min(to);
+        let range = topic.append((at..end).map(rec).collect()).await.expect("append");
+        assert_eq!(range, OffsetRange::new(at, end));
+        at = end;
+    }
+}
+
+/// Reads `count` records from `stream`, checks their content and offsets (dense from
+/// `from`), and returns the runs of offsets each source served.
+pub async fn slices(
+    stream: &mut BoxStream<'static, Result<(Source, Record), TierError>>,
+    from: u64,
+    count: u64,
+) -> Result<Vec<(Source, OffsetRange)>, TierError> {
+    let mut out: Vec<(Source, OffsetRange)> = Vec::new();
+    for i in 0..count {
+        let (source, record) = tokio::time::timeout(Duration::from_secs(20), stream.next())
+            .await
+            .expect("the reader yields within 20 s")
+            .expect("the reader does not end")?;
+        assert_eq!(record.offset, from + i, "offsets are dense");
+        check(&record);
+        match out.last_mut() {
+            Some((s, r)) if *s == source && r.end == record.offset => r.end += 1,
+            _ => out.push((source, OffsetRange::new(record.offset, record.offset + 1))),
+        }
+    }
+    Ok(out)
+}
+
+pub fn r(start: u64, end: u64) -> OffsetRange {
+    OffsetRange::new(start, end)
+}
+
+pub fn bytes(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}

@@ -1,0 +1,228 @@
+//! Warm outages under both failure policies: deterministic failures with `FaultyTier`
+//! around `MemoryTier`, and a real Valkey primary stopped and restarted.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![cfg(all(feature = "warm", feature = "cold"))]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{append_range, r, rec, slices, warm_config};
+use futures::{FutureExt, StreamExt};
+use tier_core::{ErrorKind, ReadLimit, StartPosition, Tier, TopicName};
+use tier_hot::{FsyncPolicy, HotConfig};
+use tier_router::{RouterConfig, Source, TieredStore, Topic, WarmBackend, WarmFailurePolicy};
+use tier_testkit::faults::Op;
+use tier_testkit::servers::ValkeyPair;
+use tier_testkit::{FaultyTier, MemoryTier};
+use tier_warm::WarmTier;
+
+fn hot(dir: &tempfile::TempDir) -> HotConfig {
+    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path().join("hot")) }
+}
+
+fn router(policy: WarmFailurePolicy) -> RouterConfig {
+    RouterConfig {
+        warm_failure_policy: policy,
+        warm_retry_interval: Duration::from_millis(50),
+        ..RouterConfig::default()
+    }
+}
+
+async fn open(
+    dir: &tempfile::TempDir,
+    warm: Arc<dyn WarmBackend>,
+    policy: WarmFailurePolicy,
+) -> (TieredStore, Topic) {
+    let store = TieredStore::builder()
+        .hot(hot(dir))
+        .warm(warm)
+        .router(router(policy))
+        .background(false)
+        .open()
+        .await
+        .unwrap();
+    let topic = store.topic("t").await.unwrap();
+    (store, topic)
+}
+
+/// WAL and warm hold the same records in `range`.
+async fn assert_identical(store: &TieredStore, warm: &dyn Tier, range: tier_core::OffsetRange) {
+    let name = TopicName::new("t").unwrap();
+    let hot = store.hot().read(&name, range.start, range.end, ReadLimit::unbounded()).await.unwrap();
+    let warm = warm.read(&name, range.start, range.end, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(hot.len() as u64, range.len());
+    assert_eq!(hot, warm);
+}
+
+#[tokio::test]
+async fn fail_policy_refuses_and_never_serves_unconfirmed_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Fail).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    let mut reader = topic.reader_with_source(StartPosition::Earliest).await.unwrap();
+    assert_eq!(slices(&mut reader, 0, 10).await.unwrap(), vec![(Source::Hot, r(0, 10))]);
+
+    // Warm is down: it refuses [10, 20) and every retry.
+    warm.fail_fraction(1.0);
+    let err = topic.append((10..20).map(rec).collect()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.to_string().contains("[10, 20)"), "{err}");
+    assert_eq!(topic.high_watermark(), 10, "not committed");
+    assert_eq!(store.hot().range(&name).await.unwrap(), r(0, 20), "the WAL holds the batch");
+    assert_eq!(warm.range(&name).await.unwrap(), r(0, 10));
+    // Not readable: neither from history nor the live tail.
+    assert!(reader.next().now_or_never().is_none());
+    let mut fresh = topic.reader(StartPosition::Offset(10)).await.unwrap();
+    assert!(fresh.next().now_or_never().is_none());
+
+    // While the batch is unconfirmed, later appends are refused without using offsets.
+    let err = topic.append(vec![rec(99)]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.to_string().contains("earlier batch"), "{err}");
+    assert_eq!(store.hot().range(&name).await.unwrap(), r(0, 20), "no offset consumed");
+    warm.clear();
+
+    // Warm is back: the pending batch goes first, keeping its offsets; nothing renumbered.
+    assert_eq!(topic.append((20..30).map(rec).collect()).await.unwrap(), r(20, 30));
+    assert_eq!(topic.high_watermark(), 30);
+    assert_eq!(slices(&mut reader, 10, 20).await.unwrap()[0].1.start, 10);
+    assert_identical(&store, warm.as_ref(), r(0, 30)).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn fail_policy_retries_an_ambiguous_warm_write_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Fail).await;
+    append_range(&topic, 0, 5, 5).await;
+    // The write lands in warm but the caller is told it failed (a timed-out write).
+    warm.fail_after_append(true);
+    warm.fail_next(1);
+    assert_eq!(topic.append((5..10).map(rec).collect()).await.unwrap_err().kind(), ErrorKind::Unavailable);
+    warm.clear();
+    assert_eq!(topic.append((10..15).map(rec).collect()).await.unwrap(), r(10, 15));
+    topic.flush().await.unwrap();
+    assert_identical(&store, warm.as_ref(), r(0, 15)).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn degrade_policy_acknowledges_on_the_wal_and_backfills_warm_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    warm.fail_fraction(1.0);
+    append_range(&topic, 10, 100, 9).await;
+    assert_eq!(topic.high_watermark(), 100, "acknowledged on the WAL alone");
+    assert_eq!(warm.range(&name).await.unwrap(), r(0, 10));
+    let mut reader = topic.reader_with_source(StartPosition::Offset(0)).await.unwrap();
+    assert_eq!(slices(&mut reader, 0, 100).await.unwrap(), vec![(Source::Hot, r(0, 100))]);
+    assert_eq!(topic.flush().await.unwrap_err().kind(), ErrorKind::Unavailable);
+
+    warm.clear();
+    topic.flush().await.unwrap();
+    assert_eq!(warm.range(&name).await.unwrap(), r(0, 100));
+    assert_identical(&store, warm.as_ref(), r(0, 100)).await;
+    append_range(&topic, 100, 110, 10).await;
+    assert_identical(&store, warm.as_ref(), r(0, 110)).await;
+    store.close().await;
+}
+
+/// Polls `flush` until warm holds everything (the server needs a moment after restart).
+async fn flush_eventually(topic: &Topic) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match topic.flush().await {
+            Ok(()) => return,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "warm never caught up: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn valkey_store(
+    dir: &tempfile::TempDir,
+    pair: &ValkeyPair,
+    policy: WarmFailurePolicy,
+) -> (TieredStore, Topic, Arc<WarmTier>) {
+    let prefix = format!("router-{policy:?}-");
+    let warm = Arc::new(WarmTier::connect(warm_config(&pair.primary_url(), &prefix)).await.unwrap());
+    let (store, topic) = open(dir, warm.clone(), policy).await;
+    (store, topic, warm)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_valkey_outage_under_both_policies() {
+    let mut pair = ValkeyPair::start().await.expect("a Valkey pair (install valkey-server)");
+
+    // Fail: the producer gets Unavailable while the primary is down; after it returns
+    // (empty), the pending batch is written first with its original offsets.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, topic, warm) = valkey_store(&dir, &pair, WarmFailurePolicy::Fail).await;
+    append_range(&topic, 0, 10, 10).await;
+    pair.stop_primary().await;
+    let err = topic.append((10..20).map(rec).collect()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(topic.high_watermark(), 10);
+    pair.restart_primary().await.unwrap();
+    flush_eventually(&topic).await;
+    assert_eq!(topic.high_watermark(), 20);
+    assert_eq!(topic.append((20..30).map(rec).collect()).await.unwrap(), r(20, 30));
+    // The restarted primary lost [0, 10); from the pending batch on, warm matches the WAL.
+    assert_identical(&store, warm.as_ref(), r(10, 30)).await;
+    store.close().await;
+
+    // Degrade: acknowledged during the outage, back-filled after it.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, topic, warm) = valkey_store(&dir, &pair, WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    let base = topic.high_watermark();
+    assert_eq!(base, 0);
+    pair.stop_primary().await;
+    append_range(&topic, 0, 40, 10).await;
+    assert_eq!(topic.high_watermark(), 40);
+    pair.restart_primary().await.unwrap();
+    flush_eventually(&topic).await;
+    assert_eq!(warm.range(&name).await.unwrap().end, 40);
+    assert_identical(&store, warm.as_ref(), r(0, 40)).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_restart_queues_for_warm_what_the_wal_holds_beyond_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    warm.fail_fraction(1.0);
+    append_range(&topic, 10, 20, 5).await;
+    // Closing with warm still down leaves [10, 20) in the WAL only.
+    store.close().await;
+    assert_eq!(warm.range(&name).await.unwrap(), r(0, 10));
+
+    // Restart under `fail` with warm still down: [10, 20) is queued for warm and not
+    // readable (committed) until warm holds it.
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Fail).await;
+    let report = store.recover_topic("t").await.unwrap();
+    assert_eq!(report.warm_backfill, Some(r(10, 20)), "{report:?}");
+    assert_eq!(report.next_offset, 20);
+    assert_eq!(topic.high_watermark(), 10);
+    warm.clear();
+    topic.flush().await.unwrap();
+    assert_eq!(topic.high_watermark(), 20);
+    assert_identical(&store, warm.as_ref(), r(0, 20)).await;
+    assert_eq!(topic.append(vec![rec(20)]).await.unwrap(), r(20, 21));
+    store.close().await;
+}
