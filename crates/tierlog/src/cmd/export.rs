@@ -1,0 +1,51 @@
+//! `tierlog export`: seals each topic's active WAL segment and uploads every sealed
+//! segment the cold tier does not hold yet.
+
+use anyhow::{Context, bail};
+
+use crate::cli::ExportArgs;
+use crate::cmd::{Ctx, inspect, status};
+use crate::units::format_size;
+use crate::{exit, store};
+
+/// Runs the command.
+pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
+    let config = ctx.config();
+    if config.cold.is_none() {
+        bail!("the cold tier is not configured (no [cold] table), so there is nothing to export to");
+    }
+    let topics = match &args.topic {
+        Some(t) => vec![store::topic_name(t)?],
+        None => inspect::wal_topics(&config.hot.data_dir)?,
+    };
+    let opened = store::open(config, topics.clone(), false).await?;
+    let result = async {
+        let bar = ctx.progress.bar(Some(topics.len() as u64), "exporting", "topics");
+        let mut lines = Vec::new();
+        for name in &topics {
+            let exported =
+                opened.store.export_now(name.as_str()).await.with_context(|| format!("exporting {name}"))?;
+            let topic = opened.store.topic(name.as_str()).await?;
+            status::record_export_lag(&topic).await;
+            let cold_end = topic.ranges().await?.cold.map_or(0, |c| c.end);
+            lines.push(format!(
+                "{name}: exported {} segments, cold holds offsets up to {cold_end}",
+                exported.len()
+            ));
+            for seg in exported {
+                lines.push(format!("  {} {}", seg.topic, seg.range));
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        anyhow::Ok(lines)
+    }
+    .await;
+    let uploaded = opened.cold.as_ref().map_or(0, |c| c.0.stats().put_bytes);
+    store::close(opened).await;
+    for line in result? {
+        println!("{line}");
+    }
+    println!("uploaded {}", format_size(uploaded));
+    Ok(exit::OK)
+}

@@ -1,0 +1,96 @@
+//! [`Metered`]: a wrapper around the warm or cold tier that records metrics for every
+//! call the router makes (reads per tier, warm WAIT outcomes, exports), since the tier
+//! crates emit none themselves. Every method forwards to the wrapped tier unchanged.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use metrics::counter;
+use tier_core::{
+    Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
+};
+use tier_router::{ColdBackend, WarmBackend};
+
+use crate::metrics::{EXPORT_BYTES, EXPORT_ERRORS, EXPORT_SEGMENTS, TIER_READS, WARM_WAIT};
+
+/// A tier whose calls are counted (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Metered<T>(pub(crate) T);
+
+fn tier_label(kind: TierKind) -> &'static str {
+    match kind {
+        TierKind::Hot => "hot",
+        TierKind::Warm => "warm",
+        TierKind::Cold => "cold",
+        _ => "other",
+    }
+}
+
+#[async_trait]
+impl<T: Tier> Tier for Metered<T> {
+    fn kind(&self) -> TierKind {
+        self.0.kind()
+    }
+
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        self.0.range(topic).await
+    }
+
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        let result = self.0.append(topic, batch).await;
+        if self.kind() == TierKind::Warm {
+            let outcome = if result.is_ok() { "ok" } else { "failed" };
+            counter!(WARM_WAIT, "outcome" => outcome).increment(1);
+        }
+        result
+    }
+
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        counter!(TIER_READS, "tier" => tier_label(self.kind())).increment(1);
+        self.0.read(topic, from, to, limit).await
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.0.offset_for_timestamp(topic, timestamp).await
+    }
+}
+
+#[async_trait]
+impl<T: WarmBackend> WarmBackend for Metered<T> {
+    async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        self.0.trim_before(topic, offset).await
+    }
+
+    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+        self.0.batches_from(topic, from)
+    }
+}
+
+#[async_trait]
+impl<T: ColdBackend> ColdBackend for Metered<T> {
+    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+        let bytes = tokio::fs::metadata(path).await.map(|m| m.len()).unwrap_or(0);
+        match self.0.store_segment(topic, path).await {
+            Ok(range) => {
+                counter!(EXPORT_SEGMENTS).increment(1);
+                counter!(EXPORT_BYTES).increment(bytes);
+                Ok(range)
+            }
+            Err(e) => {
+                counter!(EXPORT_ERRORS).increment(1);
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Bad input gives one `error:` line on stderr and the documented exit code, never a
+//! panic or a backtrace.
+
+use std::process::Output;
+
+use crate::support::{lines_file, ok, run, stderr, workdir};
+
+fn assert_one_error_line(out: &Output, code: i32, needle: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one line on stderr: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "{needle:?} not in {err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+}
+
+#[test]
+fn a_missing_config_file_named_explicitly_is_an_error() {
+    let dir = workdir();
+    assert_one_error_line(&run(dir.path(), &["--config", "nope.toml", "status"]), 1, "nope.toml");
+}
+
+#[test]
+fn bad_config_values_and_unknown_keys_name_the_key() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("bad.toml"), "[hot]\nsegmnet_bytes = 5\n").expect("write");
+    assert_one_error_line(&run(dir.path(), &["--config", "bad.toml", "config"]), 1, "segmnet_bytes");
+    std::fs::write(dir.path().join("bad2.toml"), "[router]\nretention_interval = \"soon\"\n").expect("write");
+    assert_one_error_line(
+        &run(dir.path(), &["--config", "bad2.toml", "config"]),
+        1,
+        "router.retention_interval",
+    );
+    let out = crate::support::tierlog(dir.path())
+        .args(["config"])
+        .env("TIERLOG_HOT__CACHE_BYTES", "lots")
+        .output()
+        .expect("runs");
+    assert_one_error_line(&out, 1, "hot.cache_bytes");
+}
+
+#[test]
+fn an_invalid_topic_name_is_a_usage_error() {
+    let dir = workdir();
+    assert_one_error_line(&run(dir.path(), &["consume", "no/slashes"]), 2, "no/slashes");
+    assert_one_error_line(&run(dir.path(), &["produce", "", "--count", "1"]), 2, "topic");
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let dir = workdir();
+    let out = run(dir.path(), &["consume"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(dir.path(), &["consume", "t", "--from", "yesterday"]);
+    assert_one_error_line(&out, 2, "--from");
+    let out = run(dir.path(), &["consume", "t", "--at", "noon"]);
+    assert_one_error_line(&out, 2, "--at");
+    let help = ok(dir.path(), &["--help"]);
+    assert!(help.contains("Exit codes:") && help.contains("3  `tierlog verify` found problems"), "{help}");
+}
+
+#[test]
+fn an_offset_beyond_the_end_is_an_error() {
+    let dir = workdir();
+    lines_file(dir.path(), "in.txt", 5);
+    ok(dir.path(), &["produce", "t", "--file", "in.txt"]);
+    assert_one_error_line(&run(dir.path(), &["consume", "t", "--from", "6"]), 1, "beyond the end");
+}
+
+#[test]
+fn an_unreachable_valkey_is_one_clear_error() {
+    let dir = workdir();
+    std::fs::write(
+        dir.path().join("warm.toml"),
+        "[hot]\n[warm]\nurls = [\"redis://127.0.0.1:1\"]\nconnect_timeout = \"500ms\"\n[warm.reconnect]\nmax_attempts = 1\n",
+    )
+    .expect("write");
+    assert_one_error_line(
+        &run(dir.path(), &["--config", "warm.toml", "produce", "t", "--count", "1"]),
+        1,
+        "warm",
+    );
+}
+
+#[test]
+fn an_unreachable_s3_is_one_clear_error() {
+    let dir = workdir();
+    std::fs::write(
+        dir.path().join("s3.toml"),
+        "[hot]\n[cold]\nbackend = { kind = \"s3\", bucket = \"b\", endpoint = \"http://127.0.0.1:1\", \
+         allow_http = true, access_key_id = \"a\", secret_access_key = \"s\" }\n",
+    )
+    .expect("write");
+    assert_one_error_line(&run(dir.path(), &["--config", "s3.toml", "status"]), 1, "unreachable");
+}

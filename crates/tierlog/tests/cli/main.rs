@@ -1,0 +1,9 @@
+//! End-to-end tests of the `tierlog` binary: each runs it with std::process in a fresh
+//! temporary working directory (so the embedded defaults put data under it).
+
+mod bad_input;
+mod metrics;
+mod roundtrip;
+mod servers;
+mod support;
+mod verify;

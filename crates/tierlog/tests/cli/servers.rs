@@ -1,0 +1,43 @@
+//! `demo` against a real Valkey and a real S3 server (tier-testkit's shared servers):
+//! warm serves a slice between cold and the WAL.
+
+use tier_testkit::servers::{SharedS3, SharedValkey};
+
+use crate::support::{run, stderr, workdir};
+
+#[test]
+fn demo_against_valkey_and_s3_reads_from_all_three_tiers() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let (valkey, s3) = rt.block_on(async {
+        let valkey = SharedValkey::get().await.expect("Valkey (see docs/testing.md for what to install)");
+        let s3 = SharedS3::get().await.expect("moto S3 (see docs/testing.md for what to install)");
+        (valkey, s3)
+    });
+    let dir = workdir();
+    let s = s3.settings();
+    std::fs::write(
+        dir.path().join("tierlog.toml"),
+        format!(
+            "[hot]\n[warm]\nurls = [\"{}\"]\nkey_prefix = \"{}cli:\"\n\n[cold]\nprefix = \"cli\"\n\
+             backend = {{ kind = \"s3\", bucket = \"{}\", endpoint = \"{}\", region = \"{}\", allow_http = true, \
+             access_key_id = \"{}\", secret_access_key = \"{}\" }}\n",
+            valkey.primary_url(),
+            valkey.key_prefix(),
+            s3.bucket(),
+            s.endpoint,
+            s.region,
+            s.access_key_id,
+            s.secret_access_key
+        ),
+    )
+    .expect("write config");
+    let out = run(dir.path(), &["demo", "--records", "20000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let section = text.split("read from timestamp").next().expect("the offset-0 section");
+    for tier in ["cold  [0, ", "warm  [", "hot   ["] {
+        assert!(section.lines().any(|l| l.trim_start().starts_with(tier)), "no {tier:?} row: {text}");
+    }
+    assert!(text.contains("20000 records,"), "{text}");
+    drop((valkey, s3));
+}
