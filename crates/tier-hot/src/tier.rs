@@ -53,6 +53,8 @@ struct Inner {
     topics: RwLock<HashMap<TopicName, Arc<TopicLog>>>,
     events: broadcast::Sender<SegmentEvent>,
     closed: AtomicBool,
+    /// The data directory's exclusive lock, held until [`HotTier::close`] or drop.
+    lock: Mutex<Option<std::fs::File>>,
 }
 
 #[derive(Debug)]
@@ -69,13 +71,14 @@ impl HotTier {
     /// [`HotConfig::recovery`], and each topic continues at exactly the offset after
     /// its last valid record.
     ///
-    /// Errors: `Corruption` naming the file and byte position (a malformed sealed
-    /// segment, a torn tail under [`RecoveryPolicy::Refuse`](crate::RecoveryPolicy),
+    /// Errors: `Fenced` when another process (or another open `HotTier`) holds the data
+    /// directory's lock; `Corruption` naming the file and byte position (a malformed
+    /// sealed segment, a torn tail under [`RecoveryPolicy::Refuse`](crate::RecoveryPolicy),
     /// segments that are not contiguous); `Unavailable` on I/O failures.
     pub async fn open(config: HotConfig) -> Result<Self, TierError> {
         let config = Arc::new(config);
         let cfg = Arc::clone(&config);
-        let found = tokio::task::spawn_blocking(move || recover_all(&cfg)).await.map_err(|e| {
+        let (lock, found) = tokio::task::spawn_blocking(move || recover_all(&cfg)).await.map_err(|e| {
             TierError::internal(ErrorContext::tier(TierKind::Hot), format!("recovery task failed: {e}"))
         })??;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -85,6 +88,7 @@ impl HotTier {
                 topics: RwLock::new(HashMap::new()),
                 events,
                 closed: AtomicBool::new(false),
+                lock: Mutex::new(Some(lock)),
             }),
         };
         {
@@ -188,6 +192,8 @@ impl HotTier {
                 warn!(error = %e, "a WAL writer task failed");
             }
         }
+        // Every writer has stopped: another process may take the directory now.
+        drop(self.inner.lock.lock().take());
     }
 
     fn lookup(&self, topic: &TopicName) -> Option<Arc<TopicLog>> {
@@ -229,12 +235,40 @@ impl HotTier {
 }
 
 /// Recovers every topic directory under the data directory.
-fn recover_all(config: &HotConfig) -> Result<Vec<(TopicName, Recovered)>, TierError> {
+/// Name of the lock file in the data directory.
+pub(crate) const LOCK_FILE: &str = ".lock";
+
+/// Takes the data directory's exclusive lock, so a second process (or a second
+/// `HotTier` in this one) cannot open the same WAL and interleave writes. The lock is
+/// an advisory `flock` on `<data_dir>/.lock`, released when the file is closed — also
+/// when the process dies, so a crash never leaves a stale lock.
+fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError> {
+    let path = data_dir.join(LOCK_FILE);
+    let ctx = || ErrorContext::tier(TierKind::Hot).location(path.display().to_string());
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| {
+            TierError::unavailable(ctx(), format!("opening the data directory's lock file: {e}"))
+                .with_source(e)
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(TierError::fenced(
+            ctx(),
+            format!("the data directory {} is in use by another tierlog process", data_dir.display()),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(TierError::unavailable(ctx(), format!("locking the data directory: {e}")).with_source(e))
+        }
+    }
+}
+
+fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Vec<(TopicName, Recovered)>), TierError> {
     let data_dir = &config.data_dir;
     let hot = || ErrorContext::tier(TierKind::Hot).location(data_dir.display().to_string());
     std::fs::create_dir_all(data_dir).map_err(|e| {
         TierError::unavailable(hot(), format!("creating the data directory: {e}")).with_source(e)
     })?;
+    let lock = lock_data_dir(data_dir)?;
     let entries = std::fs::read_dir(data_dir).map_err(|e| {
         TierError::unavailable(hot(), format!("listing the data directory: {e}")).with_source(e)
     })?;
@@ -246,6 +280,7 @@ fn recover_all(config: &HotConfig) -> Result<Vec<(TopicName, Recovered)>, TierEr
         let path = entry.path();
         let topic = match entry.file_name().to_str().map(TopicName::new) {
             Some(Ok(topic)) if path.is_dir() => topic,
+            _ if entry.file_name() == LOCK_FILE => continue,
             _ => {
                 warn!(path = ?path, "ignoring an entry of the data directory that is not a topic");
                 continue;
@@ -254,7 +289,7 @@ fn recover_all(config: &HotConfig) -> Result<Vec<(TopicName, Recovered)>, TierEr
         let recovered = recover_topic(&topic, &path, config)?;
         found.push((topic, recovered));
     }
-    Ok(found)
+    Ok((lock, found))
 }
 
 async fn send(topic: &TopicName, tx: &mpsc::Sender<Command>, cmd: Command) -> Result<(), TierError> {

@@ -210,3 +210,16 @@ async fn a_gap_between_segment_files_is_corruption_naming_both() {
     let msg = err.to_string();
     assert!(msg.contains(&first.path.display().to_string()) && msg.contains("starts at 20"), "{msg}");
 }
+
+#[tokio::test]
+async fn a_second_open_of_the_same_data_dir_is_fenced_until_the_first_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = tier_hot::HotTier::open(tier_hot::HotConfig::new(dir.path())).await.unwrap();
+    let err = tier_hot::HotTier::open(tier_hot::HotConfig::new(dir.path())).await.unwrap_err();
+    assert_eq!(err.kind(), tier_core::ErrorKind::Fenced, "{err}");
+    assert!(err.to_string().contains("in use by another tierlog process"), "{err}");
+    first.close().await;
+    drop(first);
+    let again = tier_hot::HotTier::open(tier_hot::HotConfig::new(dir.path())).await.unwrap();
+    again.close().await;
+}
