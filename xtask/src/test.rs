@@ -1,0 +1,285 @@
+//! `cargo xtask test`: everything CI checks, in order, each step timed.
+//!
+//! Lint steps (deps, fmt, clippy, deny, feature builds) fail fast: after the first failure
+//! the rest are reported as skipped (unless `--keep-going`). The test steps (workspace
+//! tests against shared servers, doctests, a short fuzz run, the quick chaos run) all run
+//! even if one fails.
+//! The summary table is always printed, and its very last line is `N passed, N failed`.
+
+use std::{
+    path::Path,
+    process::{Command, ExitCode},
+    time::Instant,
+};
+
+use anyhow::Result;
+
+use crate::{
+    chaos, cmd, deps, fuzz, matrix,
+    report::{self, Outcome, StepReport},
+    servers,
+    testout::{self, TestTally},
+};
+
+/// Options of `cargo xtask test`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TestArgs {
+    /// Run the later steps even after a lint step failed.
+    #[arg(long)]
+    keep_going: bool,
+    /// How long the quick fuzz run lasts, in seconds.
+    #[arg(long, default_value_t = 10)]
+    fuzz_secs: u64,
+}
+
+/// What one step's body reports back.
+struct StepResult {
+    ok: bool,
+    details: Vec<String>,
+}
+
+/// The steps run so far and the test totals.
+#[derive(Default)]
+struct Run {
+    steps: Vec<StepReport>,
+    passed: u64,
+    failed: u64,
+}
+
+impl Run {
+    /// Runs `body` as the step `name`, timing it; an `Err` is a failed step whose details
+    /// are the error chain. Returns whether the step passed.
+    fn step(&mut self, name: &str, body: impl FnOnce() -> Result<StepResult>) -> bool {
+        println!("\n==> {name}");
+        let started = Instant::now();
+        let (ok, mut details) = match body() {
+            Ok(result) => (result.ok, result.details),
+            Err(e) => (false, error_lines(&e)),
+        };
+        if !ok && details.is_empty() {
+            details.push("see its output above".into());
+        }
+        let outcome = if ok { Outcome::Passed } else { Outcome::Failed };
+        self.steps.push(StepReport { name: name.into(), outcome, duration: started.elapsed(), details });
+        ok
+    }
+
+    fn skip(&mut self, name: &str, why: &str) {
+        self.steps.push(StepReport::skipped(name, why));
+    }
+
+    fn count(&mut self, tally: &TestTally) {
+        self.passed += tally.passed();
+        self.failed += tally.failed();
+    }
+
+    fn any_failed(&self) -> bool {
+        self.steps.iter().any(|s| s.outcome == Outcome::Failed)
+    }
+}
+
+/// Runs every step and prints the summary; the exit code is failure if any step failed.
+pub(crate) fn run(root: &Path, args: &TestArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let mut run = Run::default();
+    let lints_ok = run_lints(&mut run, root, args.keep_going);
+    if lints_ok || args.keep_going {
+        run_tests(&mut run, args.fuzz_secs);
+    } else {
+        for name in ["servers", "tests", "doctests", "fuzz", "chaos"] {
+            run.skip(name, "a lint step failed");
+        }
+    }
+    println!("\n==> summary ({} in all)\n", report::format_duration(started.elapsed()));
+    print!("{}", report::render_table(&run.steps));
+    println!("{} passed, {} failed", run.passed, run.failed);
+    Ok(if run.any_failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// deps, fmt, clippy, deny, feature builds; stops at the first failure unless `keep_going`.
+fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
+    type Lint = fn(&Path) -> Result<StepResult>;
+    let lints: [(&str, Lint); 5] = [
+        ("deps", |root| Ok(StepResult { ok: true, details: deps::ensure_all(root)? })),
+        ("fmt", fmt),
+        ("clippy", |_| clippy()),
+        ("deny", |_| deny()),
+        ("features", |_| feature_builds()),
+    ];
+    let mut all_ok = true;
+    for (name, lint) in lints {
+        if !all_ok && !keep_going {
+            run.skip(name, "an earlier step failed");
+            continue;
+        }
+        all_ok &= run.step(name, || lint(root));
+    }
+    all_ok
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut cargo = Command::new("cargo");
+    cargo.args(args).env("CARGO_TERM_COLOR", "never");
+    cargo
+}
+
+fn fmt(root: &Path) -> Result<StepResult> {
+    let root_prefix = format!("{}/", root.display());
+    let captured = cmd::run_tee(&mut cargo(&["fmt", "--all", "--", "--check", "--color", "never"]))?;
+    let mut files: Vec<String> = captured
+        .lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("Diff in "))
+        .map(|rest| rest.split(':').next().unwrap_or(rest))
+        .map(|path| path.strip_prefix(&root_prefix).unwrap_or(path).to_owned())
+        .collect();
+    files.dedup();
+    let details = if files.is_empty() { vec![] } else { with_limit("needs `cargo fmt --all`: ", &files, 8) };
+    Ok(StepResult { ok: captured.status.success(), details })
+}
+
+fn clippy() -> Result<StepResult> {
+    let captured =
+        cmd::run_tee(&mut cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    let failures: Vec<String> = captured
+        .lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("error: could not compile "))
+        .map(str::to_owned)
+        .collect();
+    let details = if failures.is_empty() { vec![] } else { with_limit("could not compile ", &failures, 8) };
+    Ok(StepResult { ok: captured.status.success(), details })
+}
+
+/// `cargo deny --offline check`. Offline, cargo-deny's `cargo metadata` cannot download the
+/// crates of other platforms that a normal build never fetched, so `cargo fetch` runs first.
+fn deny() -> Result<StepResult> {
+    cmd::run(&mut cargo(&["fetch", "--quiet"]))?;
+    let captured = cmd::run_tee(&mut cargo(&["deny", "--offline", "check"]))?;
+    let summary = captured.lines.iter().rev().find(|l| {
+        ["advisories", "bans", "licenses", "sources"].iter().any(|check| l.trim_start().starts_with(check))
+            && (l.contains(" ok") || l.contains("FAILED"))
+    });
+    let first_error = || captured.lines.iter().find(|l| l.contains("[ERROR]") || l.starts_with("error"));
+    let detail = summary.or_else(first_error).map(|s| s.trim().to_owned());
+    Ok(StepResult { ok: captured.status.success(), details: detail.into_iter().collect() })
+}
+
+fn feature_builds() -> Result<StepResult> {
+    let builds = matrix::builds()?;
+    if builds.is_empty() {
+        return Ok(StepResult { ok: true, details: vec!["no crate declares features yet".into()] });
+    }
+    let mut ok = true;
+    let mut details = Vec::new();
+    for build in builds {
+        let passed = cmd::run(&mut build.command()).is_ok();
+        ok &= passed;
+        details.push(format!("{}: {}", build.label(), if passed { "ok" } else { "FAILED" }));
+    }
+    Ok(StepResult { ok, details })
+}
+
+/// An error chain as at most four non-empty detail lines.
+fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let text = format!("{e:#}");
+    let lines: Vec<String> =
+        text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+    with_limit("", &lines, 4)
+}
+
+/// `prefix` + the first `limit` items joined, noting how many more there are.
+fn with_limit(prefix: &str, items: &[String], limit: usize) -> Vec<String> {
+    let mut lines: Vec<String> = items.iter().take(limit).map(|i| format!("{prefix}{i}")).collect();
+    if items.len() > limit {
+        lines.push(format!("... and {} more", items.len() - limit));
+    }
+    lines
+}
+
+/// Shared servers, workspace tests, doctests, the quick fuzz run, then the quick chaos run.
+fn run_tests(run: &mut Run, fuzz_secs: u64) {
+    let mut shared = None;
+    run.step("servers", || {
+        let started = servers::start()?;
+        let details = servers::describe(&started);
+        shared = Some(started);
+        Ok(StepResult { ok: true, details })
+    });
+    match &shared {
+        Some(servers) => {
+            let env = servers.env_vars();
+            let kind = servers.valkey.server_kind();
+            let mut tally = TestTally::default();
+            run.step("tests", || workspace_tests(&env, &kind, &mut tally));
+            run.count(&tally);
+        }
+        None => run.skip("tests", "the shared servers did not start"),
+    }
+    // Stops every server process by its PID (the harness kills and reaps them on drop).
+    drop(shared);
+
+    let mut doc_tally = TestTally::default();
+    run.step("doctests", || {
+        let captured = cmd::run_tee(&mut cargo(&["test", "--workspace", "--doc"]))?;
+        doc_tally = testout::parse_cargo_test(&captured.lines);
+        Ok(StepResult { ok: captured.status.success(), details: tally_details(&doc_tally) })
+    });
+    run.count(&doc_tally);
+
+    let mut fuzz_tally = TestTally::default();
+    run.step("fuzz", || {
+        let outcome = fuzz::run(fuzz_secs)?;
+        let result = StepResult { ok: outcome.passed(), details: vec![outcome.summary()] };
+        fuzz_tally = outcome.tally;
+        Ok(result)
+    });
+    run.count(&fuzz_tally);
+
+    // The quick chaos run starts its own servers (it kills and restarts them).
+    run.step("chaos", || {
+        let captured = chaos::run(&crate::workspace_root(), &chaos::ChaosArgs::quick())?;
+        Ok(StepResult { ok: captured.status.success(), details: chaos::summary_lines(&captured) })
+    });
+}
+
+/// The whole workspace's tests (nextest when installed, else `cargo test`), with the
+/// shared servers' addresses in the environment.
+fn workspace_tests(env: &[(&str, String)], valkey_kind: &str, tally: &mut TestTally) -> Result<StepResult> {
+    let nextest = cmd::first_line_of(Command::new("cargo").args(["nextest", "--version"]));
+    let mut command = match &nextest {
+        Some(_) => cargo(&["nextest", "run", "--workspace", "--no-fail-fast", "--color", "never"]),
+        None => cargo(&["test", "--workspace", "--no-fail-fast"]),
+    };
+    command.env("RUST_BACKTRACE", "1");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let captured = cmd::run_tee(&mut command)?;
+    *tally = match nextest {
+        Some(_) => testout::parse_nextest(&captured.lines),
+        None => testout::parse_cargo_test(&captured.lines),
+    };
+    let runner = nextest.unwrap_or_else(|| "cargo test (cargo-nextest not installed)".into());
+    let mut details = vec![format!("{runner}; servers: {valkey_kind}, moto S3")];
+    details.extend(tally_details(tally));
+    if !captured.status.success() && tally.passed() + tally.failed() == 0 {
+        details.push("no test ran: the build failed (see the output above)".into());
+    }
+    Ok(StepResult { ok: captured.status.success() && tally.failed() == 0, details })
+}
+
+/// One line per binary that ran tests (sorted by name) with its counts, then the failing
+/// tests.
+fn tally_details(tally: &TestTally) -> Vec<String> {
+    let mut binaries: Vec<_> = tally.binaries.iter().filter(|b| b.passed + b.failed > 0).collect();
+    binaries.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut lines: Vec<String> =
+        binaries.iter().map(|b| format!("{}: {} passed, {} failed", b.name, b.passed, b.failed)).collect();
+    let idle = tally.binaries.len() - binaries.len();
+    if idle > 0 {
+        lines.push(format!("{idle} binaries ran no tests"));
+    }
+    lines.extend(with_limit("FAILED: ", &tally.failures, 20));
+    lines
+}
