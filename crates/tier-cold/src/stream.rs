@@ -94,37 +94,63 @@ impl ColdTier {
         topic: &TopicName,
         from: Offset,
     ) -> Result<BoxStream<'_, Result<Record, TierError>>, TierError> {
-        let listing: Arc<Listing> = self.listing(topic).await?;
-        let held = listing.range();
-        if from < held.start || from > held.end {
-            return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
-        }
-        let first = match listing.find(from) {
-            Ok(i) => i,
-            Err(_) if from == held.end => return Ok(stream::empty().boxed()),
-            Err(after) => return Err(gap_error(topic, &listing, from, after)),
-        };
-        let read_buffer = self.config.read_buffer;
-        let topic = topic.clone();
-        let segments = stream::iter(first..listing.segments().len()).then(move |i| {
-            let listing = listing.clone();
-            let topic = topic.clone();
-            async move {
-                let segment = &listing.segments()[i];
-                if i > first && listing.segments()[i - 1].range.end != segment.range.start {
-                    let missing = listing.segments()[i - 1].range.end;
-                    return Err(gap_error(&topic, &listing, missing, i));
-                }
-                let ranged = Arc::new(self.open_segment(&topic, segment).await?);
-                Ok::<_, TierError>(stream::iter(chunks_of(ranged, from, read_buffer).into_iter().map(Ok)))
-            }
-        });
-        let records = segments
-            .try_flatten()
-            .map_ok(move |chunk: Chunk| chunk.load(from))
-            .try_buffered(self.config.read_ahead)
-            .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
-            .try_flatten();
-        Ok(records.boxed())
+        stream_via(self, topic, from).await
     }
+
+    /// [`stream`](Self::stream) for a tier held in an `Arc`: the stream owns a handle
+    /// on the tier, so it can outlive the caller's borrow (the router's reader keeps
+    /// one open across calls).
+    pub async fn stream_owned(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> Result<BoxStream<'static, Result<Record, TierError>>, TierError> {
+        stream_via(self, topic, from).await
+    }
+}
+
+/// The body of [`ColdTier::stream`], over any shareable handle on the tier (`&ColdTier`
+/// or `Arc<ColdTier>`).
+async fn stream_via<'a, H>(
+    tier: H,
+    topic: &TopicName,
+    from: Offset,
+) -> Result<BoxStream<'a, Result<Record, TierError>>, TierError>
+where
+    H: std::ops::Deref<Target = ColdTier> + Clone + Send + Sync + 'a,
+{
+    let listing: Arc<Listing> = tier.listing(topic).await?;
+    let held = listing.range();
+    if from < held.start || from > held.end {
+        return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
+    }
+    let first = match listing.find(from) {
+        Ok(i) => i,
+        Err(_) if from == held.end => return Ok(stream::empty().boxed()),
+        Err(after) => return Err(gap_error(topic, &listing, from, after)),
+    };
+    let read_buffer = tier.config.read_buffer;
+    let read_ahead = tier.config.read_ahead;
+    let topic = topic.clone();
+    let segments = stream::iter(first..listing.segments().len()).then(move |i| {
+        let listing = listing.clone();
+        let topic = topic.clone();
+        let tier = tier.clone();
+        async move {
+            let segment = &listing.segments()[i];
+            if i > first && listing.segments()[i - 1].range.end != segment.range.start {
+                let missing = listing.segments()[i - 1].range.end;
+                return Err(gap_error(&topic, &listing, missing, i));
+            }
+            let ranged = Arc::new(tier.open_segment(&topic, segment).await?);
+            Ok::<_, TierError>(stream::iter(chunks_of(ranged, from, read_buffer).into_iter().map(Ok)))
+        }
+    });
+    let records = segments
+        .try_flatten()
+        .map_ok(move |chunk: Chunk| chunk.load(from))
+        .try_buffered(read_ahead)
+        .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
+        .try_flatten();
+    Ok(records.boxed())
 }

@@ -7,12 +7,15 @@
 //! tierlog's own tiers override them with their native operations.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::{self, BoxStream, StreamExt};
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use tier_core::segment::SealedSegment;
-use tier_core::{ErrorContext, Offset, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TopicName};
+use tier_core::{
+    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TopicName,
+};
 
 /// Records per batch rebuilt by the default [`WarmBackend::batches_from`].
 const REBUILT_BATCH_RECORDS: usize = 1000;
@@ -58,9 +61,46 @@ pub trait WarmBackend: Tier {
 }
 
 /// A [`Tier`] usable in the cold position: it receives each sealed WAL segment once the
-/// hot tier has sealed it.
+/// hot tier has sealed it, and serves long sequential reads for consumers catching up.
 #[async_trait]
-pub trait ColdBackend: Tier {
+pub trait ColdBackend: Tier + 'static {
+    /// Every record of `topic` from `from` to the end of what the tier holds now, in
+    /// order, for a long sequential read. The stream is lazy and owns its handle on the
+    /// tier. The default pages through [`Tier::read`] one bounded read at a time; tiers
+    /// that can read ahead override it (the cold tier keeps several ranged GETs in
+    /// flight).
+    fn records_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<Record, TierError>> {
+        let topic = topic.clone();
+        stream::unfold(Some(from), move |next| {
+            let tier = Arc::clone(&self);
+            let topic = topic.clone();
+            async move {
+                let next = next?;
+                let range = match tier.range(&topic).await {
+                    Ok(r) => r,
+                    Err(e) => return Some((Err(e), None)),
+                };
+                if next >= range.end {
+                    return None;
+                }
+                match tier.read(&topic, next, range.end, ReadLimit::default()).await {
+                    Ok(records) => {
+                        let end = records.last()?.offset + 1;
+                        Some((Ok(records), Some(end)))
+                    }
+                    Err(e) => Some((Err(e), None)),
+                }
+            }
+        })
+        .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
+        .try_flatten()
+        .boxed()
+    }
+
     /// Stores the sealed segment file at `path` of `topic` and returns its offsets.
     /// Must be idempotent: storing a segment the tier already holds is `Ok`.
     ///
@@ -110,6 +150,17 @@ impl WarmBackend for tier_warm::WarmTier {
 #[cfg(feature = "cold")]
 #[async_trait]
 impl ColdBackend for tier_cold::ColdTier {
+    /// [`tier_cold::ColdTier::stream_owned`]: ranged GETs of `read_buffer` bytes with
+    /// `read_ahead` in flight.
+    fn records_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<Record, TierError>> {
+        let topic = topic.clone();
+        stream::once(async move { self.stream_owned(&topic, from).await }).try_flatten().boxed()
+    }
+
     /// Uploads the file byte for byte ([`tier_cold::ColdTier::export_segment`]).
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
         let outcome = self.export_segment(topic, path).await?;

@@ -21,6 +21,7 @@ use tier_core::{
 use tier_hot::Subscription;
 use tokio::sync::watch;
 
+use crate::ColdBackend;
 use crate::store::Tiers;
 
 /// Retries of a slice read whose tier's range moved (retention, trimming) meanwhile.
@@ -57,6 +58,9 @@ struct Reader {
     next: Offset,
     buf: VecDeque<(Source, Record)>,
     live: Option<Subscription>,
+    /// An open sequential read of cold (with its read-ahead) and the offset it yields
+    /// next; kept across slices, dropped at the hand-off to warm or the WAL.
+    cold: Option<(Offset, BoxStream<'static, Result<Record, TierError>>)>,
     limit: ReadLimit,
     done: bool,
 }
@@ -85,7 +89,8 @@ pub(crate) async fn open(
     };
     let limit =
         ReadLimit { max_records: tiers.config.read_batch_records, max_bytes: tiers.config.read_batch_bytes };
-    let reader = Reader { tiers, topic, hwm, next, buf: VecDeque::new(), live, limit, done: false };
+    let reader =
+        Reader { tiers, topic, hwm, next, buf: VecDeque::new(), live, cold: None, limit, done: false };
     Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
 }
 
@@ -213,7 +218,7 @@ impl Reader {
             && n < cold.end
         {
             let to = warm_start.min(hot_start).max(n + 1).min(cold.end);
-            return self.read_from(c.as_ref(), Source::Cold, to).await;
+            return self.read_cold(c, to).await;
         }
         let resumes = [hot, warm, cold]
             .iter()
@@ -229,6 +234,56 @@ impl Reader {
                 OffsetRange::new(n, resumes)
             ),
         ))
+    }
+
+    /// Serves `self.next..to` from cold through one long sequential stream (bounded by
+    /// the reader's limit per call), so catch-up reads get the cold tier's read-ahead.
+    async fn read_cold(&mut self, cold: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        if self.cold.as_ref().is_none_or(|(next, _)| *next != n) {
+            self.cold = Some((n, cold.records_from(&self.topic, n)));
+        }
+        let Some((next, records)) = self.cold.as_mut() else { return Ok(()) };
+        let (mut count, mut bytes) = (0usize, 0usize);
+        while count < self.limit.max_records && bytes < self.limit.max_bytes && *next < to {
+            match records.next().await {
+                Some(Ok(r)) if r.offset == *next => {
+                    *next += 1;
+                    count += 1;
+                    bytes = bytes.saturating_add(r.size());
+                    self.buf.push_back((Source::Cold, r));
+                }
+                Some(Ok(r)) => {
+                    let found = r.offset;
+                    self.cold = None;
+                    return Err(TierError::corruption(
+                        ErrorContext::tier(TierKind::Cold).topic(&self.topic).offset(n),
+                        format!(
+                            "the cold stream yielded offset {found} where {} was expected",
+                            n + count as u64
+                        ),
+                    ));
+                }
+                Some(Err(e)) => {
+                    self.cold = None;
+                    return Err(e);
+                }
+                None => break,
+            }
+        }
+        let reached = self.cold.as_ref().map_or(n, |(next, _)| *next);
+        if reached >= to || count == 0 {
+            // Hand-off to warm or the WAL (or the stream ended): stop reading ahead.
+            self.cold = None;
+        }
+        if count == 0 {
+            return Err(TierError::trimmed(
+                ErrorContext::tier(TierKind::Cold).topic(&self.topic).offset(n),
+                n,
+                OffsetRange::empty_at(n),
+            ));
+        }
+        Ok(())
     }
 
     async fn read_from(&mut self, tier: &dyn Tier, source: Source, to: Offset) -> Result<(), TierError> {
