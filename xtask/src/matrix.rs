@@ -40,9 +40,13 @@ impl FeatureBuild {
 }
 
 /// Combinations checked in addition to the automatic `--no-default-features` builds:
-/// `(package, feature arguments)`. Add tier-router's tier subsets here as they appear, e.g.
-/// `("tier-router", &["--no-default-features", "--features", "warm"])`.
-const EXTRA_BUILDS: &[(&str, &[&str])] = &[];
+/// `(package, feature arguments)`. tier-router's four deployments are hot only (the
+/// automatic `--no-default-features` build, which links neither fred nor object_store),
+/// hot+warm and hot+cold (below) and hot+warm+cold (the default features).
+const EXTRA_BUILDS: &[(&str, &[&str])] = &[
+    ("tier-router", &["--no-default-features", "--features", "warm"]),
+    ("tier-router", &["--no-default-features", "--features", "cold"]),
+];
 
 /// Every build of the matrix: `--no-default-features` for each workspace crate with
 /// features, then [`EXTRA_BUILDS`], without duplicates.
