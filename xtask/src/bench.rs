@@ -5,7 +5,7 @@
 //! `target/bench/<unix time>.json` and `target/bench/latest.json`. The workloads and the
 //! latest numbers are in `docs/benchmarks.md`.
 
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 use anyhow::Result;
 
@@ -24,18 +24,8 @@ pub(crate) struct BenchArgs {
 
 /// Builds and runs `tier-bench` in release mode from the workspace root `root`.
 pub(crate) fn run(root: &Path, args: &BenchArgs) -> Result<()> {
-    let mut cargo = Command::new("cargo");
+    let mut cargo = cmd::cargo();
     cargo.current_dir(root).args(["run", "--release", "-p", "tier-bench", "--"]);
-    // `cargo xtask` runs under `cargo run`, which sets xtask's package variables; build
-    // scripts that watch them (ring's) would otherwise rebuild on every switch between
-    // `cargo xtask bench` and a plain `cargo build --release`.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") || name == "CARGO_CRATE_NAME"
-        {
-            cargo.env_remove(name.as_ref());
-        }
-    }
     if args.quick {
         cargo.arg("--quick");
     }

@@ -35,7 +35,7 @@ impl ChaosArgs {
 /// Builds the runner and the producer, then runs the scenarios from `root`; returns the
 /// runner's captured output (the table is its last lines).
 pub(crate) fn run(root: &Path, args: &ChaosArgs) -> Result<Captured> {
-    cmd::run(Command::new("cargo").current_dir(root).args(["build", "-p", "tier-chaos", "--bins"]))?;
+    cmd::run(cmd::cargo().current_dir(root).args(["build", "-p", "tier-chaos", "--bins"]))?;
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
     let mut runner = Command::new(Path::new(&target).join("debug/chaos-runner"));
     runner.current_dir(root);

@@ -14,6 +14,24 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 /// A command line as a user would type it (arguments with spaces or quotes are quoted).
+/// A `cargo` command without the package variables `cargo run` set for xtask itself.
+///
+/// `cargo xtask` runs under `cargo run`, which exports xtask's `CARGO_PKG_*`,
+/// `CARGO_MANIFEST_*` and `CARGO_CRATE_NAME`; build scripts that watch them (ring's)
+/// would otherwise rebuild, with everything after them, on every switch between a
+/// nested cargo and a plain one.
+pub(crate) fn cargo() -> Command {
+    let mut cargo = Command::new("cargo");
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") || name == "CARGO_CRATE_NAME"
+        {
+            cargo.env_remove(name.as_ref());
+        }
+    }
+    cargo
+}
+
 pub(crate) fn display(cmd: &Command) -> String {
     let mut parts = vec![quote(cmd.get_program())];
     parts.extend(cmd.get_args().map(quote));

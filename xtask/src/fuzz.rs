@@ -4,8 +4,6 @@
 //! The test reads its duration from `TIERLOG_FUZZ_SECS` and prints its seed and how many
 //! inputs it ran; this module runs it and reads that count back.
 
-use std::process::Command;
-
 use anyhow::Result;
 
 use crate::{
@@ -51,7 +49,7 @@ impl FuzzOutcome {
 
 /// Runs the fuzz test for `secs` seconds.
 pub(crate) fn run(secs: u64) -> Result<FuzzOutcome> {
-    let mut cargo = Command::new("cargo");
+    let mut cargo = cmd::cargo();
     cargo
         .args(["test", "-p", "tier-core", "--release", "--test", "fuzz_decoders", "--", "--nocapture"])
         .env(ENV_FUZZ_SECS, secs.to_string())

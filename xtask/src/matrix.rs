@@ -7,6 +7,8 @@
 
 use std::process::Command;
 
+use crate::cmd;
+
 use anyhow::{Context, Result};
 
 /// A `cargo check -p <package> <args…>` build of the matrix.
@@ -33,7 +35,7 @@ impl FeatureBuild {
 
     /// The `cargo check` command for this build.
     pub(crate) fn command(&self) -> Command {
-        let mut cargo = Command::new("cargo");
+        let mut cargo = cmd::cargo();
         cargo.args(["check", "--quiet", "-p", &self.package]).args(&self.args);
         cargo
     }
@@ -51,7 +53,7 @@ const EXTRA_BUILDS: &[(&str, &[&str])] = &[
 /// Every build of the matrix: `--no-default-features` for each workspace crate with
 /// features, then [`EXTRA_BUILDS`], without duplicates.
 pub(crate) fn builds() -> Result<Vec<FeatureBuild>> {
-    let out = Command::new("cargo")
+    let out = cmd::cargo()
         .args(["metadata", "--format-version", "1", "--no-deps", "--quiet"])
         .output()
         .context("could not run `cargo metadata`")?;

@@ -118,7 +118,7 @@ fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
 }
 
 fn cargo(args: &[&str]) -> Command {
-    let mut cargo = Command::new("cargo");
+    let mut cargo = cmd::cargo();
     cargo.args(args).env("CARGO_TERM_COLOR", "never");
     cargo
 }
@@ -246,7 +246,7 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
 /// The whole workspace's tests (nextest when installed, else `cargo test`), with the
 /// shared servers' addresses in the environment.
 fn workspace_tests(env: &[(&str, String)], valkey_kind: &str, tally: &mut TestTally) -> Result<StepResult> {
-    let nextest = cmd::first_line_of(Command::new("cargo").args(["nextest", "--version"]));
+    let nextest = cmd::first_line_of(cmd::cargo().args(["nextest", "--version"]));
     let mut command = match &nextest {
         Some(_) => cargo(&["nextest", "run", "--workspace", "--no-fail-fast", "--color", "never"]),
         None => cargo(&["test", "--workspace", "--no-fail-fast"]),

@@ -90,12 +90,12 @@ fn create_venv(venv: &Path) -> Result<()> {
 
 /// cargo-deny, installed from crates.io when `cargo deny --version` fails.
 fn ensure_cargo_deny() -> Result<String> {
-    let version = || cmd::first_line_of(Command::new("cargo").args(["deny", "--version"]));
+    let version = || cmd::first_line_of(cmd::cargo().args(["deny", "--version"]));
     if let Some(v) = version() {
         return Ok(format!("{v} present"));
     }
     println!("deps: cargo-deny missing, installing it (this compiles it: several minutes)");
-    cmd::run(Command::new("cargo").args(["install", "cargo-deny", "--locked"]))?;
+    cmd::run(cmd::cargo().args(["install", "cargo-deny", "--locked"]))?;
     let v = version().context("`cargo install cargo-deny` succeeded but `cargo deny --version` fails")?;
     Ok(format!("installed {v}"))
 }

@@ -1,0 +1,313 @@
+//! `tier-bench`: tierlog measured against baselines taken in the same run on the same
+//! machine (raw file writes and reads, raw `XADD`+`WAIT`, raw object-store GETs), so the
+//! ratios hold on a noisy machine. Run it through `cargo xtask bench [--quick]`.
+//!
+//! It starts its own Valkey pair and moto S3 server (tier-testkit's harness), prints a
+//! markdown table on stdout and writes JSON to `target/bench/<unix time>.json` and
+//! `target/bench/latest.json`. Workloads whose peak memory matters (hot append, cold
+//! catch-up) run in child processes (this binary re-executed with a hidden workload subcommand) so each
+//! reports its own `VmHWM`. The workloads and how to read the results are described in
+//! `docs/benchmarks.md`.
+
+mod cold;
+mod hot;
+mod report;
+mod tail;
+mod util;
+mod warm;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use serde::{Deserialize, Serialize};
+use tier_testkit::servers::{S3Server, ValkeyPair, workspace_root};
+
+use crate::{cold::Backend, report::Row};
+
+/// tierlog's benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "tier-bench")]
+struct Cli {
+    /// Smaller data sets and shorter cases (finishes in about 3 minutes).
+    #[arg(long, global = true)]
+    quick: bool,
+    /// Run only these workloads (numbers 1-8, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<u32>,
+    /// Directory for the JSON results (default `<workspace>/target/bench`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(subcommand)]
+    child: Option<Child>,
+}
+
+/// Workloads run in a child process (internal).
+#[derive(Debug, Subcommand)]
+enum Child {
+    /// Internal: workload 1 in this process, rows and VmHWM as JSON on stdout.
+    #[command(hide = true)]
+    HotAppend {
+        /// Scratch directory.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Internal: one catch-up read of workload 4, result as JSON on stdout.
+    #[command(hide = true)]
+    CatchUp {
+        /// The backend, as JSON.
+        #[arg(long)]
+        backend: String,
+        /// Read raw object ranges instead of streaming through the cold tier.
+        #[arg(long)]
+        raw: bool,
+    },
+}
+
+/// Sizes and durations of a run.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    quick: bool,
+    /// Longest time one throughput case runs through tierlog.
+    pub(crate) case_budget: Duration,
+    /// Most payload bytes one append case writes.
+    pub(crate) append_bytes: u64,
+    /// Payload bytes of the topic read in workload 2.
+    pub(crate) read_bytes: u64,
+    /// Most payload bytes one warm case writes.
+    pub(crate) warm_bytes: u64,
+    /// Payload bytes of the cold catch-up data.
+    pub(crate) catchup_bytes: u64,
+    /// Random points per seek workload.
+    pub(crate) seek_points: usize,
+    /// Records of the topic-scaling workload.
+    pub(crate) scale_records: u64,
+    /// Records of each live-tail run and their rate per second.
+    pub(crate) tail_records: u64,
+    pub(crate) tail_rate: u64,
+    /// Alternating rounds of tierlog and baseline per throughput case (best kept).
+    pub(crate) rounds: u32,
+}
+
+impl Settings {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                quick,
+                case_budget: Duration::from_secs(1),
+                append_bytes: 64 << 20,
+                read_bytes: 64 << 20,
+                warm_bytes: 32 << 20,
+                catchup_bytes: 256 << 20,
+                seek_points: 20,
+                scale_records: 500_000,
+                tail_records: 3000,
+                tail_rate: 1000,
+                rounds: 2,
+            }
+        } else {
+            Self {
+                quick,
+                case_budget: Duration::from_secs(2),
+                append_bytes: 512 << 20,
+                read_bytes: 256 << 20,
+                warm_bytes: 256 << 20,
+                catchup_bytes: 1 << 30,
+                seek_points: 100,
+                scale_records: 2_000_000,
+                tail_records: 20_000,
+                tail_rate: 2000,
+                rounds: 3,
+            }
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct HotAppendOutput {
+    rows: Vec<Row>,
+    vm_hwm_kib: u64,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let settings = Settings::new(cli.quick);
+    match &cli.child {
+        Some(Child::HotAppend { dir }) => {
+            let rows = runtime.block_on(hot::append(&settings, dir))?;
+            let out = HotAppendOutput { rows, vm_hwm_kib: util::vm_hwm_kib()? };
+            println!("{}", serde_json::to_string(&out)?);
+            Ok(())
+        }
+        Some(Child::CatchUp { backend, raw }) => {
+            let backend: Backend = serde_json::from_str(backend)?;
+            let out = runtime.block_on(cold::catch_up_child(&backend, *raw))?;
+            println!("{}", serde_json::to_string(&out)?);
+            Ok(())
+        }
+        None => runtime.block_on(run(&cli, &settings)),
+    }
+}
+
+/// Runs this binary again with `args` (plus `--quick` when set) and parses the last
+/// line of its stdout as JSON.
+fn run_child<T: for<'de> Deserialize<'de>>(settings: &Settings, args: &[&str]) -> Result<T> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    if settings.quick {
+        cmd.arg("--quick");
+    }
+    cmd.args(args);
+    let out = cmd.output().context("running a benchmark child process")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "child {args:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout)?;
+    let last = stdout.lines().last().context("child printed nothing")?;
+    Ok(serde_json::from_str(last)?)
+}
+
+fn note(msg: &str) {
+    eprintln!("tier-bench: {msg}");
+}
+
+async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
+    let started = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let wall = Instant::now();
+    let root = workspace_root();
+    let out_dir = cli.out.clone().unwrap_or_else(|| root.join("target/bench"));
+    let work = out_dir.join("work");
+    std::fs::create_dir_all(&work)?;
+    let scratch = tempfile::tempdir_in(&work)?;
+    let dir = scratch.path();
+    let want = |n: u32| cli.only.is_empty() || cli.only.contains(&n);
+    let mut rows: Vec<Row> = Vec::new();
+
+    if want(1) || want(7) {
+        note("workload 1: hot append (child process)");
+        let d = dir.to_str().context("non-UTF-8 scratch path")?;
+        let out: HotAppendOutput = run_child(settings, &["hot-append", "--dir", d])?;
+        rows.extend(out.rows);
+        rows.push(
+            Row::new("7 peak RSS", "during workload 1 (hot append, all cases)")
+                .detail(format!("VmHWM {} MiB", out.vm_hwm_kib >> 10)),
+        );
+    }
+    if want(2) {
+        note("workload 2: hot read");
+        rows.extend(hot::read(settings, dir).await?);
+    }
+    if want(3) || want(6) {
+        note("starting Valkey primary + replica");
+        let valkey = ValkeyPair::start().await?;
+        let url = valkey.primary_url();
+        if want(3) {
+            note("workload 3: warm dual write");
+            rows.extend(warm::dual_write(settings, dir, &url).await?);
+        }
+        if want(6) {
+            note("workload 6: live tail");
+            rows.push(tail::hot_only(settings, dir).await?);
+            rows.push(tail::with_warm(settings, dir, &url).await?);
+        }
+    } else if want(6) {
+        rows.push(tail::hot_only(settings, dir).await?);
+    }
+    if want(4) || want(5) || want(7) {
+        rows.extend(cold_workloads(settings, dir, want(4) || want(7), want(5)).await?);
+    }
+    if want(8) {
+        note("workload 8: scaling");
+        rows.extend(hot::scale_topics(settings, dir).await?);
+        for segments in [10, 100, 1000] {
+            rows.extend(cold::scale_segments(dir, segments, settings.seek_points).await?);
+        }
+    }
+
+    let table = report::markdown(&rows);
+    println!("{table}");
+    let report = report::RunReport {
+        started_unix: started,
+        quick: settings.quick,
+        cpus: std::thread::available_parallelism().map_or(0, usize::from),
+        wall_secs: wall.elapsed().as_secs_f64(),
+        rows: &rows,
+    };
+    report::write_json(&out_dir, &report)?;
+    note(&format!("done in {:.0} s; JSON in {}", report.wall_secs, out_dir.join("latest.json").display()));
+    Ok(())
+}
+
+/// Workloads 4 (with its peak RSS, workload 7) and 5 on one prepared data set.
+async fn cold_workloads(settings: &Settings, dir: &Path, catch_up: bool, seek: bool) -> Result<Vec<Row>> {
+    note("starting moto S3 server");
+    let s3 = S3Server::start().await?;
+    s3.create_bucket("bench").await?;
+    let backends = [Backend::S3 { endpoint: s3.endpoint() }, Backend::Local { path: dir.join("cold-local") }];
+    note(&format!("preparing {} MiB of cold data (export to moto and local)", settings.catchup_bytes >> 20));
+    let prep = Instant::now();
+    let records = cold::prepare(&dir.join("cold-src"), settings.catchup_bytes, &backends).await?;
+    note(&format!("prepared {records} records in {:.0} s", prep.elapsed().as_secs_f64()));
+    let mut rows = Vec::new();
+    if catch_up {
+        for backend in &backends {
+            note(&format!("workload 4: catch-up from {}", backend.label()));
+            let json = serde_json::to_string(backend)?;
+            let mut tier: cold::CatchUp = run_child(settings, &["catch-up", "--backend", &json])?;
+            let mut raw: cold::CatchUp = run_child(settings, &["catch-up", "--backend", &json, "--raw"])?;
+            for _ in 1..settings.rounds {
+                let t: cold::CatchUp = run_child(settings, &["catch-up", "--backend", &json])?;
+                let r: cold::CatchUp = run_child(settings, &["catch-up", "--backend", &json, "--raw"])?;
+                if t.secs < tier.secs {
+                    tier = t;
+                }
+                if r.secs < raw.secs {
+                    raw = r;
+                }
+            }
+            anyhow::ensure!(tier.records == records, "catch-up read {} of {records} records", tier.records);
+            rows.push(
+                Row::new(
+                    "4 cold catch-up",
+                    format!("{} MiB from {}", settings.catchup_bytes >> 20, backend.label()),
+                )
+                .throughput(
+                    tier.records,
+                    tier.bytes,
+                    tier.secs,
+                    Some(raw.secs * tier.bytes as f64 / raw.bytes as f64),
+                )
+                .target_at_least(0.8, ">= 0.8x raw GET")
+                .detail(format!(
+                    "{} GETs (raw {}); raw object MB/s {:.1}; best of {}",
+                    tier.gets,
+                    raw.gets,
+                    raw.bytes as f64 / 1e6 / raw.secs,
+                    settings.rounds
+                )),
+            );
+            rows.push(Row::new("7 peak RSS", format!("workload 4 from {}", backend.label())).detail(format!(
+                "VmHWM {} MiB streaming through ColdTier (raw GETs: {} MiB); read_buffer 1 MiB x read_ahead 4",
+                tier.vm_hwm_kib >> 10,
+                raw.vm_hwm_kib >> 10
+            )));
+        }
+    }
+    if seek {
+        for backend in &backends {
+            note(&format!("workload 5: seeks on {}", backend.label()));
+            rows.extend(
+                cold::seeks("5 cold seek", backend.label(), backend.config(), settings.seek_points).await?,
+            );
+        }
+    }
+    Ok(rows)
+}

@@ -1,0 +1,146 @@
+//! Workload 6: live-tail latency from the moment `append` returns to the moment a
+//! subscriber holds the record, at a fixed rate of single-record appends.
+
+use std::{
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Result;
+use futures::TryStreamExt;
+use tier_core::{StartPosition, Tier};
+use tier_hot::{FsyncPolicy, HotConfig, HotTier};
+use tier_router::{NewRecord, TieredStore};
+
+use crate::{
+    Settings,
+    report::Row,
+    util::{self, BASE_TS},
+};
+
+const TAIL: &str = "6 live tail";
+
+/// Latencies in ms (receipt minus append return, 0 when the record arrived first) and
+/// how many arrived before their append returned.
+fn latencies(returned: &[Instant], received: &[Instant]) -> (Vec<f64>, usize) {
+    let mut early = 0;
+    let mut out: Vec<f64> = returned
+        .iter()
+        .zip(received)
+        .map(|(ret, rec)| match rec.checked_duration_since(*ret) {
+            Some(d) => d.as_secs_f64() * 1e3,
+            None => {
+                early += 1;
+                0.0
+            }
+        })
+        .collect();
+    out.sort_by(f64::total_cmp);
+    (out, early)
+}
+
+fn row(case: &str, rate: u64, returned: &[Instant], received: &[Instant]) -> Row {
+    let (ms, early) = latencies(returned, received);
+    let p99 = util::percentile(&ms, 99.0);
+    Row::new(TAIL, case)
+        .target_checked("p99 < 1 ms (no fsync)", p99 < 1.0)
+        .detail(format!(
+            "{} records at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, p999 {:.3} ms, max {:.3} ms; {early} received before append returned",
+            ms.len(),
+            util::percentile(&ms, 50.0),
+            p99,
+            util::percentile(&ms, 99.9),
+            ms.last().copied().unwrap_or(f64::NAN),
+        ))
+}
+
+/// Paces `count` appends at `rate` per second, calling `append(i)` for each and
+/// returning the instants at which each append returned.
+async fn paced<F, Fut>(count: u64, rate: u64, mut append: F) -> Result<Vec<Instant>>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut returned = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate as f64)).await;
+        append(i).await?;
+        returned.push(Instant::now());
+    }
+    Ok(returned)
+}
+
+/// Hot only: `HotTier::append` of single 100 B records (fsync never) and a
+/// `HotTier::subscribe` consumer.
+pub(crate) async fn hot_only(settings: &Settings, dir: &Path) -> Result<Row> {
+    let case = tempfile::tempdir_in(dir)?;
+    let tier =
+        HotTier::open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(case.path().join("hot")) })
+            .await?;
+    let topic = util::topic("tail")?;
+    let count = settings.tail_records;
+    let mut sub = tier.subscribe(&topic, 0)?;
+    let consumer = tokio::spawn(async move {
+        let mut received = Vec::with_capacity(count as usize);
+        while (received.len() as u64) < count {
+            let r = sub.next().await?;
+            anyhow::ensure!(r.offset == received.len() as u64, "tail skipped to {}", r.offset);
+            received.push(Instant::now());
+        }
+        Ok::<_, anyhow::Error>(received)
+    });
+    let payload = util::payload(100);
+    let returned = paced(count, settings.tail_rate, |i| {
+        let tier = tier.clone();
+        let topic = topic.clone();
+        let batch = util::batch(&payload, 1, i);
+        async move {
+            tier.append(&topic, batch?).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let received = consumer.await??;
+    tier.close().await;
+    Ok(row("hot only, 100 B x1, fsync=never", settings.tail_rate, &returned, &received))
+}
+
+/// With warm: the router's `Topic::append` (WAL fsync never + XADD + WAIT 1) and a
+/// `Topic::reader` from offset 0.
+pub(crate) async fn with_warm(settings: &Settings, dir: &Path, url: &str) -> Result<Row> {
+    let case = tempfile::tempdir_in(dir)?;
+    let warm = Arc::new(crate::warm::warm_tier(url, "benchtail:").await?);
+    let store = TieredStore::builder()
+        .hot(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(case.path().join("hot")) })
+        .warm(warm)
+        .background(false)
+        .open()
+        .await?;
+    let topic = store.topic("tail").await?;
+    let count = settings.tail_records;
+    let mut reader = topic.reader(StartPosition::Offset(0)).await?;
+    let consumer = tokio::spawn(async move {
+        let mut received = Vec::with_capacity(count as usize);
+        while (received.len() as u64) < count {
+            let r = reader.try_next().await?.ok_or_else(|| anyhow::anyhow!("reader ended"))?;
+            anyhow::ensure!(r.offset == received.len() as u64, "reader skipped to {}", r.offset);
+            received.push(Instant::now());
+        }
+        Ok::<_, anyhow::Error>(received)
+    });
+    let payload = bytes::Bytes::from(util::payload(100));
+    let returned = paced(count, settings.tail_rate, |i| {
+        let topic = topic.clone();
+        let record = NewRecord::new(BASE_TS + i as i64, payload.clone());
+        async move {
+            topic.append(vec![record]).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let received = consumer.await??;
+    store.close().await;
+    Ok(row("with warm (router, WAIT 1), 100 B x1, fsync=never", settings.tail_rate, &returned, &received))
+}
