@@ -12,13 +12,15 @@ use crate::batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError};
 /// What [`scan_unsealed`] does with invalid bytes after the last valid batch.
 ///
 /// A crash while appending leaves a *torn tail*: part of a batch, or a batch whose CRC
-/// does not match, or zeros from a preallocated file. The scan cannot tell a torn tail
-/// from corruption of the last batches, so the caller chooses.
+/// does not match, or zeros from a preallocated file — with nothing valid after it. An
+/// invalid batch that is followed by an intact batch further on is not a torn tail but
+/// damage in the middle of the data, and truncating there would drop acknowledged
+/// records: both policies refuse it with an error naming the position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecoveryPolicy {
-    /// Report the invalid tail in [`ScanOutcome::torn_tail`]; the caller truncates the
-    /// file to [`ScanOutcome::data_end`] and continues appending. Anything after the
-    /// first invalid byte is lost (the warm tier may still hold it).
+    /// Report an invalid tail in [`ScanOutcome::torn_tail`]; the caller truncates the
+    /// file to [`ScanOutcome::data_end`] and continues appending. Only bytes after the
+    /// last valid batch, with no intact batch among them, count as a torn tail.
     TruncateTornTail,
     /// Any invalid byte after the last valid batch is an error.
     Refuse,
@@ -59,10 +61,38 @@ pub fn scan_unsealed(bytes: &[u8], policy: RecoveryPolicy) -> Result<ScanOutcome
     let (data_end, failure) = scan_batches(bytes, header_len, bytes.len(), &mut state);
     let torn_tail = match (failure, policy) {
         (None, _) => None,
-        (Some(e), RecoveryPolicy::TruncateTornTail) => Some((data_end, e)),
+        (Some(e), RecoveryPolicy::TruncateTornTail) => {
+            if let Some(intact) = intact_batch_after(bytes, data_end as usize, state.next_offset()) {
+                return Err(invalid(
+                    data_end,
+                    format!(
+                        "invalid batch at byte {data_end} ({e}) is followed by an intact batch at byte {intact}: \
+                         damage inside the data, not a torn tail; refusing to truncate acknowledged records"
+                    ),
+                ));
+            }
+            Some((data_end, e))
+        }
         (Some(e), RecoveryPolicy::Refuse) => return Err(e),
     };
     Ok(ScanOutcome { header, data_end, state, torn_tail, sealed: None })
+}
+
+/// The position of a complete, valid batch somewhere after the invalid bytes at `from`
+/// whose base offset lies after `next_offset` (where the invalid batch would have begun)
+/// and no further than the remaining bytes could number. Candidates are filtered on the
+/// cheap prefix fields before any CRC is computed, so the search stays fast on large
+/// files.
+fn intact_batch_after(bytes: &[u8], from: usize, next_offset: u64) -> Option<usize> {
+    let max_records = (bytes.len().saturating_sub(from) / 4) as u64;
+    (from + 1..bytes.len().saturating_sub(crate::batch::BATCH_HEADER_LEN)).find(|&q| {
+        let rest = &bytes[q..];
+        let Ok(prefix) = BatchPrefix::parse(rest) else { return false };
+        prefix.base_offset > next_offset
+            && prefix.base_offset <= next_offset.saturating_add(max_records)
+            && prefix.encoded_len <= rest.len()
+            && RecordBatch::decode(&Bytes::copy_from_slice(&rest[..prefix.encoded_len])).is_ok()
+    })
 }
 
 /// Notes the batches of `bytes[start..end]` in `state`; returns where the valid ones end

@@ -49,15 +49,30 @@ fn a_valid_batch_that_breaks_continuity_is_a_torn_tail() {
 }
 
 #[test]
-fn a_corrupt_middle_batch_truncates_everything_after_it() {
+fn a_corrupt_middle_batch_with_intact_batches_after_it_is_refused_not_truncated() {
     let (mut file, _) = unsealed_sample();
     let seg = SealedSegment::open(common::sample().0).unwrap();
     let second = seg.index().entries()[1];
     file[second.position as usize + 30] ^= 0x10;
+    for policy in [RecoveryPolicy::TruncateTornTail, RecoveryPolicy::Refuse] {
+        let err = scan_unsealed(&file, policy).unwrap_err();
+        assert_eq!(err.position(), second.position, "{policy:?}: {err}");
+    }
+    let err = scan_unsealed(&file, RecoveryPolicy::TruncateTornTail).unwrap_err();
+    assert!(err.to_string().contains("not a torn tail"), "{err}");
+}
+
+#[test]
+fn a_corrupt_last_batch_is_a_torn_tail() {
+    let (mut file, end) = unsealed_sample();
+    let seg = SealedSegment::open(common::sample().0).unwrap();
+    let (last_pos, last) = seg.batches().map(Result::unwrap).last().unwrap();
+    assert_eq!(last_pos + last.encoded_len() as u64, end);
+    file[last_pos as usize + 30] ^= 0x10;
     let out = scan_unsealed(&file, RecoveryPolicy::TruncateTornTail).unwrap();
-    assert_eq!(out.data_end, second.position);
-    assert_eq!(out.state.next_offset(), second.offset);
-    assert!(matches!(out.torn_tail, Some((_, DecodeError::Crc { .. }))));
+    assert_eq!(out.data_end, last_pos);
+    assert_eq!(out.state.next_offset(), last.base_offset());
+    assert!(matches!(out.torn_tail, Some((p, DecodeError::Crc { .. })) if p == last_pos));
 }
 
 #[test]

@@ -1,0 +1,57 @@
+//! The scenarios, each a function returning a [`ScenarioResult`](crate::ScenarioResult).
+//!
+//! - [`crash`]: SIGKILL a producer at random moments, restart it, verify.
+//! - [`lost_disk`]: delete the WAL directory under a running producer, recover.
+//! - [`corruption`]: flipped and truncated bytes in WAL segments and cold objects.
+//! - [`valkey_faults`]: replica stopped, primary killed and restarted, both policies.
+//! - [`objstore_faults`]: failing, slow and stopped object storage.
+//! - [`load`]: 8 producers and 8 consumers over 100 topics; memory stays flat.
+//! - [`bad_input`]: invalid names, oversized records, bad configuration, bad credentials.
+
+pub mod bad_input;
+pub mod corruption;
+pub mod crash;
+mod inproc;
+pub mod load;
+pub mod lost_disk;
+pub mod objstore_faults;
+pub mod valkey_faults;
+
+use std::path::Path;
+
+use tier_router::{StoreConfig, TieredStore};
+
+use crate::{
+    ChaosError,
+    ack::Ack,
+    verify::{Verification, verify_topic},
+};
+
+/// Opens the store in this process (recovering it as a restarted producer would), checks
+/// `topic` from offset 0 against `acks` (skipping `excused` losses), and closes it.
+pub(crate) async fn open_and_verify(
+    config: &StoreConfig,
+    topic: &str,
+    acks: &[Ack],
+    excused: &[tier_core::OffsetRange],
+) -> Result<Verification, ChaosError> {
+    let name = tier_core::TopicName::new(topic).map_err(|e| ChaosError::tier("topic name", e))?;
+    let store = TieredStore::open(config.clone(), vec![name])
+        .await
+        .map_err(|e| ChaosError::tier("opening the store to verify", e))?;
+    let result = async {
+        let handle = store.topic(topic).await.map_err(|e| ChaosError::tier("opening the topic", e))?;
+        verify_topic(&handle, acks, 0, excused).await
+    }
+    .await;
+    store.close().await;
+    result
+}
+
+/// A fresh temporary directory under `base`.
+pub(crate) fn temp_dir(base: &Path, prefix: &str) -> Result<tempfile::TempDir, ChaosError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(base)
+        .map_err(|e| ChaosError::io(format!("creating a temp dir in {}", base.display()), e))
+}
