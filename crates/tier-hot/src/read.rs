@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use tier_core::{
     Offset, ReadLimit, Record, RecordBatch, TierError, Timestamp,
     batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError},
-    segment::RecordCollector,
+    segment::{RecordCollector, first_offset_reaching},
 };
 
 use crate::layout::{at, ctx, io_err};
@@ -309,21 +309,7 @@ pub(crate) async fn offset_for_timestamp(
             return seg.segment.offset_for_timestamp(t).map_err(|e| sealed_corrupt(&shared, &seg, e));
         }
         let Some(plan) = active else { return Ok(None) };
-        let mut running = plan.max_before;
-        for batch in plan.batches(&shared) {
-            let batch = batch?;
-            if running.max(batch.max_timestamp()) < t {
-                running = running.max(batch.max_timestamp());
-                continue;
-            }
-            for r in batch.records() {
-                running = running.max(r.timestamp);
-                if running >= t {
-                    return Ok(Some(r.offset));
-                }
-            }
-        }
-        Ok(None)
+        first_offset_reaching(plan.batches(&shared), t, plan.max_before)
     })
     .await
 }

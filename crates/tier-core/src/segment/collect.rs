@@ -69,16 +69,19 @@ impl RecordCollector {
     }
 }
 
-/// Scans batches for the first offset whose running maximum timestamp is `>= t`, the
-/// running maximum before the first batch being `max_before`.
-pub(crate) fn scan_for_timestamp(
-    batches: impl Iterator<Item = Result<(u64, RecordBatch), DecodeError>>,
+/// The first offset whose running maximum timestamp is `>= t` among `batches` (in
+/// offset order), the running maximum before the first batch being `max_before`
+/// (invariant 7 of [`Tier`](crate::Tier)). A batch whose maximum stays below `t` is
+/// skipped without building its records. Every tier that scans batches for a timestamp
+/// uses this.
+pub fn first_offset_reaching<E>(
+    batches: impl Iterator<Item = Result<RecordBatch, E>>,
     t: Timestamp,
     max_before: Timestamp,
-) -> Result<Option<Offset>, DecodeError> {
+) -> Result<Option<Offset>, E> {
     let mut running = max_before;
-    for item in batches {
-        let (_, batch) = item?;
+    for batch in batches {
+        let batch = batch?;
         if running.max(batch.max_timestamp()) < t {
             running = running.max(batch.max_timestamp());
             continue;
@@ -91,6 +94,15 @@ pub(crate) fn scan_for_timestamp(
         }
     }
     Ok(None)
+}
+
+/// [`first_offset_reaching`] over positioned batches, as the segment cursors yield them.
+pub(crate) fn scan_for_timestamp(
+    batches: impl Iterator<Item = Result<(u64, RecordBatch), DecodeError>>,
+    t: Timestamp,
+    max_before: Timestamp,
+) -> Result<Option<Offset>, DecodeError> {
+    first_offset_reaching(batches.map(|item| item.map(|(_, batch)| batch)), t, max_before)
 }
 
 /// [`scan_for_timestamp`] over an index interval the index says holds the answer: not

@@ -35,7 +35,7 @@ mod recovery;
 mod trailer;
 mod writer;
 
-pub use collect::RecordCollector;
+pub use collect::{RecordCollector, first_offset_reaching};
 pub use cursor::SegmentBatches;
 pub use header::{HEADER_FIXED_LEN, MAX_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader};
 pub use index::{DataRange, INDEX_ENTRY_LEN, IndexEntry, SegmentIndex};
