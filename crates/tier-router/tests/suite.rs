@@ -346,7 +346,8 @@ deployment_tests! {
         live_tail_slow_consumer, background_exporter
     ];
     hot_cold_s3 => (Tiers::HotCold, ColdOn::S3), [
-        stitched_read_after_pruning, wal_lost_recovery, background_exporter
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer, background_exporter
     ];
     hot_warm => (Tiers::HotWarm, ColdOn::Local), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
@@ -357,6 +358,7 @@ deployment_tests! {
         live_tail_slow_consumer, background_exporter
     ];
     hot_warm_cold_s3 => (Tiers::HotWarmCold, ColdOn::S3), [
-        stitched_read_after_pruning, restart_continues_offsets, wal_lost_recovery
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer, background_exporter
     ];
 }
