@@ -213,6 +213,10 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
             let mut tally = TestTally::default();
             run.step("tests", || workspace_tests(&env, &kind, &mut tally));
             run.count(&tally);
+            let matrix = tally.deployment_matrix();
+            if !matrix.is_empty() {
+                println!("\n==> tier-router deployment matrix (tests/suite.rs)\n\n{matrix}");
+            }
         }
         None => run.skip("tests", "the shared servers did not start"),
     }

@@ -23,7 +23,13 @@ pub(crate) struct TestTally {
     pub(crate) binaries: Vec<BinaryCounts>,
     /// `binary test-name` of every failing test.
     pub(crate) failures: Vec<String>,
+    /// Outcomes of tier-router's deployment suite: `(deployment, test, passed)`.
+    pub(crate) deployments: Vec<(String, String, bool)>,
 }
+
+/// The nextest binary id of tier-router's behavioural suite, whose tests are named
+/// `<deployment>::<test>`.
+const SUITE_BINARY: &str = "tier-router::suite";
 
 impl TestTally {
     /// Tests passed in all binaries.
@@ -34,6 +40,56 @@ impl TestTally {
     /// Tests failed in all binaries.
     pub(crate) fn failed(&self) -> u64 {
         self.binaries.iter().map(|b| b.failed).sum()
+    }
+
+    /// Records the outcome of a suite test named `<deployment>::<test>`.
+    fn note_deployment(&mut self, name: &str, passed: bool) {
+        if let Some((deployment, test)) = name.split_once("::") {
+            self.deployments.push((deployment.to_owned(), test.to_owned(), passed));
+        }
+    }
+
+    /// tier-router's deployment suite as a table: one row per deployment, one column per
+    /// behavioural test (`ok`, `FAIL`, or `-` when that deployment does not run it).
+    /// Empty when the suite did not run.
+    pub(crate) fn deployment_matrix(&self) -> String {
+        let mut deployments: Vec<&str> = Vec::new();
+        let mut tests: Vec<&str> = Vec::new();
+        for (d, t, _) in &self.deployments {
+            if !deployments.contains(&d.as_str()) {
+                deployments.push(d);
+            }
+            if !tests.contains(&t.as_str()) {
+                tests.push(t);
+            }
+        }
+        if deployments.is_empty() {
+            return String::new();
+        }
+        deployments.sort_unstable();
+        tests.sort_unstable();
+        let width = deployments.iter().map(|d| d.len()).max().unwrap_or(0).max("deployment".len());
+        let mut out = format!("{:width$}", "deployment");
+        for i in 1..=tests.len() {
+            out.push_str(&format!("  {:>4}", format!("t{i}")));
+        }
+        out.push('\n');
+        for d in &deployments {
+            out.push_str(&format!("{d:width$}"));
+            for t in &tests {
+                let cell = self
+                    .deployments
+                    .iter()
+                    .find(|(dd, tt, _)| dd == d && tt == t)
+                    .map_or("-", |(_, _, ok)| if *ok { "ok" } else { "FAIL" });
+                out.push_str(&format!("  {cell:>4}"));
+            }
+            out.push('\n');
+        }
+        for (i, t) in tests.iter().enumerate() {
+            out.push_str(&format!("t{} = {t}\n", i + 1));
+        }
+        out
     }
 
     fn binary(&mut self, name: &str) -> &mut BinaryCounts {
@@ -91,13 +147,20 @@ pub(crate) fn parse_nextest(lines: &[String]) -> TestTally {
         };
         let mut words = rest.split_whitespace();
         let (Some(binary), Some(test)) = (words.next(), words.next()) else { continue };
-        match nextest_verdict(status) {
-            Verdict::Passed => tally.binary(binary).passed += 1,
+        let passed = match nextest_verdict(status) {
+            Verdict::Passed => {
+                tally.binary(binary).passed += 1;
+                true
+            }
             Verdict::Failed => {
                 tally.binary(binary).failed += 1;
                 tally.failures.push(format!("{binary} {test}"));
+                false
             }
-            Verdict::NotFinal => {}
+            Verdict::NotFinal => continue,
+        };
+        if binary == SUITE_BINARY {
+            tally.note_deployment(test, passed);
         }
     }
     tally
@@ -120,6 +183,13 @@ pub(crate) fn parse_cargo_test(lines: &[String]) -> TestTally {
             counts.failed += count_before(line, "failed").unwrap_or(0);
         } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... FAILED")) {
             tally.failures.push(format!("{current} {name}"));
+            if current.starts_with("suite ") {
+                tally.note_deployment(name, false);
+            }
+        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... ok"))
+            && current.starts_with("suite ")
+        {
+            tally.note_deployment(name, true);
         }
     }
     tally

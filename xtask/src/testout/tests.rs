@@ -91,3 +91,38 @@ fn numbers_before_words() {
     assert_eq!(parse_number("abc"), None);
     assert_eq!(parse_number("seed=42"), None);
 }
+
+#[test]
+fn the_router_suite_becomes_a_deployment_matrix() {
+    let nextest = lines(
+        "        PASS [   0.100s] (1/4) tier-router::suite hot::restart
+        FAIL [   0.100s] (2/4) tier-router::suite hot_cold_s3::restart
+        PASS [   0.100s] (3/4) tier-router::suite hot_cold_s3::live_tail
+        PASS [   0.100s] (4/4) tier-router::config parses",
+    );
+    let tally = parse_nextest(&nextest);
+    assert_eq!(tally.deployments.len(), 3, "{:?}", tally.deployments);
+    let matrix = tally.deployment_matrix();
+    let rows: Vec<&str> = matrix.lines().collect();
+    assert_eq!(rows[0].split_whitespace().collect::<Vec<_>>(), ["deployment", "t1", "t2"]);
+    assert_eq!(rows[1].split_whitespace().collect::<Vec<_>>(), ["hot", "-", "ok"]);
+    assert_eq!(rows[2].split_whitespace().collect::<Vec<_>>(), ["hot_cold_s3", "ok", "FAIL"]);
+    assert_eq!(&rows[3..], ["t1 = live_tail", "t2 = restart"]);
+
+    let libtest = lines(
+        "     Running tests/suite.rs (target/debug/deps/suite-0b3e95364faa38e6)
+test hot::restart ... ok
+test hot_cold_s3::restart ... FAILED
+     Running tests/config.rs (target/debug/deps/config-0b3e95364faa38e6)
+test parses ... ok",
+    );
+    let tally = parse_cargo_test(&libtest);
+    assert_eq!(
+        tally.deployments,
+        [
+            ("hot".to_owned(), "restart".to_owned(), true),
+            ("hot_cold_s3".to_owned(), "restart".to_owned(), false)
+        ]
+    );
+    assert!(parse_nextest(&lines("PASS [ 0.1s] tier-core x::y")).deployment_matrix().is_empty());
+}
