@@ -2,12 +2,17 @@
 //!
 //! ```text
 //! <data_dir>/<topic>/<base_offset:020>.seg
+//! <data_dir>/<topic>/<from:020>-<to:020>.gap
 //! ```
 //!
 //! One directory per topic (topic names are validated to be safe directory names); in
 //! it, one file per segment named by the offset of its first record, zero-padded to 20
 //! digits so that name order is offset order. The last file is the active segment
 //! (unsealed, appended to); every other one is sealed (footer written, immutable).
+//!
+//! A `.gap` file is an empty *gap marker*: it records that offsets `from..to` were
+//! declared lost by [`HotTier::skip_to`](crate::HotTier::skip_to), so the segment
+//! ending at `from` and the one starting at `to` may follow each other.
 
 use std::{
     fs::File,
@@ -15,7 +20,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, Offset, OffsetRange, TierError, TierKind, TopicName};
 
 /// Extension of segment files.
 pub const SEGMENT_EXTENSION: &str = "seg";
@@ -32,6 +37,26 @@ pub fn parse_segment_file_name(name: &str) -> Option<Offset> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// Extension of gap marker files.
+pub const GAP_EXTENSION: &str = "gap";
+
+/// The file name of the marker recording offsets `range` as lost.
+pub fn gap_file_name(range: OffsetRange) -> String {
+    format!("{:020}-{:020}.{GAP_EXTENSION}", range.start, range.end)
+}
+
+/// The lost range encoded in a gap marker's file name, or `None` for any other file
+/// (including a marker naming an empty or reversed range).
+pub fn parse_gap_file_name(name: &str) -> Option<OffsetRange> {
+    let (from, to) = name.strip_suffix(".gap")?.split_once('-')?;
+    let digits = |d: &str| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit());
+    if !digits(from) || !digits(to) {
+        return None;
+    }
+    let (from, to): (Offset, Offset) = (from.parse().ok()?, to.parse().ok()?);
+    (from < to).then(|| OffsetRange::new(from, to))
 }
 
 /// The directory of `topic` under `data_dir`.
@@ -79,6 +104,25 @@ mod tests {
             ["0.seg", "0000000000000000000a.seg", "00000000000000000000.tmp", "99999999999999999999.seg"]
         {
             assert_eq!(parse_segment_file_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn gap_names_round_trip_and_reject_others() {
+        let range = OffsetRange::new(1035, 1040);
+        let name = gap_file_name(range);
+        assert_eq!(name, "00000000000000001035-00000000000000001040.gap");
+        assert_eq!(parse_gap_file_name(&name), Some(range));
+        assert_eq!(parse_segment_file_name(&name), None);
+        for bad in [
+            "00000000000000001040-00000000000000001035.gap",
+            "00000000000000001035-00000000000000001035.gap",
+            "1035-1040.gap",
+            "00000000000000001035-00000000000000001040.seg",
+            "00000000000000001035-0000000000000000104a.gap",
+            "99999999999999999999-99999999999999999999.gap",
+        ] {
+            assert_eq!(parse_gap_file_name(bad), None, "{bad}");
         }
     }
 }

@@ -19,7 +19,7 @@ use tier_core::{
 
 use crate::layout::{at, ctx, io_err};
 use crate::segment::SealedFile;
-use crate::topic::{ActiveView, TopicShared, TopicState};
+use crate::topic::{ActiveView, Gap, TopicShared, TopicState};
 
 /// Where the active segment's batches are to be read from.
 #[derive(Debug, Clone)]
@@ -235,7 +235,14 @@ pub(crate) async fn read(
         if from < held.start || from > held.end {
             return Err(TierError::trimmed(ctx(&shared.name).offset(from), from, held));
         }
-        let to = to.min(held.end);
+        let mut to = to.min(held.end);
+        if let Some(gap) = state.gap_after(from) {
+            if gap.range.start <= from {
+                return Err(gap_error(&shared.name, from, gap));
+            }
+            // A read stops before a recorded gap; the next read starting in it fails.
+            to = to.min(gap.range.start);
+        }
         if from >= to || limit.max_records == 0 {
             return Ok(Vec::new());
         }
@@ -271,12 +278,12 @@ fn read_disk(
 ) -> Result<Vec<Record>, TierError> {
     let mut collector = RecordCollector::new(from, to, limit);
     for seg in &plan.sealed {
-        if collector.is_full() {
+        if collector.is_full() || seg.info.range.start >= to {
             break;
         }
         collect_sealed(shared, seg, &mut collector)?;
     }
-    if let Some(active) = &plan.active {
+    if let Some(active) = plan.active.as_ref().filter(|a| a.first_offset < to) {
         for batch in active.batches(shared) {
             if collector.is_full() {
                 break;
@@ -320,7 +327,7 @@ pub(crate) fn find_batch(shared: &TopicShared, base: Offset) -> Result<Option<Re
     let plan = {
         let state = shared.state.read();
         let held = state.range();
-        if !held.contains(base) {
+        if !held.contains(base) || state.gap_after(base).is_some_and(|g| g.range.contains(base)) {
             return Ok(None);
         }
         if state.cache.covers(base) {
@@ -349,6 +356,21 @@ pub(crate) fn find_batch(shared: &TopicShared, base: Offset) -> Result<Option<Re
         }
     }
     Ok(None)
+}
+
+/// The error of a read starting at `from`, inside the recorded `gap`: `NotFound`
+/// naming the lost range and its marker file (the router's stitched reader passes
+/// `NotFound` on as "held by no tier", never retrying or skipping it).
+pub(crate) fn gap_error(topic: &tier_core::TopicName, from: Offset, gap: &Gap) -> TierError {
+    TierError::not_found(
+        ctx(topic).offset(from).location(gap.marker.display().to_string()),
+        format!(
+            "offsets {}..{} of topic {topic} were lost (recorded lost at recovery in {})",
+            gap.range.start,
+            gap.range.end,
+            gap.marker.display()
+        ),
+    )
 }
 
 /// Runs blocking file work on tokio's blocking pool.

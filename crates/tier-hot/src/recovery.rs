@@ -7,7 +7,11 @@
 //! state (next offset, sparse index) is rebuilt from the valid batches. A last file that
 //! turns out to be sealed is kept as sealed and a new active segment is started after
 //! it. Consecutive files must continue each other's offsets; a gap is corruption naming
-//! both files. The next offset is the active segment's end, so a restart never resets
+//! both files — unless a gap marker (`<from>-<to>.gap`, written by
+//! [`HotTier::skip_to`](crate::HotTier::skip_to)) records exactly that gap, which is then
+//! kept as a recorded gap of the topic. Markers that bridge no discontinuity (below the
+//! first segment after retention, or left by a `skip_to` interrupted before its new
+//! segment existed) are removed. The next offset is the active segment's end, so a restart never resets
 //! offsets, even when retention deleted every sealed segment (the active segment, empty
 //! or not, is never deleted and its name and header carry its base offset).
 
@@ -18,37 +22,75 @@ use std::{
 };
 
 use tier_core::{
-    Offset, TierError, TopicName,
+    Offset, OffsetRange, TierError, TopicName,
     batch::DecodeError,
     segment::{MAX_HEADER_LEN, SegmentHeader, scan_unsealed},
 };
 use tracing::warn;
 
 use crate::config::{HotConfig, RecoveryPolicy};
-use crate::layout::{at, ctx, fsync_dir, io_err, parse_segment_file_name};
+use crate::layout::{at, ctx, fsync_dir, io_err, parse_gap_file_name, parse_segment_file_name};
 use crate::segment::{ActiveSegment, SealedFile};
+use crate::topic::Gap;
 
 /// A topic as found on disk.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Recovered {
     pub(crate) sealed: Vec<Arc<SealedFile>>,
     pub(crate) active: Option<ActiveSegment>,
+    /// Recorded gaps between consecutive segments, in order.
+    pub(crate) gaps: Vec<Gap>,
 }
 
-/// The segment files of `dir`, in offset order.
-fn list_segments(topic: &TopicName, dir: &Path) -> Result<Vec<(Offset, PathBuf)>, TierError> {
+/// The gap markers of a topic directory, and those found to bridge a discontinuity.
+#[derive(Debug, Default)]
+struct Markers {
+    unused: Vec<(OffsetRange, PathBuf)>,
+    used: Vec<Gap>,
+}
+
+impl Markers {
+    /// True (and the marker becomes a recorded gap) when a marker records exactly
+    /// `range`.
+    fn bridge(&mut self, range: OffsetRange) -> bool {
+        let Some(i) = self.unused.iter().position(|(r, _)| *r == range) else { return false };
+        let (range, marker) = self.unused.remove(i);
+        self.used.push(Gap { range, marker });
+        true
+    }
+
+    /// Removes the markers that bridge nothing.
+    fn remove_unused(&mut self, topic: &TopicName, dir: &Path) -> Result<(), TierError> {
+        if self.unused.is_empty() {
+            return Ok(());
+        }
+        for (range, path) in self.unused.drain(..) {
+            warn!(topic = %topic, file = ?path, lost = %range, "removing a gap marker that bridges no segments");
+            std::fs::remove_file(&path).map_err(|e| io_err(topic, &path, "removing a gap marker", e))?;
+        }
+        fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))
+    }
+}
+
+/// The segment files of `dir` in offset order, and its gap markers.
+fn list_files(topic: &TopicName, dir: &Path) -> Result<(Vec<(Offset, PathBuf)>, Markers), TierError> {
     let mut files = Vec::new();
+    let mut markers = Markers::default();
     let entries = std::fs::read_dir(dir).map_err(|e| io_err(topic, dir, "listing the topic directory", e))?;
     for entry in entries {
         let entry = entry.map_err(|e| io_err(topic, dir, "listing the topic directory", e))?;
         let name = entry.file_name();
-        match name.to_str().and_then(parse_segment_file_name) {
-            Some(base) => files.push((base, entry.path())),
-            None => warn!(topic = %topic, file = ?entry.path(), "ignoring a file that is not a segment"),
+        let name = name.to_str();
+        if let Some(base) = name.and_then(parse_segment_file_name) {
+            files.push((base, entry.path()));
+        } else if let Some(range) = name.and_then(parse_gap_file_name) {
+            markers.unused.push((range, entry.path()));
+        } else {
+            warn!(topic = %topic, file = ?entry.path(), "ignoring a file that is not a segment");
         }
     }
     files.sort();
-    Ok(files)
+    Ok((files, markers))
 }
 
 fn corrupt(topic: &TopicName, path: &Path, e: DecodeError) -> TierError {
@@ -71,9 +113,10 @@ pub(crate) fn recover_topic(
     dir: &Path,
     config: &HotConfig,
 ) -> Result<Recovered, TierError> {
-    let files = list_segments(topic, dir)?;
+    let (files, mut markers) = list_files(topic, dir)?;
     let Some(((last_base, last_path), older)) = files.split_last() else {
-        return Ok(Recovered { sealed: Vec::new(), active: None });
+        markers.remove_unused(topic, dir)?;
+        return Ok(Recovered::default());
     };
     let mut sealed: Vec<Arc<SealedFile>> = Vec::new();
     for (base, path) in older {
@@ -90,13 +133,15 @@ pub(crate) fn recover_topic(
             sealed.last().map(|s| (&s.info.path, s.info.range.end)),
             path,
             seg.info.range.start,
+            &mut markers,
         )?;
         sealed.push(Arc::new(seg));
     }
-    let active = recover_last(topic, dir, *last_base, last_path, config, &mut sealed)?;
+    let active = recover_last(topic, dir, *last_base, last_path, config, &mut sealed, &mut markers)?;
     let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
-    check_continues(topic, prev, &active.path, active.state.offset_range().start)?;
-    Ok(Recovered { sealed, active: Some(active) })
+    check_continues(topic, prev, &active.path, active.state.offset_range().start, &mut markers)?;
+    markers.remove_unused(topic, dir)?;
+    Ok(Recovered { sealed, active: Some(active), gaps: markers.used })
 }
 
 /// Recovers the last file: the active segment, or a sealed one followed by a new
@@ -108,6 +153,7 @@ fn recover_last(
     path: &Path,
     config: &HotConfig,
     sealed: &mut Vec<Arc<SealedFile>>,
+    markers: &mut Markers,
 ) -> Result<ActiveSegment, TierError> {
     let io = |what| move |e| io_err(topic, path, what, e);
     let bytes = std::fs::read(path).map_err(io("reading the active segment"))?;
@@ -137,6 +183,7 @@ fn recover_last(
             sealed.last().map(|s| (&s.info.path, s.info.range.end)),
             path,
             seg.info.range.start,
+            markers,
         )?;
         let end = seg.info.range.end;
         sealed.push(Arc::new(seg));
@@ -173,12 +220,15 @@ fn check_continues(
     prev: Option<(&PathBuf, Offset)>,
     path: &Path,
     start: Offset,
+    markers: &mut Markers,
 ) -> Result<(), TierError> {
     match prev {
+        Some((_, end)) if end < start && markers.bridge(OffsetRange::new(end, start)) => Ok(()),
         Some((prev_path, end)) if end != start => Err(TierError::corruption(
             ctx(topic).offset(end).location(at(path, 0)),
             format!(
-                "segments are not contiguous: {} ends at offset {end} but {} starts at {start}",
+                "segments are not contiguous: {} ends at offset {end} but {} starts at {start} (and no gap \
+                 marker records those offsets as lost)",
                 prev_path.display(),
                 path.display()
             ),

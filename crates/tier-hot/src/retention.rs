@@ -4,7 +4,8 @@
 //! deletion (the router answers "does the cold tier hold this whole range?") and the
 //! first refusal stops the run for that topic, so the WAL never has a hole. The file is
 //! unlinked (and the directory fsynced) before the segment leaves the topic's state;
-//! readers already holding its mmap keep reading it safely.
+//! readers already holding its mmap keep reading it safely. A recorded gap's marker
+//! is removed with the last segment before the gap (the gap is then below the range).
 
 use std::{sync::Arc, time::SystemTime};
 
@@ -14,7 +15,7 @@ use tracing::info;
 use crate::config::HotConfig;
 use crate::layout::{fsync_dir, io_err};
 use crate::segment::{SegmentEvent, SegmentInfo};
-use crate::topic::TopicShared;
+use crate::topic::{Gap, TopicShared};
 
 /// Why a sealed segment is due for deletion, if it is.
 fn is_due(info: &SegmentInfo, total_bytes: u64, now: SystemTime, config: &HotConfig) -> bool {
@@ -45,17 +46,34 @@ pub(crate) fn run_topic(
         std::fs::remove_file(path).map_err(|e| io_err(&shared.name, path, "deleting a sealed segment", e))?;
         fsync_dir(&shared.dir)
             .map_err(|e| io_err(&shared.name, &shared.dir, "fsyncing the topic directory", e))?;
-        {
+        let stale_gaps = {
             let mut state = shared.state.write();
             if state.sealed.first().is_some_and(|s| Arc::ptr_eq(s, &oldest)) {
                 state.sealed.remove(0);
             }
             let start = state.range().start;
             state.cache.trim_before(start);
-        }
+            let below = state.gaps.partition_point(|g| g.range.end <= start);
+            state.gaps.drain(..below).collect::<Vec<_>>()
+        };
+        remove_markers(shared, &stale_gaps)?;
         info!(topic = %shared.name, range = %oldest.info.range, "retention deleted a sealed segment");
         let _ = events.send(SegmentEvent::Deleted(oldest.info.clone()));
         deleted.push(oldest.info.clone());
     }
     Ok(deleted)
+}
+
+/// Deletes the marker files of gaps now below the range (already gone from the state:
+/// a marker left behind by a failure here is removed at the next open).
+fn remove_markers(shared: &TopicShared, gaps: &[Gap]) -> Result<(), TierError> {
+    if gaps.is_empty() {
+        return Ok(());
+    }
+    for gap in gaps {
+        std::fs::remove_file(&gap.marker)
+            .map_err(|e| io_err(&shared.name, &gap.marker, "deleting a gap marker", e))?;
+        info!(topic = %shared.name, lost = %gap.range, "retention deleted a gap marker below the range");
+    }
+    fsync_dir(&shared.dir).map_err(|e| io_err(&shared.name, &shared.dir, "fsyncing the topic directory", e))
 }

@@ -30,7 +30,7 @@ use crate::retention;
 use crate::segment::{SegmentEvent, SegmentInfo};
 use crate::tail::Subscription;
 use crate::topic::{ActiveView, TopicShared, TopicState, WriteStats};
-use crate::writer::{Command, Writer};
+use crate::writer::{Command, Direct, Writer, append_direct};
 
 /// Appends queued per topic before producers wait for the writer.
 const WRITER_QUEUE: usize = 4096;
@@ -42,6 +42,16 @@ const EVENT_BUFFER: usize = 1024;
 ///
 /// Open it with [`HotTier::open`] inside a tokio runtime; it runs one writer task per
 /// topic. [`close`](Self::close) stops them after fsyncing what is unsynced.
+///
+/// # Deviation from the `Tier` contract: recorded gaps
+///
+/// [`Tier`]'s invariant 1 (contiguity) holds for every topic except after
+/// [`skip_to`](Self::skip_to), which only recovery calls (the router, when its commit
+/// point is beyond what the WAL kept). The offsets it declares lost stay inside
+/// `range()` but are not held: a read starting in such a gap fails with `NotFound`
+/// naming the lost range and its marker file, and a read starting before the gap
+/// stops before it (so invariant 6 still yields dense records). The conformance suite
+/// never calls `skip_to`; without it the tier honours every invariant.
 #[derive(Clone, Debug)]
 pub struct HotTier {
     inner: Arc<Inner>,
@@ -60,6 +70,8 @@ struct Inner {
 #[derive(Debug)]
 struct TopicLog {
     shared: Arc<TopicShared>,
+    /// The writer's state, taken by the writer task or by a direct append.
+    writer: Arc<tokio::sync::Mutex<Writer>>,
     tx: mpsc::Sender<Command>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
@@ -141,6 +153,36 @@ impl HotTier {
         answer.await.map_err(|_| closed(topic))?
     }
 
+    /// Declares offsets `end..offset` of `topic` lost and makes the log continue at
+    /// `offset`; returns the range declared lost. For a recovery that had to drop
+    /// acknowledged records (the router's commit point is beyond the WAL's end), so
+    /// that the topic keeps accepting appends without ever reusing an offset.
+    ///
+    /// Runs in the topic's writer, after the appends queued before it: the active
+    /// segment is sealed if it holds records (a usual [`SegmentEvent::Sealed`]), a
+    /// durable marker `<from:020>-<to:020>.gap` is written in the topic directory (see
+    /// [`layout`](crate::layout)), and a new active segment starts at `offset`.
+    /// Afterwards [`range`](Tier::range) is `first..offset`, appends must start at
+    /// `offset`, and a read starting inside the gap fails with `NotFound` naming the
+    /// lost range and the marker; a read starting before it stops before it. Reopening
+    /// keeps the gap (recovery accepts exactly the recorded discontinuities), and
+    /// retention removes the marker with the last segment before it.
+    ///
+    /// `offset == end` does nothing (an empty range); on a topic holding no record it
+    /// is the take-over of invariant 3 (no marker: nothing is held on either side).
+    ///
+    /// Errors: `InvalidInput` when `offset` is below the end (offsets are never
+    /// reused); `Unavailable` when the tier is closed or a file operation fails (which
+    /// poisons the topic's writer, as a failed append does).
+    pub async fn skip_to(&self, topic: &TopicName, offset: Offset) -> Result<OffsetRange, TierError> {
+        let log = self.topic_or_create(topic)?;
+        let (done, answer) = oneshot::channel();
+        let tx = log.tx.clone();
+        drop(log);
+        send(topic, &tx, Command::SkipTo { offset, done }).await?;
+        answer.await.map_err(|_| closed(topic))?
+    }
+
     /// A live-tail subscription yielding every committed record of `topic` from `from`
     /// on, in order, exactly once (see [`Subscription`]).
     pub fn subscribe(&self, topic: &TopicName, from: Offset) -> Result<Subscription, TierError> {
@@ -211,7 +253,7 @@ impl HotTier {
         if let Some(log) = topics.get(topic) {
             return Ok(Arc::clone(log));
         }
-        let log = self.start_topic(topic.clone(), Recovered { sealed: Vec::new(), active: None });
+        let log = self.start_topic(topic.clone(), Recovered::default());
         topics.insert(topic.clone(), Arc::clone(&log));
         Ok(log)
     }
@@ -220,6 +262,7 @@ impl HotTier {
         let config = &self.inner.config;
         let mut state = TopicState::new(config.cache_bytes);
         state.sealed = recovered.sealed;
+        state.gaps = recovered.gaps;
         if let Some(active) = &recovered.active {
             state.active = Some(ActiveView::of(active));
             state.end = active.state.next_offset();
@@ -227,10 +270,14 @@ impl HotTier {
         let dir = topic_dir(&config.data_dir, &name);
         let shared = Arc::new(TopicShared::new(name, dir, state, config.live_tail_batches));
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
-        let writer =
-            Writer::new(Arc::clone(&shared), Arc::clone(config), self.inner.events.clone(), recovered.active);
-        let task = tokio::spawn(writer.run(rx));
-        Arc::new(TopicLog { shared, tx, task: Mutex::new(Some(task)) })
+        let writer = Arc::new(tokio::sync::Mutex::new(Writer::new(
+            Arc::clone(&shared),
+            Arc::clone(config),
+            self.inner.events.clone(),
+            recovered.active,
+        )));
+        let task = tokio::spawn(Writer::run(Arc::clone(&writer), rx));
+        Arc::new(TopicLog { shared, writer, tx, task: Mutex::new(Some(task)) })
     }
 }
 
@@ -312,10 +359,20 @@ impl Tier for HotTier {
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let log = self.topic_or_create(topic)?;
+        // An idle writer: write and commit here (see `writer::direct`).
+        let batch = match append_direct(&log.writer, batch).await {
+            Direct::Done(result) => return result,
+            Direct::Queue(batch) => batch,
+        };
         let (done, answer) = oneshot::channel();
         let tx = log.tx.clone();
+        let shared = Arc::clone(&log.shared);
         drop(log);
-        send(topic, &tx, Command::Append { batch, done }).await?;
+        // Counted before it can be received, so that no direct append overtakes it; the
+        // writer task uncounts it once handled.
+        let permit = tx.reserve().await.map_err(|_| closed(topic))?;
+        shared.queued_appends.fetch_add(1, Ordering::SeqCst);
+        permit.send(Command::Append { batch, done });
         answer.await.map_err(|_| closed(topic))?
     }
 

@@ -11,7 +11,7 @@ use std::{
     path::PathBuf,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -34,6 +34,9 @@ pub(crate) struct TopicShared {
     pub(crate) retention: Mutex<()>,
     /// Counters of the writer's work.
     pub(crate) stats: StatCounters,
+    /// Appends sent to the writer task and not yet handled by it; direct appends
+    /// (`writer::direct`) wait for this to be 0 so they never overtake a queued one.
+    pub(crate) queued_appends: AtomicUsize,
 }
 
 /// Counters behind [`WriteStats`].
@@ -78,6 +81,16 @@ pub(crate) struct TopicState {
     pub(crate) end: Offset,
     /// Recent committed batches.
     pub(crate) cache: BatchCache,
+    /// Recorded gaps (offsets declared lost by `skip_to`) inside the range, in order.
+    pub(crate) gaps: Vec<Gap>,
+}
+
+/// Offsets declared lost by [`HotTier::skip_to`](crate::HotTier::skip_to), and the
+/// marker file recording them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Gap {
+    pub(crate) range: OffsetRange,
+    pub(crate) marker: PathBuf,
 }
 
 /// What readers need of the active segment, as of the last commit.
@@ -122,7 +135,20 @@ impl ActiveView {
 
 impl TopicState {
     pub(crate) fn new(cache_bytes: u64) -> Self {
-        Self { sealed: Vec::new(), active: None, end: 0, cache: BatchCache::new(cache_bytes) }
+        Self {
+            sealed: Vec::new(),
+            active: None,
+            end: 0,
+            cache: BatchCache::new(cache_bytes),
+            gaps: Vec::new(),
+        }
+    }
+
+    /// The first recorded gap that ends after `offset` (it holds `offset` when it
+    /// starts at or before it).
+    pub(crate) fn gap_after(&self, offset: Offset) -> Option<&Gap> {
+        let i = self.gaps.partition_point(|g| g.range.end <= offset);
+        self.gaps.get(i)
     }
 
     /// The offsets held: from the oldest segment's base to the high watermark.
@@ -151,6 +177,7 @@ impl TopicShared {
             tail,
             retention: Mutex::new(()),
             stats: StatCounters::default(),
+            queued_appends: AtomicUsize::new(0),
         }
     }
 

@@ -10,7 +10,12 @@
 //!
 //! The same task rotates segments (by size while grouping, by age on a timer that also
 //! fires when the topic is idle, and on demand) and, under
-//! [`FsyncPolicy::Interval`], fsyncs on a timer. File I/O runs on the blocking pool.
+//! [`FsyncPolicy::Interval`], fsyncs on a timer. fsyncs, segment creation and sealing,
+//! and groups over `INLINE_WRITE_MAX` run on the blocking pool; a smaller group with no
+//! fsync after it is written on the task itself (a buffered write to the page cache).
+//!
+//! An append that finds the writer idle skips the task altogether: see [`direct`]. The
+//! writer's state is behind an async mutex that the task holds only while it works.
 //!
 //! A failed write or fsync *poisons* the writer: every later append fails with
 //! `Unavailable` until the tier is reopened (after a failed fsync the page cache can no
@@ -21,21 +26,29 @@ use std::{
     time::SystemTime,
 };
 
-use tier_core::{Offset, RecordBatch, TierError, TopicName};
+use tier_core::{Offset, OffsetRange, RecordBatch, TierError, TopicName};
 use tokio::{
-    sync::{broadcast, mpsc, oneshot},
+    sync::{Mutex, broadcast, mpsc, oneshot},
     time::{Instant, MissedTickBehavior},
 };
 use tracing::{debug, warn};
 
 use crate::config::{FsyncPolicy, HotConfig};
-use crate::layout::{ctx, fsync_dir, io_err};
+use crate::layout::{ctx, fsync_dir, gap_file_name, io_err};
 use crate::read::{blocking, find_batch};
 use crate::segment::{ActiveSegment, SealedFile, SegmentEvent, SegmentInfo};
-use crate::topic::{ActiveView, TopicShared};
+use crate::topic::{ActiveView, Gap, TopicShared};
 
 /// Most commands taken into one group.
 const MAX_GROUP: usize = 1024;
+/// Largest write (in encoded bytes) done on an async thread rather than the blocking
+/// pool, when no fsync follows it: a buffered write of this size to the page cache
+/// takes well under a millisecond.
+const INLINE_WRITE_MAX: u64 = 1 << 20;
+
+mod direct;
+
+pub(crate) use direct::{Direct, append_direct};
 
 /// A request to a topic's writer.
 #[derive(Debug)]
@@ -44,6 +57,8 @@ pub(crate) enum Command {
     Append { batch: RecordBatch, done: oneshot::Sender<Result<(), TierError>> },
     /// Seal the active segment now (if it holds records).
     Rotate { done: oneshot::Sender<Result<Option<SegmentInfo>, TierError>> },
+    /// Declare the offsets from the end to `offset` lost and continue the log there.
+    SkipTo { offset: Offset, done: oneshot::Sender<Result<OffsetRange, TierError>> },
 }
 
 /// An append accepted into the current group.
@@ -97,35 +112,53 @@ impl Writer {
     }
 
     /// Runs until every sender is dropped, then fsyncs what is unsynced.
-    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let mut tick = match self.config.fsync {
-            FsyncPolicy::Interval(every) => {
-                let mut t = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
-                t.set_missed_tick_behavior(MissedTickBehavior::Delay);
-                Some(t)
-            }
-            _ => None,
+    ///
+    /// The state sits behind `this`'s lock so that [`direct`] appends can take it
+    /// when the writer is idle; the task holds the lock only while it works (handling
+    /// a group, rotating by age, fsyncing on the timer), never while it waits.
+    pub(crate) async fn run(this: Arc<Mutex<Self>>, mut rx: mpsc::Receiver<Command>) {
+        let (mut tick, segment_age) = {
+            let w = this.lock().await;
+            let tick = match w.config.fsync {
+                FsyncPolicy::Interval(every) => {
+                    let mut t = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
+                    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                    Some(t)
+                }
+                _ => None,
+            };
+            (tick, w.config.segment_age)
         };
         let mut cmds = Vec::new();
+        let mut age_deadline = this.lock().await.first_write.map(|t| t + segment_age);
         loop {
-            let age_deadline = self.first_write.map(|t| t + self.config.segment_age);
+            // Direct appends never start a segment (they leave its first batch to this
+            // task), so `first_write` and with it the deadline change only here.
             tokio::select! {
                 n = rx.recv_many(&mut cmds, MAX_GROUP) => {
                     if n == 0 {
                         break;
                     }
-                    self.handle(cmds.drain(..)).await;
+                    let appends = cmds.iter().filter(|c| matches!(c, Command::Append { .. })).count();
+                    let mut w = this.lock().await;
+                    w.handle(cmds.drain(..)).await;
+                    // Under the lock: a direct append that sees no queued append knows
+                    // that every append sent before it is committed or answered.
+                    w.shared.queued_appends.fetch_sub(appends, Ordering::SeqCst);
+                    age_deadline = w.first_write.map(|t| t + segment_age);
                 }
                 () = sleep_until(age_deadline), if age_deadline.is_some() => {
-                    debug!(topic = %self.topic(), "rotating the active segment by age");
-                    if let Err(e) = self.rotate().await {
-                        warn!(topic = %self.topic(), error = %e, "age rotation failed");
+                    let mut w = this.lock().await;
+                    debug!(topic = %w.topic(), "rotating the active segment by age");
+                    if let Err(e) = w.rotate().await {
+                        warn!(topic = %w.topic(), error = %e, "age rotation failed");
                     }
+                    age_deadline = w.first_write.map(|t| t + segment_age);
                 }
-                _ = tick_opt(&mut tick), if tick.is_some() => self.sync_if_dirty().await,
+                _ = tick_opt(&mut tick), if tick.is_some() => this.lock().await.sync_if_dirty().await,
             }
         }
-        self.sync_if_dirty().await;
+        this.lock().await.sync_if_dirty().await;
     }
 
     async fn handle(&mut self, cmds: impl Iterator<Item = Command>) {
@@ -135,6 +168,10 @@ impl Writer {
                 Command::Rotate { done } => {
                     self.flush().await;
                     let _ = done.send(self.rotate().await);
+                }
+                Command::SkipTo { offset, done } => {
+                    self.flush().await;
+                    let _ = done.send(self.skip_to(offset).await);
                 }
             }
         }
@@ -238,19 +275,79 @@ impl Writer {
         }
     }
 
+    /// Declares `end..offset` lost (see [`HotTier::skip_to`](crate::HotTier::skip_to)):
+    /// seals the active segment if it holds records, writes the durable gap marker,
+    /// then starts the new active segment at `offset`. The group is flushed already.
+    async fn skip_to(&mut self, offset: Offset) -> Result<OffsetRange, TierError> {
+        if let Some(why) = &self.poisoned {
+            return Err(TierError::unavailable(ctx(self.topic()), why.clone()));
+        }
+        let end = self.next;
+        if offset < end {
+            return Err(TierError::invalid(
+                ctx(self.topic()).offset(offset),
+                format!("cannot skip to offset {offset}: the log already continues at {end}"),
+            ));
+        }
+        let gap = OffsetRange::new(end, offset);
+        if gap.is_empty() {
+            return Ok(gap);
+        }
+        if self.shared.range().is_empty() {
+            // Nothing held on either side: the same take-over as an append at `offset`.
+            self.restart_at(offset).await?;
+            self.publish_skip(end, offset, None);
+            return Ok(gap);
+        }
+        self.rotate().await?;
+        let (topic, dir) = (self.topic().clone(), self.shared.dir.clone());
+        let written = blocking(self.topic(), move || {
+            let marker = dir.join(gap_file_name(gap));
+            let file = std::fs::File::create(&marker)
+                .map_err(|e| io_err(&topic, &marker, "creating a gap marker", e))?;
+            file.sync_all().map_err(|e| io_err(&topic, &marker, "fsyncing a gap marker", e))?;
+            fsync_dir(&dir).map_err(|e| io_err(&topic, &dir, "fsyncing the topic directory", e))?;
+            Ok(marker)
+        })
+        .await;
+        let marker = match written {
+            Ok(marker) => marker,
+            Err(e) => return Err(self.poison(e)),
+        };
+        self.restart_at(offset).await?;
+        warn!(topic = %self.topic(), lost = %gap, marker = ?marker, "recorded offsets as lost; the log continues after them");
+        self.publish_skip(end, offset, Some(Gap { range: gap, marker }));
+        Ok(gap)
+    }
+
+    /// Shows readers the log continuing at `offset` (after `restart_at`), with `gap`
+    /// recorded.
+    fn publish_skip(&mut self, end: Offset, offset: Offset, gap: Option<Gap>) {
+        let mut state = self.shared.state.write();
+        debug_assert_eq!(state.end, end, "skip_to runs after the group is committed");
+        state.active = self.active.as_ref().map(ActiveView::of);
+        state.end = offset;
+        state.cache.clear();
+        state.gaps.extend(gap);
+    }
+
     /// Writes, syncs and commits the current group.
     async fn flush(&mut self) {
         if self.group.is_empty() {
             return;
         }
         let group = std::mem::take(&mut self.group);
-        self.group_bytes = 0;
+        let group_bytes = std::mem::take(&mut self.group_bytes);
         let batches: Vec<RecordBatch> = group.iter().map(|p| p.batch.clone()).collect();
         let always = self.config.fsync == FsyncPolicy::Always;
         let active = self.active.take();
+        // Without an fsync, a small group into an existing segment is a write to the page
+        // cache: done here, it saves two thread hand-offs. fsyncs, new segments and
+        // large groups go to the blocking pool.
+        let inline = !always && group_bytes <= INLINE_WRITE_MAX && active.is_some();
         let (topic, dir, interval) =
             (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
-        let result = blocking(self.topic(), move || {
+        let write = move || {
             let mut active = match active {
                 Some(a) => a,
                 None => {
@@ -270,8 +367,8 @@ impl Writer {
                 Ok(()) => Ok((active, batches)),
                 Err(e) => Err(io_err(&topic, &active.path, "appending to the WAL", e)),
             }
-        })
-        .await;
+        };
+        let result = if inline { write() } else { blocking(self.topic(), write).await };
         match result {
             Ok((active, batches)) => {
                 let stats = &self.shared.stats;

@@ -1,0 +1,113 @@
+//! Direct appends: an append that finds its topic's writer idle does the writer's work
+//! itself instead of queueing it to the writer task.
+//!
+//! Queueing costs thread hand-offs (producer → writer task → blocking pool → writer
+//! task → producer) that dwarf a buffered write of a small batch. So when the writer's
+//! lock is free and no append is queued, [`append_direct`] checks that the batch is the
+//! plain case — it continues the log, fits the active segment, the segment already
+//! holds a batch, the writer is not poisoned — and then writes and commits it:
+//!
+//! - without an fsync (`never`, `interval`), in the caller's task, synchronously (so a
+//!   cancelled append can never leave a write half done), for batches up to
+//!   `INLINE_WRITE_MAX`;
+//! - under `always`, in one blocking task that owns the lock until the batch is
+//!   written, fsynced and committed (it finishes even if the caller stops waiting).
+//!
+//! Everything else — a new segment, rotation, a retry below the end, a take-over, a
+//! busy writer — is queued as before, so concurrent producers still meet in the writer
+//! task's group and share its write and fsync. Correctness does not depend on which
+//! path an append takes: both hold the same lock while they change the writer's state,
+//! and a direct append only runs when every append queued before it has been handled.
+
+use std::sync::{Arc, atomic::Ordering};
+
+use tier_core::{RecordBatch, TierError};
+use tokio::sync::Mutex;
+
+use super::{INLINE_WRITE_MAX, Writer};
+use crate::config::FsyncPolicy;
+use crate::layout::{ctx, io_err};
+
+/// What [`append_direct`] did with a batch.
+pub(crate) enum Direct {
+    /// The batch was appended (or failed) without the writer task.
+    Done(Result<(), TierError>),
+    /// The direct path does not apply: queue the batch to the writer task.
+    Queue(RecordBatch),
+}
+
+/// Appends `batch` without the writer task when the writer is idle and the batch is the
+/// plain case (see the module docs); otherwise hands the batch back to be queued.
+pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatch) -> Direct {
+    let Ok(mut w) = Arc::clone(writer).try_lock_owned() else { return Direct::Queue(batch) };
+    let always = w.config.fsync == FsyncPolicy::Always;
+    if !w.direct_applies(&batch, always) {
+        return Direct::Queue(batch);
+    }
+    if !always {
+        return Direct::Done(w.append_now(batch, false));
+    }
+    let topic = w.topic().clone();
+    match tokio::task::spawn_blocking(move || w.append_now(batch, true)).await {
+        Ok(result) => Direct::Done(result),
+        Err(e) => {
+            Direct::Done(Err(
+                TierError::internal(ctx(&topic), format!("blocking file task failed: {e}")).with_source(e)
+            ))
+        }
+    }
+}
+
+impl Writer {
+    /// True when `batch` can be written and committed at once: nothing is queued or
+    /// grouped, it continues the log, the active segment exists, already holds a batch
+    /// (so `first_write`, the age deadline, is set) and has room for it.
+    fn direct_applies(&self, batch: &RecordBatch, always: bool) -> bool {
+        let len = batch.encoded_len() as u64;
+        self.poisoned.is_none()
+            && self.group.is_empty()
+            && self.first_write.is_some()
+            && self.shared.queued_appends.load(Ordering::SeqCst) == 0
+            && batch.base_offset() == self.next
+            && (always || len <= INLINE_WRITE_MAX)
+            && self.active.as_ref().is_some_and(|a| a.state.size() + len <= self.config.segment_bytes)
+    }
+
+    /// Writes `batch` (fsyncing when `sync`) and commits it, as a group of one would be;
+    /// a failure poisons the writer. Blocking file I/O: call it where that is allowed.
+    fn append_now(&mut self, batch: RecordBatch, sync: bool) -> Result<(), TierError> {
+        let Some(mut active) = self.active.take() else {
+            return Err(TierError::internal(ctx(self.topic()), "direct append without an active segment"));
+        };
+        let batches = vec![batch];
+        let written = active.write_batches(&batches).and_then(|()| if sync { active.sync() } else { Ok(()) });
+        if let Err(e) = written {
+            let e = io_err(self.topic(), &active.path, "appending to the WAL", e);
+            self.active = Some(active);
+            let e = self.poison(e);
+            return Err(TierError::unavailable(ctx(self.topic()), e.to_string()));
+        }
+        let stats = &self.shared.stats;
+        stats.writes.fetch_add(1, Ordering::Relaxed);
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        if sync {
+            stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.next = batches[0].end_offset();
+        self.commit(&active, batches);
+        self.active = Some(active);
+        self.dirty = !sync;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("topic", self.topic())
+            .field("next", &self.next)
+            .field("queued_in_group", &self.group.len())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
