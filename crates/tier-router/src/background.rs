@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use tier_core::{ErrorContext, Offset, OffsetRange, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
 use tier_hot::{SegmentEvent, SegmentInfo};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
@@ -163,7 +163,7 @@ impl TieredStore {
         let topic = self.topic(topic).await?;
         let name = topic.name().clone();
         // Only what is committed may be exported: wait for the writer's queue first.
-        let _ = topic.flush().await;
+        topic.flush().await?;
         self.hot().rotate(&name).await?;
         self.export_sealed(&name).await
     }
@@ -200,19 +200,29 @@ impl TieredStore {
 
     /// Trims warm to the last `max_cached_closed_segments` sealed WAL segments of every
     /// open topic: below the base offset of the N-th newest sealed segment, but never
-    /// beyond what cold holds. Returns the trim offset applied per topic.
+    /// beyond what cold holds. When the WAL holds fewer than N sealed segments (retention
+    /// deleted exported ones sooner) and cold is enabled, warm is trimmed below the
+    /// WAL's start — everything below it is in cold — again never beyond cold's end;
+    /// without cold, warm then keeps everything (it may be the only copy below the
+    /// WAL's start). Returns the trim offset applied per topic.
     pub async fn trim_warm_now(&self) -> Result<Vec<(TopicName, Offset)>, TierError> {
         let Some(warm) = self.inner.tiers.warm.clone() else { return Ok(Vec::new()) };
         let keep = self.config().max_cached_closed_segments;
         let mut trimmed = Vec::new();
         for core in self.cores().await {
             let sealed = self.hot().sealed_segments(&core.name);
-            if sealed.len() < keep {
+            let mut point = if sealed.len() >= keep {
+                sealed[sealed.len() - keep].range.start
+            } else if self.inner.tiers.cold.is_some() {
+                self.hot().range(&core.name).await?.start
+            } else {
                 continue;
-            }
-            let mut point = sealed[sealed.len() - keep].range.start;
+            };
             if let Some(cold) = &self.inner.tiers.cold {
                 point = point.min(cold.range(&core.name).await?.end);
+            }
+            if point == 0 {
+                continue;
             }
             warm.trim_before(&core.name, point).await?;
             trimmed.push((core.name.clone(), point));

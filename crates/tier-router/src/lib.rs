@@ -19,6 +19,8 @@
 mod backend;
 mod background;
 mod config;
+#[cfg(feature = "warm")]
+mod lazy_warm;
 mod reader;
 mod recovery;
 mod store;

@@ -4,7 +4,10 @@
 //! warm and cold hold, the topic continues at `max(end of warm, end of cold)` (or the
 //! last checkpointed commit point, when that is further): warm batches beyond the WAL's
 //! end (and cold's end) are replayed into the fresh WAL, and any offsets no tier can
-//! serve are reported in [`RecoveryReport::lost`] — never renumbered. When warm is
+//! serve are reported in [`RecoveryReport::lost`] — never renumbered. When the WAL
+//! holds nothing of the topic, the durable offset reservation (see the writer) bounds
+//! what may have been acknowledged after the last checkpoint: the topic continues
+//! there and the range is reported in [`RecoveryReport::maybe_lost`]. When warm is
 //! behind an intact WAL (a crash between the WAL write and warm's confirmation), the
 //! missing records are queued for warm again.
 
@@ -12,10 +15,12 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TierKind, TopicName,
+    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TierKind,
+    TopicName,
 };
 use tracing::{error, info, warn};
 
+use crate::config::WarmFailurePolicy;
 use crate::store::Tiers;
 
 /// What opening a topic found and did.
@@ -33,16 +38,29 @@ pub struct RecoveryReport {
     pub replayed: Option<OffsetRange>,
     /// WAL records queued for warm because warm did not hold them.
     pub warm_backfill: Option<OffsetRange>,
-    /// Offsets that were (or may have been) acknowledged but that no tier holds.
+    /// Offsets that were acknowledged but that no tier holds: known from the tiers'
+    /// ends and the last checkpointed commit point.
     pub lost: Vec<OffsetRange>,
+    /// Offsets that *may* have been acknowledged but that no tier holds: when the WAL
+    /// holds nothing of the topic (lost), the range from the last checkpointed commit point (or the tiers'
+    /// ends, when further) to the offset reservation. Producers may have been
+    /// acknowledged for any of them after the last checkpoint (the process was killed
+    /// before it could write another); they are never reused. Empty after a clean
+    /// shutdown, which leaves the reservation at the commit point.
+    pub maybe_lost: Vec<OffsetRange>,
+    /// Warm could not be reached during recovery and the policy is
+    /// [`WarmFailurePolicy::Degrade`](crate::WarmFailurePolicy::Degrade): the topic
+    /// opened from the WAL (and cold) alone, `warm` is `None` (its end unknown), and
+    /// the writer back-fills warm from its actual end once it answers.
+    pub warm_unreachable: bool,
     /// The offset the next append gets.
     pub next_offset: Offset,
 }
 
 impl RecoveryReport {
-    /// True when nothing was lost.
+    /// True when nothing was (or may have been) lost.
     pub fn is_clean(&self) -> bool {
-        self.lost.is_empty()
+        self.lost.is_empty() && self.maybe_lost.is_empty()
     }
 }
 
@@ -52,6 +70,8 @@ pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
     /// Batches in the WAL that warm lacks, in order.
     pub(crate) backlog: Vec<RecordBatch>,
+    /// The durable offset reservation found (see [`read_reservation`]).
+    pub(crate) reservation: Option<Offset>,
 }
 
 fn ctx(topic: &TopicName) -> ErrorContext {
@@ -65,8 +85,16 @@ pub(crate) async fn recover_topic(
     topic: &TopicName,
 ) -> Result<Recovered, TierError> {
     let hot = tiers.hot.range(topic).await?;
+    let mut warm_unreachable = false;
     let warm = match &tiers.warm {
-        Some(w) => Some(w.range(topic).await?),
+        Some(w) => match w.range(topic).await {
+            Ok(r) => Some(r),
+            Err(e) if e.kind() == ErrorKind::Unavailable => {
+                warm_unreachable = degraded_open(tiers, topic, hot, e)?;
+                None
+            }
+            Err(e) => return Err(e),
+        },
         None => None,
     };
     let cold = match &tiers.cold {
@@ -74,6 +102,7 @@ pub(crate) async fn recover_topic(
         None => None,
     };
     let checkpoint = read_checkpoint(state_dir, topic)?;
+    let reservation = read_reservation(state_dir, topic)?;
     let mut report = RecoveryReport {
         topic: topic.clone(),
         hot,
@@ -82,6 +111,8 @@ pub(crate) async fn recover_topic(
         replayed: None,
         warm_backfill: None,
         lost: Vec::new(),
+        maybe_lost: Vec::new(),
+        warm_unreachable,
         next_offset: hot.end,
     };
     let warm_r = warm.unwrap_or_default();
@@ -131,7 +162,22 @@ pub(crate) async fn recover_topic(
         && cp > next
     {
         report.lost.push(OffsetRange::new(next, cp));
+        skip_wal_to(tiers, topic, cp).await?;
         next = cp;
+    }
+
+    // A WAL that holds nothing of the topic (lost) and a reservation beyond everything
+    // known: the process may have acknowledged offsets up to the reservation after its
+    // last checkpoint. Report them as possibly lost and never reuse them. (When the WAL
+    // knows the topic — even emptied by retention — its end is exact.)
+    if hot.end == 0
+        && let Some(reserved) = reservation
+        && reserved > next
+    {
+        report.maybe_lost.push(OffsetRange::new(next, reserved));
+        // Warm batches replayed into the WAL: it must continue after the gap.
+        skip_wal_to(tiers, topic, reserved).await?;
+        next = reserved;
     }
 
     let mut backlog = Vec::new();
@@ -156,10 +202,58 @@ pub(crate) async fn recover_topic(
     for range in &report.lost {
         error!(topic = %topic, lost = %range, "recovery: these offsets are held by no tier and are lost");
     }
+    for range in &report.maybe_lost {
+        error!(
+            topic = %topic, maybe_lost = %range,
+            "recovery: these offsets may have been acknowledged after the last checkpoint; no tier holds them"
+        );
+    }
     if report.replayed.is_some() || report.warm_backfill.is_some() {
         info!(topic = %topic, report = ?report, "recovered topic");
     }
-    Ok(Recovered { report, backlog })
+    Ok(Recovered { report, backlog, reservation })
+}
+
+/// Decides what an unreachable warm tier (`err`) at recovery means: under `degrade`,
+/// with a WAL that knows the topic, the topic opens without warm (`Ok(true)`); otherwise
+/// recovery fails with an `Unavailable` error naming warm.
+fn degraded_open(
+    tiers: &Tiers,
+    topic: &TopicName,
+    hot: OffsetRange,
+    err: TierError,
+) -> Result<bool, TierError> {
+    let why = if tiers.config.warm_failure_policy != WarmFailurePolicy::Degrade {
+        "router.warm_failure_policy is `fail`"
+    } else if hot.end == 0 {
+        // An empty WAL that never held the topic: warm may hold records the WAL lacks
+        // (a lost disk), and continuing without knowing its end could reuse offsets.
+        "the WAL holds nothing of the topic, so recovery needs warm's records"
+    } else {
+        warn!(
+            topic = %topic, error = %err,
+            "recovery: the warm tier is unreachable; opening degraded from the WAL, warm is back-filled once it answers"
+        );
+        return Ok(true);
+    };
+    Err(TierError::unavailable(
+        ErrorContext::tier(TierKind::Warm).topic(topic),
+        format!("cannot recover the topic: the warm tier is unreachable ({err}) and {why}"),
+    )
+    .with_source(err))
+}
+
+/// Makes a non-empty WAL continue at `cp` (the offsets before it were lost), recording
+/// the gap durably (`HotTier::skip_to`) so the topic accepts appends at `cp` and reads
+/// into the gap fail naming it. An empty WAL needs nothing: it takes over at the first
+/// append.
+async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, cp: Offset) -> Result<(), TierError> {
+    if tiers.hot.range(topic).await?.is_empty() {
+        return Ok(());
+    }
+    let gap = tiers.hot.skip_to(topic, cp).await?;
+    warn!(topic = %topic, lost = %gap, "recorded the lost offsets in the WAL; it continues after them");
+    Ok(())
 }
 
 /// Appends warm's batches from the one holding `from` to the WAL. Returns the offsets
@@ -196,7 +290,7 @@ async fn replay(
 }
 
 /// The WAL's records in `range`, as batches of at most 1000 records.
-async fn rebuild_from_hot(
+pub(crate) async fn rebuild_from_hot(
     tiers: &Tiers,
     topic: &TopicName,
     range: OffsetRange,
@@ -218,39 +312,73 @@ async fn rebuild_from_hot(
     Ok(out)
 }
 
-/// The checkpoint file of `topic`.
-fn checkpoint_path(state_dir: &Path, topic: &TopicName) -> PathBuf {
-    state_dir.join(format!("{topic}.end"))
+/// The file under `state_dir` where `topic`'s offset of `kind` is kept.
+fn state_path(state_dir: &Path, topic: &TopicName, kind: &str) -> PathBuf {
+    state_dir.join(format!("{topic}.{kind}"))
 }
 
-/// The last checkpointed commit point of `topic`, if any.
+/// The last checkpointed commit point of `topic` (`<state_dir>/<topic>.end`), if any.
 pub(crate) fn read_checkpoint(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
-    let path = checkpoint_path(state_dir, topic);
+    read_offset(state_dir, topic, CHECKPOINT)
+}
+
+/// `topic`'s durable offset reservation (`<state_dir>/<topic>.reserved`), if any: the
+/// writer never acknowledges an offset at or beyond it.
+pub(crate) fn read_reservation(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
+    read_offset(state_dir, topic, RESERVATION)
+}
+
+/// Records `end` as `topic`'s commit point, durably.
+pub(crate) fn write_checkpoint(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
+    write_offset(state_dir, topic, CHECKPOINT, end)
+}
+
+/// Records `end` as `topic`'s offset reservation, durably (the writer calls it on the
+/// blocking pool before acknowledging offsets beyond the previous reservation).
+pub(crate) fn write_reservation(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
+    write_offset(state_dir, topic, RESERVATION, end)
+}
+
+/// The suffix of checkpoint files.
+const CHECKPOINT: &str = "end";
+/// The suffix of reservation files.
+const RESERVATION: &str = "reserved";
+
+fn read_offset(state_dir: &Path, topic: &TopicName, kind: &str) -> Result<Option<Offset>, TierError> {
+    let path = state_path(state_dir, topic, kind);
     match std::fs::read_to_string(&path) {
         Ok(text) => text.trim().parse::<Offset>().map(Some).map_err(|e| {
             TierError::corruption(
                 ctx(topic).location(path.display().to_string()),
-                format!("bad checkpoint: {e}"),
+                format!("bad {kind} file: {e}"),
             )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(TierError::unavailable(
             ctx(topic).location(path.display().to_string()),
-            format!("reading the checkpoint: {e}"),
+            format!("reading the {kind} file: {e}"),
         )
         .with_source(e)),
     }
 }
 
-/// Records `end` as `topic`'s commit point (write to a temporary file, then rename).
-pub(crate) fn write_checkpoint(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
-    let path = checkpoint_path(state_dir, topic);
+/// Writes `value` to a temporary file, syncs it, renames it over the state file and
+/// syncs the directory, so a crash leaves either the old or the new value.
+fn write_offset(state_dir: &Path, topic: &TopicName, kind: &str, value: Offset) -> Result<(), TierError> {
+    use std::io::Write;
+    let path = state_path(state_dir, topic, kind);
     let io = |what: &str, e: std::io::Error| {
         TierError::unavailable(ctx(topic).location(path.display().to_string()), format!("{what}: {e}"))
             .with_source(e)
     };
     std::fs::create_dir_all(state_dir).map_err(|e| io("creating the state directory", e))?;
-    let tmp = state_dir.join(format!("{topic}.end.tmp"));
-    std::fs::write(&tmp, end.to_string()).map_err(|e| io("writing the checkpoint", e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io("renaming the checkpoint", e))
+    let tmp = state_dir.join(format!("{topic}.{kind}.tmp"));
+    let mut file = std::fs::File::create(&tmp).map_err(|e| io("creating the state file", e))?;
+    file.write_all(value.to_string().as_bytes()).map_err(|e| io("writing the state file", e))?;
+    file.sync_all().map_err(|e| io("syncing the state file", e))?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(|e| io("renaming the state file", e))?;
+    std::fs::File::open(state_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| io("syncing the state directory", e))
 }

@@ -18,7 +18,7 @@ use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
 use crate::recovery::{RecoveryReport, recover_topic, write_checkpoint};
 use crate::topic::Topic;
-use crate::writer::{Command, Writer};
+use crate::writer::{Command, Reservation, Writer};
 
 /// Requests queued per topic before producers wait for the writer.
 const WRITER_QUEUE: usize = 1024;
@@ -169,11 +169,23 @@ impl TieredStore {
         config
             .validate()
             .map_err(|e| TierError::invalid(ErrorContext::tier(TierKind::Router), e.to_string()))?;
+        #[cfg(feature = "warm")]
+        let degrade = config.router.warm_failure_policy == crate::WarmFailurePolicy::Degrade;
         #[allow(unused_mut)]
         let mut builder = Self::builder().hot(config.hot).router(config.router).topics(topics);
         #[cfg(feature = "warm")]
         if let Some(warm) = config.warm {
-            builder = builder.warm(Arc::new(tier_warm::WarmTier::connect(warm).await?));
+            let backend: Arc<dyn WarmBackend> = match tier_warm::WarmTier::connect(warm.clone()).await {
+                Ok(tier) => Arc::new(tier),
+                // Under `degrade` an unreachable Valkey does not keep the store from
+                // opening: the backend connects on first use (recovery opens degraded).
+                Err(e) if degrade && e.kind() == tier_core::ErrorKind::Unavailable => {
+                    warn!(error = %e, "the warm tier is unreachable; opening degraded, connecting later");
+                    Arc::new(crate::lazy_warm::LazyWarm::new(warm))
+                }
+                Err(e) => return Err(e),
+            };
+            builder = builder.warm(backend);
         }
         #[cfg(feature = "cold")]
         if let Some(cold) = config.cold {
@@ -252,8 +264,12 @@ impl TieredStore {
             _ => next,
         };
         let (hwm_tx, hwm) = watch::channel(committed);
-        let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx);
+        let reservation = Reservation::new(self.inner.state_dir.clone(), recovered.reservation.unwrap_or(0));
+        let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
         writer.queue_backlog(recovered.backlog);
+        if recovered.report.warm_unreachable {
+            writer.warm_unknown();
+        }
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let task = tokio::spawn(writer.run(rx));
         let core = Arc::new(TopicCore {

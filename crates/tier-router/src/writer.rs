@@ -18,10 +18,25 @@
 //! its offsets; further appends are refused until the batch is in warm (retried every
 //! `warm_retry_interval` and before each new group), and only then is it readable. Under
 //! [`WarmFailurePolicy::Degrade`] the batch commits on the WAL alone and the pending
-//! queue is the in-order back-fill list for warm.
+//! queue is the in-order back-fill list for warm. A topic opened while warm was
+//! unreachable (degrade only) starts with warm's end unknown: once warm answers, the
+//! writer asks for its range and queues the WAL's records from there.
+//!
+//! # Offset reservation
+//!
+//! The writer never acknowledges an offset at or beyond the durable *reservation*
+//! (`<state_dir>/<topic>.reserved`): before committing a group that ends beyond it, it
+//! writes a new one (the group's end plus an adaptive chunk) on the blocking pool. After
+//! a lost WAL and a crash, recovery continues at the reservation, so no acknowledged
+//! offset is reused. The chunk starts at [`MIN_RESERVATION_CHUNK`] and doubles while
+//! reservations are used up in under a second (up to [`MAX_RESERVATION_CHUNK`]), so the
+//! cost stays about one small synced write per chunk. When the writer stops, it lowers
+//! the reservation to the commit point (nothing beyond it was acknowledged).
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tier_core::{
     ErrorContext, Offset, OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TierError, TierKind, TopicName,
@@ -30,7 +45,42 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::config::WarmFailurePolicy;
+use crate::recovery::{rebuild_from_hot, write_reservation};
 use crate::store::Tiers;
+
+/// The first reservation chunk (offsets reserved beyond a group's end).
+pub(crate) const MIN_RESERVATION_CHUNK: u64 = 1024;
+/// The largest reservation chunk.
+pub(crate) const MAX_RESERVATION_CHUNK: u64 = 1 << 20;
+/// A reservation used up faster than this doubles the chunk.
+const FAST_RESERVATION: Duration = Duration::from_secs(1);
+
+/// The chunk of the next reservation: doubled (up to [`MAX_RESERVATION_CHUNK`]) when the
+/// previous one lasted less than a second, otherwise unchanged.
+pub(crate) fn next_chunk(chunk: u64, lasted: Option<Duration>) -> u64 {
+    match lasted {
+        Some(d) if d < FAST_RESERVATION => chunk.saturating_mul(2).min(MAX_RESERVATION_CHUNK),
+        _ => chunk.clamp(MIN_RESERVATION_CHUNK, MAX_RESERVATION_CHUNK),
+    }
+}
+
+/// The durable offset reservation of one topic.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    /// Where the state files live.
+    pub(crate) state_dir: PathBuf,
+    /// No offset at or beyond this is acknowledged before a new reservation is durable.
+    pub(crate) reserved: Offset,
+    chunk: u64,
+    since: Option<Instant>,
+}
+
+impl Reservation {
+    /// The reservation found on disk (`reserved`, 0 when none).
+    pub(crate) fn new(state_dir: PathBuf, reserved: Offset) -> Self {
+        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None }
+    }
+}
 
 /// A request to a topic's writer.
 #[derive(Debug)]
@@ -60,6 +110,9 @@ pub(crate) struct Writer {
     carry: Option<Command>,
     /// Warm refused a write and does not hold every committed batch yet.
     warm_behind: bool,
+    /// Warm was unreachable when the topic opened: its end is not known yet.
+    warm_unknown: bool,
+    reservation: Reservation,
 }
 
 impl std::fmt::Debug for Writer {
@@ -70,8 +123,65 @@ impl std::fmt::Debug for Writer {
 
 impl Writer {
     /// A writer continuing `topic` at `next` (everything below it is committed).
-    pub(crate) fn new(topic: TopicName, tiers: Arc<Tiers>, next: Offset, hwm: watch::Sender<Offset>) -> Self {
-        Self { topic, tiers, next, pending: VecDeque::new(), hwm, carry: None, warm_behind: false }
+    pub(crate) fn new(
+        topic: TopicName,
+        tiers: Arc<Tiers>,
+        next: Offset,
+        hwm: watch::Sender<Offset>,
+        reservation: Reservation,
+    ) -> Self {
+        Self {
+            topic,
+            tiers,
+            next,
+            pending: VecDeque::new(),
+            hwm,
+            carry: None,
+            warm_behind: false,
+            warm_unknown: false,
+            reservation,
+        }
+    }
+
+    /// Marks warm's end as unknown (it was unreachable at open): nothing is sent to warm
+    /// until it answers a range query, then the WAL's records from its end are queued.
+    pub(crate) fn warm_unknown(&mut self) {
+        self.warm_unknown = self.tiers.warm.is_some();
+        self.warm_behind = self.warm_unknown;
+    }
+
+    /// Makes sure offsets below `end` may be acknowledged: writes a new durable
+    /// reservation when `end` exceeds the current one.
+    async fn reserve(&mut self, end: Offset) -> Result<(), TierError> {
+        if end <= self.reservation.reserved {
+            return Ok(());
+        }
+        let r = &mut self.reservation;
+        r.chunk = next_chunk(r.chunk, r.since.map(|t| t.elapsed()));
+        let target = end.saturating_add(r.chunk);
+        let (dir, topic) = (r.state_dir.clone(), self.topic.clone());
+        tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, target))
+            .await
+            .map_err(|e| TierError::internal(self.ctx(), format!("reservation task: {e}")))??;
+        self.reservation.reserved = target;
+        self.reservation.since = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Lowers the reservation to the commit point: the writer stops, and nothing at or
+    /// beyond the commit point was acknowledged (batches numbered beyond it were refused
+    /// and live on only in the WAL, whose end is exact while it exists).
+    async fn release(&mut self) {
+        let committed = *self.hwm.borrow();
+        if self.reservation.reserved <= committed {
+            return;
+        }
+        let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());
+        match tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, committed)).await {
+            Ok(Ok(())) => self.reservation.reserved = committed,
+            Ok(Err(e)) => warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed"),
+            Err(e) => warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed"),
+        }
     }
 
     /// Queues batches the WAL holds but warm lacks (found by recovery), in order.
@@ -103,7 +213,7 @@ impl Writer {
             } else {
                 tokio::select! {
                     cmd = rx.recv() => cmd,
-                    _ = tick.tick(), if !self.pending.is_empty() => {
+                    _ = tick.tick(), if !self.pending.is_empty() || self.warm_unknown => {
                         self.settle(true).await;
                         continue;
                     }
@@ -140,17 +250,22 @@ impl Writer {
                 let _ = done.send(self.flush().await);
             }
         }
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() || self.warm_unknown {
             self.settle(true).await;
-            if !self.pending.is_empty() {
+            if !self.pending.is_empty() || self.warm_unknown {
                 warn!(topic = %self.topic, batches = self.pending.len(), "writer stopped with batches warm does not hold");
             }
         }
+        self.release().await;
     }
 
     async fn flush(&mut self) -> Result<(), TierError> {
         self.settle(true).await;
         match self.pending.front() {
+            None if self.warm_unknown => Err(TierError::unavailable(
+                self.ctx(),
+                "the warm tier has been unreachable since the topic opened; its back-fill has not started",
+            )),
             None => Ok(()),
             Some(p) => Err(TierError::unavailable(
                 self.ctx().offset(p.batch.base_offset()),
@@ -209,9 +324,19 @@ impl Writer {
             }
         };
         let end = merged.end_offset();
+        if let Err(e) = self.reserve(end).await {
+            warn!(topic = %self.topic, error = %e, "writing the offset reservation failed");
+            for (_, done) in group {
+                let _ = done.send(Err(TierError::unavailable(
+                    self.ctx().offset(base),
+                    format!("not written: the offset reservation could not be recorded: {e}"),
+                )));
+            }
+            return;
+        }
         self.next = end;
         let has_warm = self.tiers.warm.is_some();
-        let warm_backlog = self.pending.iter().any(|p| !p.in_warm);
+        let warm_backlog = self.warm_unknown || self.pending.iter().any(|p| !p.in_warm);
         self.pending.push_back(Pending { batch: merged, in_wal: false, in_warm: !has_warm });
         let errors = self.settle(!warm_backlog).await;
         let committed = *self.hwm.borrow() >= end;
@@ -239,6 +364,14 @@ impl Writer {
     /// and warm concurrently), then advances the high watermark over the committed
     /// prefix. `with_warm: false` leaves warm alone. Returns the first error met, if any.
     async fn settle(&mut self, with_warm: bool) -> Option<TierError> {
+        let mut with_warm = with_warm;
+        if with_warm
+            && self.warm_unknown
+            && let Err(e) = self.discover_warm().await
+        {
+            warn!(topic = %self.topic, error = %e, "the warm tier is still unreachable");
+            with_warm = false;
+        }
         let wal_todo: Vec<RecordBatch> =
             self.pending.iter().skip_while(|p| p.in_wal).map(|p| p.batch.clone()).collect();
         let warm_todo: Vec<RecordBatch> = if with_warm {
@@ -274,6 +407,33 @@ impl Writer {
         wal_err.or(warm_err)
     }
 
+    /// Warm answered after being unreachable at open: queues, ahead of the pending
+    /// batches, the WAL's records from warm's actual end to the first pending batch.
+    async fn discover_warm(&mut self) -> Result<(), TierError> {
+        let Some(warm) = self.tiers.warm.clone() else {
+            self.warm_unknown = false;
+            return Ok(());
+        };
+        let held = warm.range(&self.topic).await?;
+        let first = self.pending.front().map_or(self.next, |p| p.batch.base_offset());
+        // An empty warm tier accepts any base offset: it takes over at the next batch.
+        if !held.is_empty() && held.end < first {
+            let backlog =
+                rebuild_from_hot(&self.tiers, &self.topic, OffsetRange::new(held.end, first)).await?;
+            for batch in backlog.into_iter().rev() {
+                self.pending.push_front(Pending { batch, in_wal: true, in_warm: false });
+            }
+        } else if held.end > self.next {
+            warn!(
+                topic = %self.topic, warm = %held, next = self.next,
+                "warm holds offsets beyond the WAL's end (never acknowledged); its back-fill will be refused"
+            );
+        }
+        info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
+        self.warm_unknown = false;
+        Ok(())
+    }
+
     /// Moves the high watermark over committed batches and forgets batches every write
     /// tier holds.
     fn advance(&mut self) {
@@ -289,7 +449,7 @@ impl Writer {
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();
         }
-        if self.warm_behind && self.pending.iter().all(|p| p.in_warm) {
+        if self.warm_behind && !self.warm_unknown && self.pending.iter().all(|p| p.in_warm) {
             self.warm_behind = false;
             info!(topic = %self.topic, "the warm tier holds every batch again");
         }
@@ -330,4 +490,18 @@ fn merge(
         }
     }
     builder.build(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reservation_chunk_doubles_only_when_used_up_fast() {
+        assert_eq!(next_chunk(MIN_RESERVATION_CHUNK, None), MIN_RESERVATION_CHUNK);
+        assert_eq!(next_chunk(1024, Some(Duration::from_millis(10))), 2048);
+        assert_eq!(next_chunk(4096, Some(Duration::from_secs(5))), 4096);
+        assert_eq!(next_chunk(MAX_RESERVATION_CHUNK, Some(Duration::ZERO)), MAX_RESERVATION_CHUNK);
+        assert_eq!(next_chunk(3 << 19, Some(Duration::ZERO)), MAX_RESERVATION_CHUNK);
+    }
 }

@@ -226,3 +226,124 @@ async fn a_restart_queues_for_warm_what_the_wal_holds_beyond_it() {
     assert_eq!(topic.append(vec![rec(20)]).await.unwrap(), r(20, 21));
     store.close().await;
 }
+
+/// Opens a store over the WAL in `dir` with `warm` and `policy`, recovering topic `t`.
+async fn try_reopen(
+    dir: &tempfile::TempDir,
+    warm: Arc<dyn WarmBackend>,
+    policy: WarmFailurePolicy,
+) -> Result<TieredStore, tier_core::TierError> {
+    TieredStore::builder().hot(hot(dir)).warm(warm).router(router(policy)).background(false).open().await
+}
+
+#[tokio::test]
+async fn an_unreachable_warm_at_open_degrades_or_fails_by_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Range, Op::Append]);
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    warm.fail_fraction(1.0);
+    append_range(&topic, 10, 20, 5).await;
+    store.close().await;
+    assert_eq!(warm.inner().range(&name).await.unwrap(), r(0, 10));
+
+    // `fail`: opening fails, naming warm.
+    let err = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Fail).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("warm"), "{err}");
+
+    // `degrade`: the topic opens from the WAL with warm's end unknown.
+    let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    assert!(report.warm_unreachable, "{report:?}");
+    assert_eq!(report.warm, None);
+    assert_eq!(report.next_offset, 20);
+    let topic = store.topic("t").await.unwrap();
+    assert_eq!(topic.high_watermark(), 20);
+    append_range(&topic, 20, 30, 10).await;
+    let mut reader = topic.reader_with_source(StartPosition::Offset(0)).await.unwrap();
+    assert_eq!(slices(&mut reader, 0, 30).await.unwrap(), vec![(Source::Hot, r(0, 30))]);
+    assert_eq!(topic.flush().await.unwrap_err().kind(), ErrorKind::Unavailable);
+
+    // Warm answers again: the back-fill starts at its actual end (10) and catches up.
+    warm.clear();
+    topic.flush().await.unwrap();
+    assert_eq!(warm.range(&name).await.unwrap(), r(0, 30));
+    assert_identical(&store, warm.as_ref(), r(0, 30)).await;
+    append_range(&topic, 30, 40, 10).await;
+    assert_identical(&store, warm.as_ref(), r(0, 40)).await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_valkey_stopped_before_open_and_started_after() {
+    let mut pair = ValkeyPair::start().await.expect("a Valkey pair (install valkey-server)");
+    let dir = tempfile::tempdir().unwrap();
+    let (store, topic, _) = valkey_store(&dir, &pair, WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    store.close().await;
+
+    // Fresh clients (no cached ranges), then the primary goes down before the stores open.
+    let connect = || WarmTier::connect(warm_config(&pair.primary_url(), "router-Degrade-"));
+    let for_fail: Arc<WarmTier> = Arc::new(connect().await.unwrap());
+    let warm: Arc<WarmTier> = Arc::new(connect().await.unwrap());
+    pair.stop_primary().await;
+
+    let err = try_reopen(&dir, for_fail, WarmFailurePolicy::Fail).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("warm"), "{err}");
+
+    let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    assert!(report.warm_unreachable, "{report:?}");
+    assert_eq!(report.next_offset, 10);
+    let topic = store.topic("t").await.unwrap();
+    append_range(&topic, 10, 30, 10).await;
+    assert_eq!(topic.high_watermark(), 30);
+
+    // The primary comes back (empty): warm takes over from the first batch it lacks.
+    pair.restart_primary().await.unwrap();
+    flush_eventually(&topic).await;
+    assert_eq!(warm.range(&name).await.unwrap(), r(10, 30));
+    assert_identical(&store, warm.as_ref(), r(10, 30)).await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_from_config_with_valkey_down_degrades_or_fails_by_policy() {
+    let mut pair = ValkeyPair::start().await.expect("a Valkey pair (install valkey-server)");
+    pair.stop_primary().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = |policy| tier_router::StoreConfig {
+        hot: hot(&dir),
+        warm: Some(warm_config(&pair.primary_url(), "router-config-")),
+        cold: None,
+        router: router(policy),
+    };
+    let t = TopicName::new("t").unwrap();
+
+    let err = TieredStore::open(config(WarmFailurePolicy::Fail), vec![t.clone()]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("warm"), "{err}");
+
+    // A topic the WAL already knows opens degraded while Valkey is down.
+    let store = TieredStore::builder().hot(hot(&dir)).background(false).open().await.unwrap();
+    append_range(&store.topic("t").await.unwrap(), 0, 10, 10).await;
+    store.close().await;
+    let store = TieredStore::open(config(WarmFailurePolicy::Degrade), vec![t.clone()]).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    assert!(report.warm_unreachable, "{report:?}");
+    let topic = store.topic("t").await.unwrap();
+    append_range(&topic, 10, 20, 10).await;
+    assert_eq!(topic.high_watermark(), 20);
+
+    pair.restart_primary().await.unwrap();
+    flush_eventually(&topic).await;
+    let warm = store.warm().unwrap().clone();
+    assert_eq!(warm.range(&t).await.unwrap(), r(10, 20));
+    assert_identical(&store, warm.as_ref(), r(10, 20)).await;
+    store.close().await;
+}

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tier_cold::{ColdConfig, ColdTier};
 use tier_core::{
-    ErrorKind, Offset, ReadLimit, StartPosition, Tier, TopicName,
+    ErrorKind, Offset, OffsetRange, ReadLimit, StartPosition, Tier, TopicName,
     segment::{SealedSegment, SegmentHeader},
 };
 use tier_hot::HotConfig;
@@ -232,19 +232,31 @@ pub async fn run(base: &Path) -> Result<ScenarioResult, ChaosError> {
     file.set_len(active_len - 7).map_err(io("truncating the active segment"))?;
     drop(file);
     let store = setup.open().await.map_err(tier("reopening after a truncated batch"))?;
-    let hot_end = Tier::range(store.hot(), &setup.name).await.map_err(tier("WAL range"))?.end;
+    let report = store.recover_topic(TOPIC).await.map_err(tier("recovery report"))?;
+    // What the WAL held when opened: recovery then records the lost offsets as a gap
+    // in the WAL, which continues at the checkpoint.
+    let hot_end = report.hot.end;
     if hot_end != before - PER_BATCH {
         r.fail(format!(
             "after a truncated last batch the WAL ends at {hot_end}, expected {}",
             before - PER_BATCH
         ));
     }
-    let report = store.recover_topic(TOPIC).await.map_err(tier("recovery report"))?;
+    if report.lost != [OffsetRange::new(before - PER_BATCH, before)] || report.next_offset != before {
+        r.fail(format!(
+            "after a truncated last batch recovery reported lost {:?} and next offset {}, expected [{}..{before}] \
+             and {before}",
+            report.lost,
+            report.next_offset,
+            before - PER_BATCH
+        ));
+    }
     r.notes.push(format!(
         "truncated acknowledged batch: recovery reported lost {:?}, next offset {}",
         report.lost, report.next_offset
     ));
-    resumed = append_batches(&store, 1, &mut seq).await;
+    // Two batches, so that step 4 finds a first batch with an intact one after it.
+    resumed = append_batches(&store, 2, &mut seq).await;
     store.close().await;
     if let Err(e) = &resumed {
         r.fail(format!(
@@ -260,7 +272,13 @@ pub async fn run(base: &Path) -> Result<ScenarioResult, ChaosError> {
     }
 
     // 4. A flipped byte in the first batch of the active segment, valid batches after it.
+    // Recovery in 3b sealed the damaged segment and recorded the gap: the active segment
+    // is now the newest file, starting at the checkpoint.
     r.iterations += 1;
+    let files = segment_files(&setup.topic_dir())?;
+    let Some(active) = files.last() else {
+        return Err(ChaosError::Other("expected an active WAL segment".into()));
+    };
     let active_bytes = std::fs::read(active).map_err(io("reading the active segment"))?;
     let (_, header_len) = SegmentHeader::decode(&active_bytes)
         .map_err(|e| ChaosError::Other(format!("active segment header: {e}")))?;

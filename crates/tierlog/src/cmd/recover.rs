@@ -23,11 +23,13 @@ fn report_json(r: &RecoveryReport) -> serde_json::Value {
         "replayed": pair(r.replayed),
         "warm_backfill": pair(r.warm_backfill),
         "lost": r.lost.iter().map(|l| json!([l.start, l.end])).collect::<Vec<_>>(),
+        "maybe_lost": r.maybe_lost.iter().map(|l| json!([l.start, l.end])).collect::<Vec<_>>(),
+        "warm_unreachable": r.warm_unreachable,
         "next_offset": r.next_offset,
     })
 }
 
-/// Runs the command. Exit code 3 when some topic lost offsets.
+/// Runs the command. Exit code 3 when some topic lost (or may have lost) offsets.
 pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
     let topics = args.topics.iter().map(|t| store::topic_name(t)).collect::<anyhow::Result<Vec<_>>>()?;
     let opened = store::open(ctx.config(), topics, false).await?;
@@ -53,6 +55,19 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         }
         for lost in &r.lost {
             eprintln!("LOST: {}: offsets {lost} were acknowledged but no tier holds them", r.topic);
+        }
+        for maybe in &r.maybe_lost {
+            eprintln!(
+                "MAYBE LOST: {}: offsets {maybe} may have been acknowledged after the last checkpoint; no tier \
+                 holds them and they will not be reused",
+                r.topic
+            );
+        }
+        if r.warm_unreachable {
+            eprintln!(
+                "WARM UNREACHABLE: {}: opened from the WAL alone (degrade); warm is back-filled when it answers",
+                r.topic
+            );
         }
     }
     Ok(if reports.iter().all(RecoveryReport::is_clean) { exit::OK } else { exit::PROBLEMS })

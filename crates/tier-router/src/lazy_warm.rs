@@ -1,0 +1,98 @@
+//! A warm backend that connects on first use: what [`TieredStore::open`](crate::TieredStore::open)
+//! uses under `router.warm_failure_policy = "degrade"` when Valkey is unreachable at
+//! startup, so the store opens degraded instead of failing. Every call first makes sure
+//! a connection exists (one attempt of at most `warm.connect_timeout` per call while the
+//! server is down, answering `Unavailable`); once connected, calls go to the
+//! [`WarmTier`] unchanged.
+
+use async_trait::async_trait;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use tier_core::{
+    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
+    TopicName,
+};
+use tier_warm::{WarmConfig, WarmTier};
+use tokio::sync::OnceCell;
+use tracing::info;
+
+use crate::backend::WarmBackend;
+
+/// A [`WarmTier`] connected on first successful use.
+#[derive(Debug)]
+pub(crate) struct LazyWarm {
+    config: WarmConfig,
+    tier: OnceCell<WarmTier>,
+}
+
+impl LazyWarm {
+    /// A backend that will connect with `config` when first used.
+    pub(crate) fn new(config: WarmConfig) -> Self {
+        Self { config, tier: OnceCell::new() }
+    }
+
+    async fn tier(&self) -> Result<&WarmTier, TierError> {
+        self.tier
+            .get_or_try_init(|| async {
+                let tier = WarmTier::connect(self.config.clone()).await.map_err(|e| {
+                    TierError::unavailable(
+                        ErrorContext::tier(TierKind::Warm),
+                        format!("the warm tier has not been reachable since the store opened: {e}"),
+                    )
+                    .with_source(e)
+                })?;
+                info!("connected to the warm tier");
+                Ok(tier)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Tier for LazyWarm {
+    fn kind(&self) -> TierKind {
+        TierKind::Warm
+    }
+
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        self.tier().await?.range(topic).await
+    }
+
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        self.tier().await?.append(topic, batch).await
+    }
+
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        self.tier().await?.read(topic, from, to, limit).await
+    }
+
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.tier().await?.offset_for_timestamp(topic, timestamp).await
+    }
+}
+
+#[async_trait]
+impl WarmBackend for LazyWarm {
+    async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        WarmBackend::trim_before(self.tier().await?, topic, offset).await
+    }
+
+    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+        let topic = topic.clone();
+        stream::once(async move {
+            let tier = self.tier().await?;
+            Ok::<_, TierError>(WarmBackend::batches_from(tier, &topic, from))
+        })
+        .try_flatten()
+        .boxed()
+    }
+}

@@ -1,0 +1,142 @@
+//! Warm trimming when WAL retention outruns it, and the offset reservation that keeps
+//! acknowledged offsets from being reused after a lost WAL and a crash.
+#![cfg(all(feature = "warm", feature = "cold"))]
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::{ColdOn, Deployment, Tiers, append_range, r, rec, slices};
+use tier_core::StartPosition;
+use tier_router::Source;
+
+/// With cold enabled and retention deleting exported segments before the WAL holds
+/// `max_cached_closed_segments` sealed ones, warm is trimmed to the WAL's start (never
+/// beyond cold's end), and a lost WAL still comes back whole.
+#[tokio::test]
+async fn warm_is_trimmed_to_the_wal_start_when_retention_outruns_it() {
+    let d = Deployment::new(Tiers::HotWarmCold, ColdOn::Local).await;
+    let store = d.open(&[]).await;
+    let topic = store.topic("trim").await.unwrap();
+    let name = topic.name().clone();
+    append_range(&topic, 0, 100, 10).await;
+    store.hot().rotate(&name).await.unwrap();
+    append_range(&topic, 100, 200, 10).await;
+    assert_eq!(store.export_now("trim").await.unwrap().len(), 2);
+    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+    let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
+    assert_eq!(deleted, vec![r(0, 100), r(100, 200)]);
+    append_range(&topic, 200, 300, 10).await;
+    assert!(store.hot().sealed_segments(&name).len() < d.router.max_cached_closed_segments);
+
+    let trimmed = store.trim_warm_now().await.unwrap();
+    assert_eq!(trimmed, vec![(name.clone(), 200)]);
+    let ranges = topic.ranges().await.unwrap();
+    assert_eq!(ranges.hot, r(200, 300));
+    assert_eq!(ranges.cold, Some(r(0, 200)));
+    assert_eq!(ranges.warm, Some(r(200, 300)), "warm starts at the WAL's start");
+    store.close().await;
+
+    // The WAL is lost: cold and warm still hold every record.
+    std::fs::remove_dir_all(d.hot_dir()).unwrap();
+    let store = d.open(&["trim"]).await;
+    let report = store.recover_topic("trim").await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.replayed, Some(r(200, 300)), "{report:?}");
+    assert_eq!(report.next_offset, 300);
+    let topic = store.topic("trim").await.unwrap();
+    let mut stream = topic.reader_with_source(StartPosition::Earliest).await.unwrap();
+    assert_eq!(
+        slices(&mut stream, 0, 300).await.unwrap(),
+        vec![(Source::Cold, r(0, 200)), (Source::Hot, r(200, 300))]
+    );
+    store.close().await;
+}
+
+/// Without cold, warm is the only copy of what retention deleted from the WAL: with
+/// fewer than `max_cached_closed_segments` sealed segments nothing is trimmed.
+#[tokio::test]
+async fn without_cold_warm_keeps_what_the_wal_no_longer_holds() {
+    let d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let store = d.open(&[]).await;
+    let topic = store.topic("nocold").await.unwrap();
+    let name = topic.name().clone();
+    append_range(&topic, 0, 100, 10).await;
+    store.hot().rotate(&name).await.unwrap();
+    append_range(&topic, 100, 200, 10).await;
+    store.hot().rotate(&name).await.unwrap();
+    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+    let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
+    assert_eq!(deleted, vec![r(0, 100), r(100, 200)]);
+    append_range(&topic, 200, 300, 10).await;
+    assert_eq!(store.trim_warm_now().await.unwrap(), vec![]);
+    let ranges = topic.ranges().await.unwrap();
+    assert_eq!(ranges.hot, r(200, 300));
+    assert_eq!(ranges.warm, Some(r(0, 300)));
+    store.close().await;
+}
+
+/// Hot+cold: the WAL is deleted and the process is killed (no close, so no close-time
+/// checkpoint). Acknowledged offsets after the last checkpoint are reported as possibly
+/// lost and never reused.
+#[tokio::test]
+async fn a_lost_wal_and_a_kill_never_reuse_acknowledged_offsets() {
+    let d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
+    let store = d.open(&[]).await;
+    let topic = store.topic("kill").await.unwrap();
+    append_range(&topic, 0, 100, 10).await;
+    assert_eq!(store.export_now("kill").await.unwrap().len(), 1);
+    append_range(&topic, 100, 200, 10).await;
+    store.checkpoint().await.unwrap();
+    append_range(&topic, 200, 300, 10).await;
+    assert_eq!(topic.high_watermark(), 300, "[0, 300) acknowledged");
+    std::fs::remove_dir_all(d.hot_dir()).unwrap();
+    // Simulated kill: nothing of the store's shutdown runs.
+    std::mem::forget(topic);
+    std::mem::forget(store);
+
+    let store = d.open(&["kill"]).await;
+    let report = store.recover_topic("kill").await.unwrap();
+    assert_eq!(report.cold, Some(r(0, 100)));
+    assert_eq!(report.lost, vec![r(100, 200)], "known acknowledged (checkpoint): {report:?}");
+    assert_eq!(report.maybe_lost.len(), 1, "{report:?}");
+    let maybe = report.maybe_lost[0];
+    assert_eq!(maybe.start, 200, "{report:?}");
+    assert!(maybe.end >= 300, "every acknowledged offset is covered: {report:?}");
+    assert_eq!(report.next_offset, maybe.end);
+    assert!(!report.is_clean());
+    let topic = store.topic("kill").await.unwrap();
+    let next = topic.append(vec![rec(0)]).await.unwrap();
+    assert_eq!(next, r(maybe.end, maybe.end + 1), "no acknowledged offset is reused");
+
+    // A clean shutdown lowers the reservation: the next recovery of a lost WAL is exact.
+    let acked_end = next.end;
+    store.close().await;
+    std::fs::remove_dir_all(d.hot_dir()).unwrap();
+    let store = d.open(&["kill"]).await;
+    let report = store.recover_topic("kill").await.unwrap();
+    assert_eq!(report.maybe_lost, vec![], "{report:?}");
+    assert_eq!(report.lost, vec![r(100, acked_end)], "{report:?}");
+    assert_eq!(report.next_offset, acked_end);
+    store.close().await;
+}
+
+/// Reservations are written ahead in chunks, so many appends cost few writes, and the
+/// reservation is always beyond every acknowledged offset.
+#[tokio::test]
+async fn the_reservation_stays_ahead_of_every_acknowledged_offset() {
+    let d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    let store = d.open(&[]).await;
+    let topic = store.topic("res").await.unwrap();
+    let file = d.dir.path().join("router").join("res.reserved");
+    let reserved = || std::fs::read_to_string(&file).unwrap().trim().parse::<u64>().unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    let first = reserved();
+    assert!(first >= 10 + 1024, "a first chunk of at least 1024: {first}");
+    append_range(&topic, 10, 5000, 50).await;
+    let now = reserved();
+    assert!(now >= 5000, "{now}");
+    assert!(now > first, "a new reservation once the first was used up");
+    store.close().await;
+    assert_eq!(reserved(), 5000, "close lowers the reservation to the commit point");
+}
