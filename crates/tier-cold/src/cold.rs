@@ -1,5 +1,5 @@
-//! [`ColdTier`]: the store, the per-topic manifests, the metadata cache and the counters
-//! every operation shares.
+//! [`ColdTier`]: the store, the per-topic manifests, the metadata and data-interval
+//! caches and the counters every operation shares.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -17,7 +17,7 @@ use tier_core::{OffsetRange, TierError, TopicName};
 use crate::cache::Lru;
 use crate::config::ColdConfig;
 use crate::error::{key_ctx, map_store_error, topic_ctx};
-use crate::layout::Layout;
+use crate::layout::{Layout, ObjectName, TimeBounds};
 use crate::listing::{Listing, SegmentObject};
 use crate::stats::{ColdStats, Counters};
 
@@ -40,7 +40,17 @@ pub struct ColdTier {
     pub(crate) layout: Layout,
     pub(crate) topics: Mutex<HashMap<TopicName, Arc<TopicState>>>,
     pub(crate) metas: Mutex<Lru<Path, Arc<SegmentMeta>>>,
+    pub(crate) data: Arc<DataCache>,
     pub(crate) counters: Arc<Counters>,
+}
+
+/// Recently fetched data intervals of seeks and bounded reads, keyed by object key, object
+/// size and byte range, bounded by `data_cache_bytes`. Objects are immutable, so an entry
+/// never goes stale; the size in the key guards against an object replaced by hand.
+pub(crate) type DataCache = Mutex<Lru<(Path, u64, u64, u64), Bytes>>;
+
+fn data_cache_capacity(config: &ColdConfig) -> usize {
+    usize::try_from(config.data_cache_bytes).unwrap_or(usize::MAX)
 }
 
 impl ColdTier {
@@ -58,6 +68,7 @@ impl ColdTier {
             store,
             layout: Layout::new(&config.prefix),
             metas: Mutex::new(Lru::new(config.index_cache_entries)),
+            data: Arc::new(Mutex::new(Lru::new(data_cache_capacity(&config)))),
             config,
             topics: Mutex::new(HashMap::new()),
             counters: Arc::new(Counters::default()),
@@ -90,6 +101,11 @@ impl ColdTier {
         *self.metas.lock() = Lru::new(self.config.index_cache_entries);
     }
 
+    /// Forgets all cached data intervals (the next seek fetches its interval again).
+    pub fn clear_data_cache(&self) {
+        self.data.lock().clear();
+    }
+
     pub(crate) fn topic_state(&self, topic: &TopicName) -> Arc<TopicState> {
         self.topics.lock().entry(topic.clone()).or_default().clone()
     }
@@ -109,11 +125,31 @@ impl ColdTier {
         let objects: Vec<_> = self.store.list(Some(&dir)).try_collect().await.map_err(|e| {
             map_store_error(topic_ctx(topic).location(dir.to_string()), "listing segments", e)
         })?;
-        let segments = objects
+        let mut found = Vec::new();
+        // Time bounds by range; `None` when two markers of one range disagree.
+        let mut markers: HashMap<OffsetRange, Option<TimeBounds>> = HashMap::new();
+        for o in objects {
+            match self.layout.parse_object(topic, &o.location) {
+                Some(ObjectName::Segment(range)) => found.push((o.location, range, o.size)),
+                Some(ObjectName::TimeMarker(range, bounds)) => {
+                    markers
+                        .entry(range)
+                        .and_modify(|known| {
+                            if *known != Some(bounds) {
+                                *known = None;
+                            }
+                        })
+                        .or_insert(Some(bounds));
+                }
+                None => {}
+            }
+        }
+        // A marker without its segment (orphan) is ignored: nothing looks it up.
+        let segments = found
             .into_iter()
-            .filter_map(|o| {
-                let range = self.layout.parse_key(topic, &o.location)?;
-                Some(Arc::new(SegmentObject::new(o.location, range, o.size)))
+            .map(|(key, range, size)| {
+                let bounds = markers.get(&range).copied().flatten();
+                Arc::new(SegmentObject::with_bounds(key, range, size, bounds))
             })
             .collect();
         Ok(Arc::new(Listing::new(topic, segments)?))
@@ -131,12 +167,16 @@ impl ColdTier {
         Ok(slot.get_or_insert(listing).clone())
     }
 
-    /// Adds an exported segment to the cached manifest.
+    /// Adds an exported segment to the cached manifest (or records that its time marker
+    /// now exists).
     pub(crate) fn note_segment(&self, topic: &TopicName, segment: SegmentObject) -> Result<(), TierError> {
         let state = self.topic_state(topic);
         let mut slot = state.listing.lock();
         if let Some(listing) = slot.as_ref() {
-            if listing.segments().iter().any(|s| s.key == segment.key) {
+            if let Some(known) = listing.segments().iter().find(|s| s.key == segment.key) {
+                if segment.marked && !known.marked {
+                    *slot = Some(Arc::new(listing.replacing(Arc::new(segment))));
+                }
                 return Ok(());
             }
             *slot = Some(Arc::new(listing.with(topic, Arc::new(segment))?));
@@ -156,12 +196,15 @@ impl ColdTier {
         Ok(listing.segments().iter().map(|s| (s.key.clone(), s.range, s.size)).collect())
     }
 
-    pub(crate) fn reader(&self, topic: &TopicName, key: &Path) -> ObjectReader {
+    /// Ranged GETs of `segment`, through the data cache when `cached`.
+    pub(crate) fn reader(&self, topic: &TopicName, segment: &SegmentObject, cached: bool) -> ObjectReader {
         ObjectReader {
             store: self.store.clone(),
-            key: key.clone(),
+            key: segment.key.clone(),
+            size: segment.size,
             topic: topic.clone(),
             counters: self.counters.clone(),
+            cache: cached.then(|| self.data.clone()),
         }
     }
 
@@ -181,7 +224,7 @@ impl ColdTier {
             .config
             .tail_fetch_bytes
             .max(tail_bytes_for_index(segment.size, self.config.index_interval_bytes));
-        let reader = self.reader(topic, &segment.key);
+        let reader = self.reader(topic, segment, false);
         let ctx = key_ctx(topic, &segment.key);
         let meta = Arc::new(SegmentMeta::fetch(&reader, segment.size, tail, &ctx).await?);
         if meta.offset_range() != segment.range {
@@ -194,40 +237,89 @@ impl ColdTier {
                 ),
             ));
         }
-        let _ = segment.max_timestamp.set(meta.trailer().max_timestamp);
+        let trailer = meta.trailer();
+        let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
+        let known = *segment.bounds.get_or_init(|| bounds);
+        if known != bounds {
+            return Err(TierError::corruption(
+                ctx,
+                format!(
+                    "the segment's time marker says timestamps {}..={} but its trailer says {}..={}",
+                    known.min, known.max, bounds.min, bounds.max
+                ),
+            ));
+        }
         self.metas.lock().insert(segment.key.clone(), meta.clone());
         Ok(meta)
     }
 
-    /// `segment` opened for ranged reads (metadata from the cache or fetched).
+    /// `segment` opened for seeks and bounded reads (metadata from the cache or
+    /// fetched; data intervals through the data cache).
     pub(crate) async fn open_segment(
         &self,
         topic: &TopicName,
         segment: &SegmentObject,
     ) -> Result<RangedSegment<ObjectReader>, TierError> {
+        self.open_segment_with(topic, segment, true).await
+    }
+
+    /// `segment` opened for a sequential stream: its data bypasses the data cache, so a
+    /// long catch-up neither evicts the seeks' intervals nor holds more memory.
+    pub(crate) async fn open_segment_uncached(
+        &self,
+        topic: &TopicName,
+        segment: &SegmentObject,
+    ) -> Result<RangedSegment<ObjectReader>, TierError> {
+        self.open_segment_with(topic, segment, false).await
+    }
+
+    async fn open_segment_with(
+        &self,
+        topic: &TopicName,
+        segment: &SegmentObject,
+        cached: bool,
+    ) -> Result<RangedSegment<ObjectReader>, TierError> {
         let meta = self.meta(topic, segment).await?;
-        Ok(RangedSegment::from_meta(self.reader(topic, &segment.key), meta, key_ctx(topic, &segment.key)))
+        let reader = self.reader(topic, segment, cached);
+        Ok(RangedSegment::from_meta(reader, meta, key_ctx(topic, &segment.key)))
     }
 }
 
-/// Ranged GETs of one object, counted in the tier's stats.
+/// Ranged GETs of one object, counted in the tier's stats, optionally through the data
+/// cache.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectReader {
     store: Arc<dyn ObjectStore>,
     key: Path,
+    size: u64,
     topic: TopicName,
     counters: Arc<Counters>,
+    cache: Option<Arc<DataCache>>,
 }
 
 #[async_trait]
 impl RangeReader for ObjectReader {
     async fn read_range(&self, range: Range<u64>) -> Result<Bytes, TierError> {
         let start = range.start;
+        let cache_key = (self.key.clone(), self.size, range.start, range.end);
+        if let Some(cache) = &self.cache {
+            if let Some(bytes) = cache.lock().get(&cache_key) {
+                Counters::add(&self.counters.data_cache_hits, 1);
+                return Ok(bytes);
+            }
+            Counters::add(&self.counters.data_cache_misses, 1);
+        }
         let bytes = self.store.get_range(&self.key, range).await.map_err(|e| {
             let ctx = key_ctx(&self.topic, &self.key).location(format!("{}@{start}", self.key));
             map_store_error(ctx, "ranged read", e)
         })?;
         self.counters.note_get(bytes.len() as u64);
+        if let Some(cache) = &self.cache {
+            // Only whole answers are kept (a short read is an error the caller reports).
+            if bytes.len() as u64 == cache_key.3 - cache_key.2 {
+                cache.lock().insert_weighted(cache_key, bytes.clone(), bytes.len());
+            }
+        }
         Ok(bytes)
     }
 }

@@ -167,6 +167,11 @@ pub struct ColdConfig {
     pub read_ahead: usize,
     /// Segment metadata (trailer + index) entries kept in the LRU cache. Default 1024.
     pub index_cache_entries: usize,
+    /// Bytes of recently fetched data intervals kept in an LRU cache for seeks and
+    /// bounded reads (so `read(offset_for_timestamp(t))` fetches the interval once);
+    /// sequential [`stream`](crate::ColdTier::stream)s bypass it. An interval larger
+    /// than this is not cached; 0 disables the cache. Default 4 MiB.
+    pub data_cache_bytes: u64,
     /// Bytes fetched from an object's end to read its trailer and index in one request;
     /// raised per object to hold the whole index of a segment written with
     /// `index_interval_bytes`. Default 64 KiB.
@@ -199,6 +204,7 @@ impl Default for ColdConfig {
             read_buffer: 1 << 20,
             read_ahead: 4,
             index_cache_entries: 1024,
+            data_cache_bytes: 4 << 20,
             tail_fetch_bytes: tier_core::segment::DEFAULT_TAIL_FETCH_BYTES,
             index_interval_bytes: tier_core::segment::DEFAULT_INDEX_INTERVAL_BYTES,
             multipart_threshold: 8 << 20,

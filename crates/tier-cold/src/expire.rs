@@ -6,13 +6,19 @@ use tier_core::{OffsetRange, TierError, Timestamp, TopicName};
 
 use crate::ColdTier;
 use crate::error::{key_ctx, map_store_error};
+use crate::layout::TimeBounds;
 use crate::stats::Counters;
 
 impl ColdTier {
     /// Deletes, oldest first, the segments of `topic` whose newest record is older than
     /// `cutoff_ms`, stopping at the first segment that is not. The last segment is never
-    /// deleted, so the range's end never moves back (invariant 2). Returns the keys
-    /// deleted and the range now held.
+    /// deleted, so the range's end never moves back (invariant 2). Returns the segment
+    /// keys deleted and the range now held.
+    ///
+    /// Segments' newest timestamps come from their time markers when the listing has
+    /// them (no request), else from their trailers. Each segment's marker is deleted
+    /// *before* the segment, so a crash in between leaves a segment without a marker
+    /// (which lookups handle by reading its trailer), never a marker without a segment.
     pub async fn expire_before(
         &self,
         topic: &TopicName,
@@ -24,27 +30,29 @@ impl ColdTier {
         let segments = listing.segments();
         let mut doomed = Vec::new();
         for segment in segments.iter().take(segments.len().saturating_sub(1)) {
-            let max = self.meta(topic, segment).await?.trailer().max_timestamp;
-            if max >= cutoff_ms {
+            let bounds = match segment.bounds.get() {
+                Some(bounds) => *bounds,
+                None => {
+                    let meta = self.meta(topic, segment).await?;
+                    TimeBounds { min: meta.trailer().min_timestamp, max: meta.trailer().max_timestamp }
+                }
+            };
+            if bounds.max >= cutoff_ms {
                 break;
             }
-            doomed.push(segment.key.clone());
+            doomed.push((segment.key.clone(), self.layout.marker_key(topic, segment.range, bounds)));
         }
         let mut deleted = Vec::new();
         // One at a time from the front: a failure leaves a contiguous suffix behind.
-        for key in &doomed {
-            let mut results = self.store.delete_stream(futures::stream::iter([Ok(key.clone())]).boxed());
-            while let Some(result) = results.next().await {
-                match result {
-                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => {
-                        *state.listing.lock() =
-                            Some(std::sync::Arc::new(listing.without_first(deleted.len())));
-                        return Err(map_store_error(key_ctx(topic, key), "deleting an expired segment", e));
-                    }
+        for (key, marker) in &doomed {
+            for (what, object) in
+                [("deleting an expired time marker", marker), ("deleting an expired segment", key)]
+            {
+                if let Err(e) = self.delete_object(object).await {
+                    *state.listing.lock() = Some(std::sync::Arc::new(listing.without_first(deleted.len())));
+                    return Err(map_store_error(key_ctx(topic, object), what, e));
                 }
             }
-            Counters::add(&self.counters.deletes, 1);
             self.metas.lock().remove(key);
             deleted.push(key.clone());
         }
@@ -52,6 +60,19 @@ impl ColdTier {
         let range = remaining.range();
         *state.listing.lock() = Some(remaining);
         Ok((deleted, range))
+    }
+
+    /// Deletes `key`; an object already gone is success.
+    async fn delete_object(&self, key: &Path) -> Result<(), object_store::Error> {
+        let mut results = self.store.delete_stream(futures::stream::iter([Ok(key.clone())]).boxed());
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(_) => Counters::add(&self.counters.deletes, 1),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// [`expire_before`](Self::expire_before) `now_ms - expiry` when the configuration

@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::ColdTier;
 use crate::error::{file_error, key_ctx, map_store_error};
+use crate::layout::TimeBounds;
 use crate::listing::SegmentObject;
 use crate::stats::Counters;
 
@@ -68,7 +69,13 @@ impl ColdTier {
     ///   holds more than `upload_concurrency + 1` parts in memory.
     /// - Idempotent: an existing object with the same length and trailer bytes is
     ///   [`ExportOutcome::AlreadyPresent`]; a different one is [`TierError::Fenced`].
-    /// - The cached manifest gains the segment.
+    /// - Then a zero-byte *time marker* object carrying the segment's timestamp bounds is
+    ///   written beside it (see [`Layout::marker_key`](crate::Layout::marker_key)), also
+    ///   when the segment was already present and the manifest knows no marker for it,
+    ///   so a re-export restores a missing marker.
+    ///   A failure there is an error too (the segment itself is stored; retrying the
+    ///   export writes only the marker).
+    /// - The cached manifest gains the segment, with its time bounds.
     ///
     /// Errors: `InvalidInput` for a file that is not a sealed segment of `topic` or is
     /// empty; `Fenced` for a conflicting object (same name, or overlapping offsets in the
@@ -89,9 +96,14 @@ impl ColdTier {
                 format!("offsets {range:?} overlap the existing object {} ({:?})", other.key, other.range),
             ));
         }
+        let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
+        let exported = |key: &Path| SegmentObject::with_bounds(key.clone(), range, len, Some(bounds));
         let fingerprint = Fingerprint { len, trailer: trailer_bytes, whole: None };
         if self.existing_matches(topic, &key, &fingerprint).await? {
-            self.note_segment(topic, SegmentObject::new(key.clone(), range, len))?;
+            if !listing.segments().iter().any(|s| s.key == key && s.marked) {
+                self.put_marker(topic, range, bounds).await?;
+            }
+            self.note_segment(topic, exported(&key))?;
             return Ok(ExportOutcome::AlreadyPresent { key, range });
         }
         let parts = if len <= self.config.multipart_threshold {
@@ -103,7 +115,8 @@ impl ColdTier {
             match self.put_create(topic, &key, Bytes::from(data)).await? {
                 true => 0,
                 false if self.existing_matches(topic, &key, &fingerprint).await? => {
-                    self.note_segment(topic, SegmentObject::new(key.clone(), range, len))?;
+                    self.put_marker(topic, range, bounds).await?;
+                    self.note_segment(topic, exported(&key))?;
                     return Ok(ExportOutcome::AlreadyPresent { key, range });
                 }
                 false => {
@@ -116,8 +129,29 @@ impl ColdTier {
         } else {
             self.put_multipart_from_file(topic, &key, path, len).await?
         };
-        self.note_segment(topic, SegmentObject::new(key.clone(), range, len))?;
+        self.put_marker(topic, range, bounds).await?;
+        self.note_segment(topic, exported(&key))?;
         Ok(ExportOutcome::Uploaded { key, range, bytes: len, parts })
+    }
+
+    /// Writes the zero-byte time marker of the segment holding `range` (always *after*
+    /// the segment, so a crash leaves a segment without a marker, never a marker without
+    /// its segment). One conditional PUT; an existing marker is success.
+    pub(crate) async fn put_marker(
+        &self,
+        topic: &TopicName,
+        range: OffsetRange,
+        bounds: TimeBounds,
+    ) -> Result<(), TierError> {
+        let key = self.layout.marker_key(topic, range, bounds);
+        let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        Counters::add(&self.counters.marker_puts, 1);
+        match self.store.put_opts(&key, PutPayload::new(), opts).await {
+            Ok(_)
+            | Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(()),
+            Err(e) => Err(map_store_error(key_ctx(topic, &key), "writing a time marker", e)),
+        }
     }
 
     /// One `PutMode::Create` PUT; `Ok(false)` when an object already exists there.

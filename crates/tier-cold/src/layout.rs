@@ -1,14 +1,46 @@
-//! Object names: `<prefix>/<topic>/<base_offset:020>-<last_offset:020>.seg`.
+//! Object names: `<prefix>/<topic>/<base_offset:020>-<last_offset:020>.seg` for segments
+//! and `<prefix>/<topic>/<base_offset:020>-<last_offset:020>.ts-<min:016x>-<max:016x>` for
+//! their zero-byte *time markers*.
 //!
 //! The names encode each segment's offset range (`last` is inclusive), zero-padded so
 //! that names sort by offset; the listing of `<prefix>/<topic>/` is the manifest, with no
-//! metadata kept elsewhere. See `docs/cold.md` ("Object layout").
+//! metadata kept elsewhere. A time marker carries its segment's smallest and largest
+//! record timestamps, so a listing knows every segment's time bounds without reading a
+//! trailer. Timestamps are written *offset-binary*: the `i64` with its sign bit flipped,
+//! as 16 lowercase hex digits, so negative timestamps need no sign character and names
+//! sort by timestamp (`i64::MIN` is `0000000000000000`, `0` is `8000000000000000`). A
+//! marker sorts right after its segment (`.seg` < `.ts-`). See `docs/cold.md` ("Object
+//! layout").
 
 use object_store::path::Path;
-use tier_core::{Offset, OffsetRange, TopicName};
+use tier_core::{Offset, OffsetRange, Timestamp, TopicName};
 
 /// Suffix of every segment object.
 pub const SEGMENT_SUFFIX: &str = ".seg";
+
+/// What follows `<base>-<last>` in a time marker's name, before the timestamps.
+pub const MARKER_INFIX: &str = ".ts-";
+
+/// Hex digits of each timestamp in a time marker's name.
+const TIMESTAMP_WIDTH: usize = 16;
+
+/// The smallest and largest record timestamps of a segment (both inclusive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TimeBounds {
+    /// Smallest record timestamp.
+    pub min: Timestamp,
+    /// Largest record timestamp.
+    pub max: Timestamp,
+}
+
+/// What an object of a topic's folder is, by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectName {
+    /// A segment object holding these offsets.
+    Segment(OffsetRange),
+    /// The time marker of the segment holding these offsets.
+    TimeMarker(OffsetRange, TimeBounds),
+}
 
 /// Width of each zero-padded offset in a name (`u64::MAX` has 20 digits).
 const OFFSET_WIDTH: usize = 20;
@@ -46,16 +78,39 @@ impl Layout {
         self.topic_dir(topic).join(segment_file_name(range))
     }
 
+    /// The zero-byte time marker of the segment holding `range` (non-empty) whose record
+    /// timestamps are `bounds`.
+    ///
+    /// # Panics
+    /// If `range` is empty (an empty segment is never stored).
+    pub fn marker_key(&self, topic: &TopicName, range: OffsetRange, bounds: TimeBounds) -> Path {
+        assert!(!range.is_empty(), "an empty segment has no object name");
+        self.topic_dir(topic).join(marker_file_name(range, bounds))
+    }
+
     /// The offset range named by `key` when it is a segment object of `topic` directly in
-    /// its folder; `None` for any other object.
+    /// its folder; `None` for any other object (time markers included).
     pub fn parse_key(&self, topic: &TopicName, key: &Path) -> Option<OffsetRange> {
+        match self.parse_object(topic, key)? {
+            ObjectName::Segment(range) => Some(range),
+            ObjectName::TimeMarker(..) => None,
+        }
+    }
+
+    /// What `key` is when it is a segment or a time marker of `topic` directly in its
+    /// folder; `None` for any other object.
+    pub fn parse_object(&self, topic: &TopicName, key: &Path) -> Option<ObjectName> {
         let dir = self.topic_dir(topic);
         let mut rest = key.prefix_match(&dir)?;
         let name = rest.next()?;
         if rest.next().is_some() {
             return None;
         }
-        parse_file_name(name.as_ref())
+        let name = name.as_ref();
+        if let Some(range) = parse_file_name(name) {
+            return Some(ObjectName::Segment(range));
+        }
+        parse_marker_name(name).map(|(range, bounds)| ObjectName::TimeMarker(range, bounds))
     }
 }
 
@@ -64,10 +119,49 @@ pub fn segment_file_name(range: OffsetRange) -> String {
     format!("{:0w$}-{:0w$}{SEGMENT_SUFFIX}", range.start, range.end - 1, w = OFFSET_WIDTH)
 }
 
+/// `<base:020>-<last:020>.ts-<min:016x>-<max:016x>` for `range` (non-empty) and `bounds`.
+pub fn marker_file_name(range: OffsetRange, bounds: TimeBounds) -> String {
+    format!(
+        "{:0w$}-{:0w$}{MARKER_INFIX}{}-{}",
+        range.start,
+        range.end - 1,
+        encode_timestamp(bounds.min),
+        encode_timestamp(bounds.max),
+        w = OFFSET_WIDTH
+    )
+}
+
+/// The range and time bounds a marker name `<base:020>-<last:020>.ts-<min:016x>-<max:016x>`
+/// names, or `None` when it does not follow the grammar (including `min > max`).
+pub fn parse_marker_name(name: &str) -> Option<(OffsetRange, TimeBounds)> {
+    let (stem, times) = name.split_once(MARKER_INFIX)?;
+    let range = parse_range(stem)?;
+    let (min, max) = times.split_once('-')?;
+    let bounds = TimeBounds { min: decode_timestamp(min)?, max: decode_timestamp(max)? };
+    (bounds.min <= bounds.max).then_some((range, bounds))
+}
+
+/// Offset-binary: the sign bit flipped, 16 lowercase hex digits (sorts like the `i64`).
+fn encode_timestamp(t: Timestamp) -> String {
+    format!("{:0w$x}", (t as u64) ^ (1 << 63), w = TIMESTAMP_WIDTH)
+}
+
+fn decode_timestamp(s: &str) -> Option<Timestamp> {
+    if s.len() != TIMESTAMP_WIDTH || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let biased = u64::from_str_radix(s, 16).ok()?;
+    Some((biased ^ (1 << 63)) as Timestamp)
+}
+
 /// The range a file name `<base:020>-<last:020>.seg` names, or `None` when it does not
 /// follow the grammar (wrong widths, non-digits, `last < base`, `last == u64::MAX`).
 pub fn parse_file_name(name: &str) -> Option<OffsetRange> {
-    let stem = name.strip_suffix(SEGMENT_SUFFIX)?;
+    parse_range(name.strip_suffix(SEGMENT_SUFFIX)?)
+}
+
+/// The range `<base:020>-<last:020>` names.
+fn parse_range(stem: &str) -> Option<OffsetRange> {
     let (base, last) = stem.split_once('-')?;
     let digits = |s: &str| s.len() == OFFSET_WIDTH && s.bytes().all(|b| b.is_ascii_digit());
     if !digits(base) || !digits(last) {
@@ -99,6 +193,51 @@ mod tests {
             parse_file_name(&segment_file_name(OffsetRange::new(0, u64::MAX))),
             Some(OffsetRange::new(0, u64::MAX))
         );
+    }
+
+    #[test]
+    fn markers_round_trip_sort_next_to_their_segment_and_handle_negative_times() {
+        let layout = Layout::new("p");
+        let topic = TopicName::new("t").expect("valid");
+        let range = OffsetRange::new(5, 10);
+        for bounds in [
+            TimeBounds { min: -7, max: 3 },
+            TimeBounds { min: i64::MIN, max: i64::MAX },
+            TimeBounds { min: 1_764_000_000_000, max: 1_764_000_000_000 },
+        ] {
+            let key = layout.marker_key(&topic, range, bounds);
+            assert_eq!(layout.parse_object(&topic, &key), Some(ObjectName::TimeMarker(range, bounds)));
+            assert_eq!(layout.parse_key(&topic, &key), None, "a marker is not a segment");
+        }
+        assert_eq!(
+            marker_file_name(range, TimeBounds { min: -1, max: 0 }),
+            "00000000000000000005-00000000000000000009.ts-7fffffffffffffff-8000000000000000"
+        );
+        let seg = segment_file_name(range);
+        let marker = marker_file_name(range, TimeBounds { min: i64::MIN, max: i64::MIN });
+        let next = segment_file_name(OffsetRange::new(10, 11));
+        assert!(seg < marker && marker < next, "{seg} {marker} {next}");
+        let mut times: Vec<i64> = vec![5, -3, i64::MIN, 0, i64::MAX, -1];
+        let mut names: Vec<String> = times.iter().map(|&t| encode_timestamp(t)).collect();
+        times.sort();
+        names.sort();
+        assert_eq!(names.iter().map(|n| decode_timestamp(n).expect("valid")).collect::<Vec<_>>(), times);
+    }
+
+    #[test]
+    fn malformed_markers_are_ignored() {
+        let layout = Layout::new("");
+        let topic = TopicName::new("t").expect("valid");
+        for name in [
+            "t/00000000000000000001-00000000000000000002.ts-8000000000000001-8000000000000000",
+            "t/00000000000000000001-00000000000000000002.ts-800000000000000-8000000000000000",
+            "t/00000000000000000001-00000000000000000002.ts-800000000000000G-8000000000000000",
+            "t/00000000000000000001-00000000000000000002.ts-8000000000000000",
+            "t/00000000000000000002-00000000000000000001.ts-8000000000000000-8000000000000000",
+            "t/00000000000000000001-00000000000000000002.ts-8000000000000000-8000000000000000x",
+        ] {
+            assert_eq!(layout.parse_object(&topic, &Path::from(name)), None, "{name}");
+        }
     }
 
     #[test]

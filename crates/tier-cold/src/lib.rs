@@ -2,14 +2,16 @@
 //! local directory, through the `object_store` crate), read in place with ranged
 //! requests guided by each segment's footer index.
 //!
-//! - [`layout`]: object names `<prefix>/<topic>/<base:020>-<last:020>.seg`; the listing
-//!   of a topic's folder is its manifest.
+//! - [`layout`]: object names `<prefix>/<topic>/<base:020>-<last:020>.seg`, and beside
+//!   each segment a zero-byte time marker `<base:020>-<last:020>.ts-<min>-<max>` carrying
+//!   its timestamp bounds; the listing of a topic's folder is its manifest.
 //! - [`ColdTier::export_segment`]: idempotent upload of a sealed WAL segment file
 //!   (conditional PUT, or a streamed multipart upload for large segments).
 //! - Reads: [`Tier::read`](tier_core::Tier::read) for bounded reads,
 //!   [`ColdTier::stream`] for long sequential reads with read-ahead; segment metadata
-//!   (trailer + index) is cached in a bounded LRU, so a seek costs two requests cold and
-//!   one warm.
+//!   (trailer + index) is cached in a bounded LRU and recently fetched data intervals in
+//!   a byte-bounded one, so a seek by offset or timestamp (lookup then read) costs two
+//!   requests cold and one with the index cached.
 //! - [`ColdTier::expire_before`]: optional time-based expiry of whole segments.
 //! - [`ColdConfig`]: backend, buffers, multipart and retry settings.
 //! - `testing` (feature `testing`): `CountingStore` and `FaultyStore` wrappers.

@@ -1,12 +1,14 @@
 //! The in-memory manifest of a topic: its segment objects sorted by offset, built from a
-//! (paginated) listing of `<prefix>/<topic>/` and extended after each export.
+//! (paginated) listing of `<prefix>/<topic>/` and extended after each export. Time markers
+//! in the listing give segments their time bounds without a request.
 
 use std::sync::{Arc, OnceLock};
 
 use object_store::path::Path;
-use tier_core::{Offset, OffsetRange, TierError, Timestamp, TopicName};
+use tier_core::{Offset, OffsetRange, TierError, TopicName};
 
 use crate::error::key_ctx;
+use crate::layout::TimeBounds;
 
 /// One segment object as the listing knows it.
 #[derive(Debug)]
@@ -17,13 +19,28 @@ pub(crate) struct SegmentObject {
     pub(crate) range: OffsetRange,
     /// Its size in bytes.
     pub(crate) size: u64,
-    /// The newest record timestamp, once its trailer has been read.
-    pub(crate) max_timestamp: OnceLock<Timestamp>,
+    /// The record timestamps' bounds, from the segment's time marker in the listing, its
+    /// export, or once its trailer has been read.
+    pub(crate) bounds: OnceLock<TimeBounds>,
+    /// Whether its time marker is known to exist (listed, or written by this tier).
+    pub(crate) marked: bool,
 }
 
 impl SegmentObject {
+    /// A segment whose time bounds are not known yet.
     pub(crate) fn new(key: Path, range: OffsetRange, size: u64) -> Self {
-        Self { key, range, size, max_timestamp: OnceLock::new() }
+        Self { key, range, size, bounds: OnceLock::new(), marked: false }
+    }
+
+    /// A segment whose time marker is known to exist with `bounds` (`None`: no marker
+    /// known, bounds not known yet).
+    pub(crate) fn with_bounds(key: Path, range: OffsetRange, size: u64, bounds: Option<TimeBounds>) -> Self {
+        let mut segment = Self::new(key, range, size);
+        if let Some(bounds) = bounds {
+            let _ = segment.bounds.set(bounds);
+            segment.marked = true;
+        }
+        segment
     }
 }
 
@@ -90,6 +107,16 @@ impl Listing {
         let mut segments = self.segments.clone();
         segments.push(segment);
         Self::new(topic, segments)
+    }
+
+    /// The listing with the segment of the same key replaced by `segment`.
+    pub(crate) fn replacing(&self, segment: Arc<SegmentObject>) -> Self {
+        let segments = self
+            .segments
+            .iter()
+            .map(|s| if s.key == segment.key { segment.clone() } else { s.clone() })
+            .collect();
+        Self { segments }
     }
 
     /// The listing without the first `n` segments.

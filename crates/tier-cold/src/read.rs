@@ -70,11 +70,12 @@ impl ColdTier {
     }
 
     /// `Tier::offset_for_timestamp`: the answer lies in the first segment whose newest
-    /// timestamp reaches `t` (every earlier record is below `t`). Segment maxima are
-    /// learned from trailers (one tail request per segment not yet seen, remembered in
-    /// the manifest), then the answering segment's index gives the interval to read: a
-    /// seek costs at most two requests when that segment's metadata is not cached, one
-    /// when it is.
+    /// timestamp reaches `t` (every earlier record is below `t`). Segment maxima come
+    /// from the time markers in the listing (no request); a segment without one falls
+    /// back to its trailer (one tail request, remembered in the manifest). Then the
+    /// answering segment's index gives the interval to read: a lookup costs at most two
+    /// requests when that segment's metadata is not cached, one when it is, and the
+    /// interval stays in the data cache for the `read` that follows.
     pub(crate) async fn lookup_timestamp(
         &self,
         topic: &TopicName,
@@ -89,8 +90,8 @@ impl ColdTier {
                 return Err(gap_error(topic, &listing, want, i));
             }
             expected = Some(segment.range.end);
-            let max = match segment.max_timestamp.get() {
-                Some(max) => *max,
+            let max = match segment.bounds.get() {
+                Some(bounds) => bounds.max,
                 None => self.meta(topic, segment).await?.trailer().max_timestamp,
             };
             if max >= t {

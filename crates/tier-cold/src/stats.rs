@@ -29,6 +29,12 @@ pub struct ColdStats {
     pub meta_cache_hits: u64,
     /// Segment metadata fetched from the store.
     pub meta_cache_misses: u64,
+    /// Data intervals of seeks and bounded reads found in the data cache (no request).
+    pub data_cache_hits: u64,
+    /// Data intervals of seeks and bounded reads fetched from the store.
+    pub data_cache_misses: u64,
+    /// Zero-byte time markers written.
+    pub marker_puts: u64,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +51,9 @@ pub(crate) struct Counters {
     pub(crate) deletes: AtomicU64,
     pub(crate) meta_cache_hits: AtomicU64,
     pub(crate) meta_cache_misses: AtomicU64,
+    pub(crate) data_cache_hits: AtomicU64,
+    pub(crate) data_cache_misses: AtomicU64,
+    pub(crate) marker_puts: AtomicU64,
 }
 
 impl Counters {
@@ -73,6 +82,9 @@ impl Counters {
             deletes: g(&self.deletes),
             meta_cache_hits: g(&self.meta_cache_hits),
             meta_cache_misses: g(&self.meta_cache_misses),
+            data_cache_hits: g(&self.data_cache_hits),
+            data_cache_misses: g(&self.data_cache_misses),
+            marker_puts: g(&self.marker_puts),
         }
     }
 }

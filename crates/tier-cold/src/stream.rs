@@ -1,5 +1,6 @@
 //! Long sequential reads: whole index intervals fetched in ranged GETs of up to
-//! `read_buffer` bytes, `read_ahead` of them in flight.
+//! `read_buffer` bytes, `read_ahead` of them in flight. Streams bypass the data cache of
+//! seeks: their memory is the read-ahead alone.
 
 use std::sync::Arc;
 
@@ -142,7 +143,7 @@ where
                 let missing = listing.segments()[i - 1].range.end;
                 return Err(gap_error(&topic, &listing, missing, i));
             }
-            let ranged = Arc::new(tier.open_segment(&topic, segment).await?);
+            let ranged = Arc::new(tier.open_segment_uncached(&topic, segment).await?);
             Ok::<_, TierError>(stream::iter(chunks_of(ranged, from, read_buffer).into_iter().map(Ok)))
         }
     });

@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tier_core::segment::{SegmentHeader, SegmentWriter};
+use tier_core::segment::{SegmentHeader, SegmentWriter, Trailer};
 use tier_core::{
     Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
@@ -15,6 +15,7 @@ use tier_core::{
 use crate::ColdTier;
 use crate::error::{key_ctx, topic_ctx};
 use crate::export::Fingerprint;
+use crate::layout::TimeBounds;
 use crate::listing::SegmentObject;
 
 impl ColdTier {
@@ -117,6 +118,12 @@ impl Tier for ColdTier {
         let range = OffsetRange::new(base, batch.end_offset());
         let key = self.layout.segment_key(topic, range);
         let len = data.len() as u64;
+        // The bounds the trailer just written holds (what `meta` will compare against).
+        let trailer =
+            Trailer::decode(&data[data.len() - tier_core::segment::TRAILER_LEN..]).map_err(|e| {
+                TierError::internal(key_ctx(topic, &key), format!("decoding our own trailer: {e}"))
+            })?;
+        let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
         if !self.put_create(topic, &key, data.clone()).await? {
             let tail = data.slice(data.len() - tier_core::segment::TRAILER_LEN..);
             let fingerprint = Fingerprint { len, trailer: tail, whole: Some(data) };
@@ -127,7 +134,11 @@ impl Tier for ColdTier {
                 ));
             }
         }
-        self.note_segment(topic, SegmentObject::new(key, range, len))
+        // The batch is durable; a missing marker only costs a later lookup a trailer read.
+        if let Err(e) = self.put_marker(topic, range, bounds).await {
+            tracing::warn!(error = %e, "writing a time marker failed; timestamp lookups will read the trailer");
+        }
+        self.note_segment(topic, SegmentObject::with_bounds(key, range, len, Some(bounds)))
     }
 
     async fn read(

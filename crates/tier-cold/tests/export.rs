@@ -31,15 +31,27 @@ async fn small_segment_is_one_put_and_a_second_export_is_already_present() {
         }
         other => panic!("expected Uploaded, got {other:?}"),
     }
-    assert_eq!(store.counts().puts, 1);
+    assert_eq!(store.counts().puts, 2, "the segment, then its time marker");
     assert_eq!(store.counts().multipart_starts, 0);
+    let objects = all_objects(tier.store().as_ref(), None).await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    assert_eq!(objects[0].0, key, "the segment sorts first");
+    assert_eq!(
+        objects[1],
+        (
+            "orders/00000000000000000100-00000000000000000149.ts-80000000000007d0-80000000000009ba"
+                .to_string(),
+            0
+        ),
+        "a zero-byte marker with timestamps 2000 and 2490"
+    );
     let stored = tier.store().get(&outcome.key().clone()).await.expect("get").bytes().await.expect("bytes");
     assert_eq!(stored.as_ref(), std::fs::read(&file).expect("read").as_slice(), "uploaded byte for byte");
     assert_eq!(tier.range(&t).await.expect("range"), OffsetRange::new(100, 150));
 
     let again = tier.export_segment(&t, &file).await.expect("re-export");
     assert!(matches!(again, ExportOutcome::AlreadyPresent { .. }), "{again:?}");
-    assert_eq!(store.counts().puts, 1, "no second copy");
+    assert_eq!(store.counts().puts, 2, "no second copy, and the marker is known");
     let got = tier.read(&t, 120, 125, ReadLimit::unbounded()).await.expect("read");
     assert_eq!(got, records(120, 5, 100));
 }
@@ -69,7 +81,11 @@ async fn a_different_segment_at_the_same_name_or_overlapping_is_fenced() {
     // Another topic's segment.
     let err = tier.export_segment(&topic("other"), &a).await.expect_err("wrong topic");
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-    assert_eq!(all_objects(tier.store().as_ref(), None).await.len(), 1, "nothing else was written");
+    assert_eq!(
+        all_objects(tier.store().as_ref(), None).await.len(),
+        2,
+        "nothing but the first segment and its marker was written"
+    );
 }
 
 #[tokio::test]
@@ -85,7 +101,11 @@ async fn large_segment_is_a_multipart_upload_streamed_in_parts() {
     let want_parts = len.div_ceil(5 << 20);
     assert!(matches!(outcome, ExportOutcome::Uploaded { parts, .. } if parts == want_parts), "{outcome:?}");
     let c = store.counts();
-    assert_eq!((c.multipart_starts, c.parts, c.multipart_completes, c.puts), (1, want_parts, 1, 0));
+    assert_eq!(
+        (c.multipart_starts, c.parts, c.multipart_completes, c.puts),
+        (1, want_parts, 1, 1),
+        "one multipart upload, then one PUT: the time marker"
+    );
     let stored = tier.store().get(outcome.key()).await.expect("get").bytes().await.expect("bytes");
     assert_eq!(stored.as_ref(), std::fs::read(&file).expect("read").as_slice());
     assert!(matches!(
@@ -120,7 +140,8 @@ async fn crash_mid_upload_then_reexport(
     let outcome = healthy.export_segment(&t, &file).await.expect("re-export");
     assert!(matches!(outcome, ExportOutcome::Uploaded { .. }), "{outcome:?}");
     let objects = all_objects(base.as_ref(), Some(&dir_path)).await;
-    assert_eq!(objects.len(), 1, "exactly one object: {objects:?}");
+    assert_eq!(objects.len(), 2, "exactly one segment and its marker: {objects:?}");
+    assert!(objects[1].0.contains(".ts-") && objects[1].1 == 0, "{objects:?}");
     let stored = base.get(outcome.key()).await.expect("get").bytes().await.expect("bytes");
     assert_eq!(stored.as_ref(), std::fs::read(&file).expect("read").as_slice());
     let again = healthy.export_segment(&t, &file).await.expect("third export");

@@ -29,16 +29,24 @@ async fn seeks_in_a_256_mib_segment_cost_two_requests_cold_and_one_cached() {
 
     for offset in [1_000, 3_333, end - 1] {
         tier.clear_index_cache();
+        tier.clear_data_cache();
         counting.reset();
         let got = tier.read(&t, offset, offset + 1, ReadLimit::unbounded()).await.expect("read");
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].offset, offset);
         assert_eq!(got[0].key.as_deref(), Some(format!("k{offset}").as_bytes()));
         assert!(counting.counts().total() <= 2, "cold seek to {offset}: {:?}", counting.counts());
+        // Index cached, data interval not: one request.
+        tier.clear_data_cache();
         counting.reset();
         let got = tier.read(&t, offset, offset + 1, ReadLimit::unbounded()).await.expect("read");
         assert_eq!(got[0].offset, offset);
         assert_eq!(counting.counts().total(), 1, "cached seek to {offset}: {:?}", counting.counts());
+        // The interval too: none.
+        counting.reset();
+        let got = tier.read(&t, offset, offset + 1, ReadLimit::unbounded()).await.expect("read");
+        assert_eq!(got[0].offset, offset);
+        assert_eq!(counting.counts().total(), 0, "repeated seek to {offset}: {:?}", counting.counts());
     }
     for (ts, want) in [
         (0, 1_000),
@@ -47,13 +55,19 @@ async fn seeks_in_a_256_mib_segment_cost_two_requests_cold_and_one_cached() {
         (1000 + 10 * (end as i64 - 1), end - 1),
     ] {
         tier.clear_index_cache();
+        tier.clear_data_cache();
         counting.reset();
         let got = tier.offset_for_timestamp(&t, ts).await.expect("lookup");
         assert_eq!(got, Some(want), "timestamp {ts}");
-        assert!(counting.counts().total() <= 2, "cold timestamp seek: {:?}", counting.counts());
+        let got = tier.read(&t, want, want + 1, ReadLimit::unbounded()).await.expect("read");
+        assert_eq!(got[0].offset, want);
+        assert!(counting.counts().total() <= 2, "cold timestamp seek + read: {:?}", counting.counts());
+        tier.clear_data_cache();
         counting.reset();
         assert_eq!(tier.offset_for_timestamp(&t, ts).await.expect("lookup"), Some(want));
-        assert_eq!(counting.counts().total(), 1, "cached timestamp seek: {:?}", counting.counts());
+        let got = tier.read(&t, want, want + 1, ReadLimit::unbounded()).await.expect("read");
+        assert_eq!(got[0].offset, want);
+        assert_eq!(counting.counts().total(), 1, "cached timestamp seek + read: {:?}", counting.counts());
     }
     assert_eq!(tier.offset_for_timestamp(&t, i64::MAX).await.expect("lookup"), None);
 }

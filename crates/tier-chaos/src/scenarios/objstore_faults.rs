@@ -67,7 +67,8 @@ async fn open_faulty(
     Ok((store, faulty, s3))
 }
 
-/// Checks the bucket's segment objects of the topic cover disjoint, contiguous ranges;
+/// Checks the bucket's segment objects of the topic cover disjoint, contiguous ranges
+/// (time markers only beside their segments);
 /// returns how many objects there are and counts overlaps as duplicates.
 async fn check_objects(
     s3: &Arc<dyn ObjectStore>,
@@ -94,8 +95,22 @@ async fn check_objects(
             r.fail(format!("{phase}: no object holds {:?}", OffsetRange::new(pair[0].end, pair[1].start)));
         }
     }
-    if metas.len() != ranges.len() {
-        r.fail(format!("{phase}: {} objects that are not segments", metas.len() - ranges.len()));
+    // Each segment may have one time marker (written after it); anything else is a stray.
+    let markers: Vec<OffsetRange> = metas
+        .iter()
+        .filter_map(|m| m.location.filename().and_then(tier_cold::layout::parse_marker_name))
+        .map(|(range, _)| range)
+        .collect();
+    for marker in &markers {
+        if !ranges.contains(marker) {
+            r.fail(format!("{phase}: a time marker for {marker:?} has no segment object"));
+        }
+    }
+    if metas.len() != ranges.len() + markers.len() {
+        r.fail(format!(
+            "{phase}: {} objects that are neither segments nor time markers",
+            metas.len() - ranges.len() - markers.len()
+        ));
     }
     Ok(ranges.len())
 }
