@@ -282,7 +282,7 @@ impl RecordBatch {
             return Err(DecodeError::truncated(0, prefix.encoded_len, buf.len()));
         }
         let body = buf.slice(BATCH_PREFIX_LEN..prefix.encoded_len);
-        let computed = crc32c::crc32c(&body);
+        let computed = body_crc(&body);
         if computed != prefix.crc {
             return Err(DecodeError::Crc { position: 0, stored: prefix.crc, computed });
         }
@@ -297,6 +297,7 @@ impl RecordBatch {
             pos: BATCH_HEADER_LEN - BATCH_PREFIX_LEN,
             index: 0,
             count: self.record_count(),
+            first_ts: self.first_timestamp(),
         }
     }
 
@@ -328,6 +329,28 @@ pub struct RecordIter<'a> {
     pos: usize,
     index: u32,
     count: u32,
+    first_ts: Timestamp,
+}
+
+impl RecordIter<'_> {
+    /// Steps over the next `n` records (or all that are left) without building them:
+    /// only their length fields are read.
+    pub(crate) fn skip_records(&mut self, n: u64) {
+        let left = u64::from(self.count - self.index);
+        let n = n.min(left) as u32;
+        for _ in 0..n {
+            // Validated when the batch was built or decoded, so this cannot fail; if it
+            // did, the iterator ends rather than panicking.
+            match get_varint(&self.batch.body, self.pos) {
+                Ok((len, after)) => self.pos = after + len as usize,
+                Err(_) => {
+                    self.index = self.count;
+                    return;
+                }
+            }
+            self.index += 1;
+        }
+    }
 }
 
 impl Iterator for RecordIter<'_> {
@@ -338,17 +361,21 @@ impl Iterator for RecordIter<'_> {
             return None;
         }
         let body = &self.batch.body;
-        let first_ts = self.batch.first_timestamp();
-        let parsed = parse_record(body, self.pos, first_ts)
+        let parsed = parse_record(body, self.pos, self.first_ts)
             .expect("batch records are validated when the batch is built or decoded");
         let offset = self.batch.base_offset + u64::from(self.index);
         self.pos = parsed.end;
         self.index += 1;
-        let headers = parsed
-            .headers
-            .iter()
-            .map(|&(n, v)| Header { name: body.slice(n.0..n.1), value: body.slice(v.0..v.1) })
-            .collect();
+        // The common record has no header: skip building (and dropping) an iterator.
+        let headers = if parsed.headers.is_empty() {
+            Vec::new()
+        } else {
+            parsed
+                .headers
+                .iter()
+                .map(|&(n, v)| Header { name: body.slice(n.0..n.1), value: body.slice(v.0..v.1) })
+                .collect()
+        };
         Some(Record {
             offset,
             timestamp: parsed.timestamp,
@@ -482,7 +509,7 @@ impl RecordBatchBuilder {
         head.put_i64_le(self.first_ts);
         head.put_i64_le(self.max_ts);
         let body = self.buf.freeze();
-        let crc = crc32c::crc32c(&body);
+        let crc = body_crc(&body);
         Ok(RecordBatch { base_offset, crc, body })
     }
 }
@@ -494,6 +521,15 @@ struct ParsedRecord {
     /// (name, value) spans; empty (so unallocated) for the common record without headers.
     headers: Vec<((usize, usize), (usize, usize))>,
     payload: (usize, usize),
+}
+
+/// The CRC-32C (Castagnoli) of a batch body. `crc-fast` picks the fastest kernel the
+/// CPU offers at run time (carry-less multiplication folding where available), about
+/// twice the throughput of the `crc32c` crate on large bodies; the value is the same
+/// CRC-32C every other structure of the format uses.
+#[inline]
+fn body_crc(body: &[u8]) -> u32 {
+    crc_fast::crc32_iscsi(body)
 }
 
 /// Checks the body (bytes 16.. of a batch): header fields and every record.
@@ -546,6 +582,7 @@ fn validate_body(body: &[u8]) -> Result<(), DecodeError> {
 }
 
 /// Parses the record at `pos` of `body`; positions in errors are relative to `body`.
+#[inline]
 fn parse_record(body: &[u8], pos: usize, first_ts: Timestamp) -> Result<ParsedRecord, DecodeError> {
     let (len, p) = get_varint(body, pos)?;
     let len = usize::try_from(len).map_err(|_| DecodeError::invalid(pos, "record length overflows"))?;
@@ -622,7 +659,21 @@ pub fn put_varint(buf: &mut impl BufMut, mut v: u64) {
 
 /// Reads an unsigned LEB128 varint at `pos`; returns the value and the position after it.
 /// At most 10 bytes; overlong or overflowing encodings are errors.
+#[inline(always)]
 pub fn get_varint(buf: &[u8], pos: usize) -> Result<(u64, usize), DecodeError> {
+    // Fast path: most fields of a record (lengths below 128, small timestamp deltas, the
+    // key marker, the header count) are one byte.
+    if let Some(&byte) = buf.get(pos)
+        && byte < 0x80
+    {
+        return Ok((u64::from(byte), pos + 1));
+    }
+    get_varint_long(buf, pos)
+}
+
+/// [`get_varint`] for encodings longer than one byte (and the errors).
+#[inline(never)]
+fn get_varint_long(buf: &[u8], pos: usize) -> Result<(u64, usize), DecodeError> {
     let mut value: u64 = 0;
     let mut p = pos;
     for i in 0..10 {

@@ -78,6 +78,7 @@ impl ActivePlan {
             expected: self.first_offset,
             chunk: Bytes::new(),
             chunk_pos: self.position,
+            skip_before: self.first_offset,
             done: false,
         }
     }
@@ -95,6 +96,9 @@ struct ActiveBatches<'a> {
     /// Bytes of the file from `chunk_pos`.
     chunk: Bytes,
     chunk_pos: u64,
+    /// Batches ending at or before this offset are stepped over by their fixed fields
+    /// only (see [`ActiveBatches::skip_to`]).
+    skip_before: Offset,
     done: bool,
 }
 
@@ -141,11 +145,42 @@ impl ActiveBatches<'_> {
         Ok(len)
     }
 
-    fn step(&mut self) -> Result<Option<RecordBatch>, TierError> {
-        if self.pos >= self.plan.data_end {
-            return Ok(None);
+    /// Makes the iterator step over the batches that end at or before `offset` without
+    /// decoding them (no CRC, no record parsing): none of their records is wanted.
+    /// Batches yielded afterwards are checked as usual, including their continuity with
+    /// the skipped batches' offsets, so a damaged skipped batch cannot go unnoticed in
+    /// what is returned.
+    fn skip_to(mut self, offset: Offset) -> Self {
+        self.skip_before = offset;
+        self
+    }
+
+    /// Steps over the batch at `self.pos` if it is wholly before `skip_before` and
+    /// looks like the expected batch; true when it did.
+    fn skipped(&mut self, len: usize) -> bool {
+        let start = (self.pos - self.chunk_pos) as usize;
+        let Some(fixed) = self.chunk.get(start..start + BATCH_PREFIX_LEN + 4) else { return false };
+        let base = u64::from_le_bytes(fixed[..8].try_into().expect("8 bytes"));
+        let count = u32::from_le_bytes(fixed[BATCH_PREFIX_LEN..].try_into().expect("4 bytes"));
+        let Some(end) = base.checked_add(u64::from(count)) else { return false };
+        if base != self.expected || count == 0 || end > self.skip_before {
+            return false;
         }
-        let len = self.fill()?;
+        self.pos += len as u64;
+        self.expected = end;
+        true
+    }
+
+    fn step(&mut self) -> Result<Option<RecordBatch>, TierError> {
+        let len = loop {
+            if self.pos >= self.plan.data_end {
+                return Ok(None);
+            }
+            let len = self.fill()?;
+            if !self.skipped(len) {
+                break len;
+            }
+        };
         let start = (self.pos - self.chunk_pos) as usize;
         let batch = RecordBatch::decode(&self.chunk.slice(start..start + len))
             .map_err(|e| self.corrupt(e.shifted(self.pos)))?;
@@ -195,7 +230,11 @@ fn collect_sealed(
     let Some(range) = seg.segment.index().locate_offset(from) else {
         return Ok(());
     };
-    let batches = seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
+    let mut batches =
+        seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
+    // The batches of the index interval before `from` are stepped over without being
+    // decoded; every batch read from here on is checked (CRC, records, continuity).
+    batches.skip_to(from);
     for item in batches {
         if collector.is_full() {
             break;
@@ -284,7 +323,7 @@ fn read_disk(
         collect_sealed(shared, seg, &mut collector)?;
     }
     if let Some(active) = plan.active.as_ref().filter(|a| a.first_offset < to) {
-        for batch in active.batches(shared) {
+        for batch in active.batches(shared).skip_to(collector.next_offset()) {
             if collector.is_full() {
                 break;
             }
@@ -337,8 +376,9 @@ pub(crate) fn find_batch(shared: &TopicShared, base: Offset) -> Result<Option<Re
     };
     if let Some(seg) = plan.sealed.first().filter(|s| s.info.range.contains(base)) {
         let Some(range) = seg.segment.index().locate_offset(base) else { return Ok(None) };
-        let batches =
+        let mut batches =
             seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
+        batches.skip_to(base);
         for item in batches {
             let (_, batch) = item.map_err(|e| sealed_corrupt(shared, seg, e))?;
             if batch.base_offset() >= base {
@@ -348,7 +388,7 @@ pub(crate) fn find_batch(shared: &TopicShared, base: Offset) -> Result<Option<Re
         return Ok(None);
     }
     if let Some(active) = &plan.active {
-        for batch in active.batches(shared) {
+        for batch in active.batches(shared).skip_to(base) {
             let batch = batch?;
             if batch.base_offset() >= base {
                 return Ok((batch.base_offset() == base).then_some(batch));

@@ -31,13 +31,20 @@ impl RecordCollector {
 
     /// Takes the wanted records of `batch`.
     pub fn push_batch(&mut self, batch: &RecordBatch) {
-        if self.full || batch.end_offset() <= self.from {
+        let next = self.next_offset();
+        if self.full || batch.end_offset() <= next {
             return;
         }
-        for r in batch.records() {
-            if r.offset < self.from {
-                continue;
-            }
+        // Records before the wanted one are stepped over without being built; room for
+        // the rest of the batch's wanted records (bounded by the batch and the limit) is
+        // made once.
+        let skip = next.saturating_sub(batch.base_offset());
+        let wanted = batch.end_offset().min(self.to).saturating_sub(next.max(batch.base_offset()));
+        let room = self.limit.max_records.saturating_sub(self.out.len());
+        self.out.reserve(usize::try_from(wanted).unwrap_or(usize::MAX).min(room));
+        let mut records = batch.records();
+        records.skip_records(skip);
+        for r in records {
             if r.offset >= self.to {
                 self.full = true;
                 return;

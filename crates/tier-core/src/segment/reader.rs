@@ -4,7 +4,8 @@ use bytes::Bytes;
 
 use super::collect::{RecordCollector, scan_interval_for_timestamp};
 use super::{
-    SegmentBatches, SegmentHeader, SegmentIndex, SegmentWriterState, TRAILER_LEN, Trailer, invalid, truncated,
+    SegmentBatches, SegmentHeader, SegmentIndex, SegmentWriterState, TRAILER_LEN, Trailer, cursor::LastBatch,
+    invalid, truncated,
 };
 use crate::batch::DecodeError;
 use crate::{Offset, OffsetRange, ReadLimit, Record, Timestamp};
@@ -22,6 +23,8 @@ pub struct SealedSegment {
     header_len: u64,
     trailer: Trailer,
     index: SegmentIndex,
+    /// The last batch a read checked (see [`LastBatch`]).
+    last: LastBatch,
 }
 
 impl SealedSegment {
@@ -51,7 +54,7 @@ impl SealedSegment {
         // segment_len() == len, so the index lies inside `bytes`.
         let index_bytes = &bytes[index_at as usize..(index_at + trailer.index_len()) as usize];
         let index = SegmentIndex::decode(index_bytes, &trailer).map_err(|e| e.shifted(index_at))?;
-        Ok(Self { bytes, header, header_len: header_len as u64, trailer, index })
+        Ok(Self { bytes, header, header_len: header_len as u64, trailer, index, last: LastBatch::default() })
     }
 
     /// The header.
@@ -79,20 +82,25 @@ impl SealedSegment {
         &self.bytes
     }
 
-    /// All batches, from the first.
+    /// All batches, from the first, each checked (no batch is taken from the memo of
+    /// [`batches_from`](Self::batches_from)).
     pub fn batches(&self) -> SegmentBatches {
         self.batches_between(self.header_len, Some(self.trailer.base_offset))
     }
 
     /// The batches from byte `position`, which must be a batch boundary (an index entry's
     /// position, or one a previous iteration reported). Continuity is checked from there
-    /// to the end of the data.
+    /// to the end of the data. The batch the previous read through this segment (or
+    /// any clone of it) checked last is not checked again: a sequential reader whose
+    /// read ended inside a batch resumes in it without a second CRC pass.
     pub fn batches_from(&self, position: u64) -> Result<SegmentBatches, DecodeError> {
         if position < self.header_len || position > self.trailer.index_position {
             return Err(invalid(position, "position is outside the segment's data"));
         }
-        let expected = self.index.entries().iter().find(|e| e.position == position).map(|e| e.offset);
-        Ok(self.batches_between(position, expected))
+        let entries = self.index.entries();
+        let expected =
+            entries.binary_search_by_key(&position, |e| e.position).ok().map(|i| entries[i].offset);
+        Ok(self.batches_between(position, expected).with_memo(&self.last))
     }
 
     fn batches_between(&self, position: u64, first_offset: Option<Offset>) -> SegmentBatches {
@@ -116,7 +124,10 @@ impl SealedSegment {
         let Some(range) = self.index.locate_offset(from) else {
             return Ok(Vec::new());
         };
-        for item in self.batches_between(range.bytes.start, Some(range.first_offset)) {
+        let mut batches =
+            self.batches_between(range.bytes.start, Some(range.first_offset)).with_memo(&self.last);
+        batches.skip_to(from);
+        for item in batches {
             if collector.is_full() {
                 break;
             }

@@ -14,3 +14,4 @@ mod props;
 mod ranged;
 mod reader;
 mod recovery;
+mod resume;
