@@ -2,7 +2,8 @@
 //!
 //! The segment files are taken in offset order. Every file but the last must be a
 //! sealed segment (header, trailer and index are checked; the data is checked as it is
-//! read). The last file is scanned batch by batch with the segment module's recovery
+//! read) — or one whose background seal a crash cut short (footer missing or torn),
+//! which is scanned like the last file and sealed again. The last file is scanned batch by batch with the segment module's recovery
 //! scan: a torn tail is truncated or refused as [`RecoveryPolicy`] says, and the writer
 //! state (next offset, sparse index) is rebuilt from the valid batches. A last file that
 //! turns out to be sealed is kept as sealed and a new active segment is started after
@@ -17,14 +18,15 @@
 
 use std::{
     fs::OpenOptions,
+    io::{Seek, SeekFrom, Write},
     path::{Path, PathBuf},
     sync::Arc,
 };
 
 use tier_core::{
-    Offset, OffsetRange, TierError, TopicName,
+    ErrorKind, Offset, OffsetRange, TierError, TopicName,
     batch::DecodeError,
-    segment::{MAX_HEADER_LEN, SegmentHeader, scan_unsealed},
+    segment::{MAX_HEADER_LEN, SegmentHeader, TRAILER_MAGIC, scan_unsealed},
 };
 use tracing::warn;
 
@@ -126,7 +128,7 @@ pub(crate) fn recover_topic(
             fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
             continue;
         }
-        let seg = SealedFile::open(topic, path, None)?;
+        let seg = open_or_reseal(topic, path, config)?;
         check_name(topic, path, *base, seg.info.range.start)?;
         check_continues(
             topic,
@@ -142,6 +144,80 @@ pub(crate) fn recover_topic(
     check_continues(topic, prev, &active.path, active.state.offset_range().start, &mut markers)?;
     markers.remove_unused(topic, dir)?;
     Ok(Recovered { sealed, active: Some(active), gaps: markers.used })
+}
+
+/// Opens a file that is not the last as a sealed segment. A rotation fsyncs the
+/// sealed file in the background (`writer::seal`), so after a crash such a file may
+/// lack its footer or hold a torn one: when it does not open as sealed, it is scanned
+/// like an unsealed segment; when it does not end with the trailer magic, or what
+/// follows its data is a cut-short footer ([`footer_cut_short`]), it is truncated there (or refused, as [`RecoveryPolicy`]
+/// says) and sealed again (footer written and fsynced). A complete footer that fails
+/// its checks stays `Corruption`. The continuity check that follows catches records
+/// lost from its end.
+fn open_or_reseal(topic: &TopicName, path: &Path, config: &HotConfig) -> Result<SealedFile, TierError> {
+    let not_sealed = match SealedFile::open(topic, path, None) {
+        Ok(seg) => return Ok(seg),
+        Err(e) if e.kind() == ErrorKind::Corruption => e,
+        Err(e) => return Err(e),
+    };
+    let io = |what| move |e| io_err(topic, path, what, e);
+    let bytes = std::fs::read(path).map_err(io("reading a segment"))?;
+    let outcome = match scan_unsealed(&bytes, config.recovery.into()) {
+        Ok(outcome) if outcome.sealed.is_none() && outcome.state.batch_count() > 0 => outcome,
+        // Sealed after all, or no batch at all: not a seal cut short; report why it
+        // failed to open.
+        Ok(_) => return Err(not_sealed),
+        Err(e) => return Err(corrupt(topic, path, e)),
+    };
+    let footer = outcome.state.footer_bytes();
+    // No trailer magic at the end: the footer's write never completed (the data may be
+    // torn too). With it: only zeroed or missing pages of the footer are a cut-short
+    // seal; any other difference is damage to a complete footer.
+    let cut_short = !bytes.ends_with(&TRAILER_MAGIC) || footer_cut_short(&bytes, outcome.data_end, &footer);
+    if outcome.header.topic != *topic || !cut_short {
+        return Err(not_sealed);
+    }
+    warn!(topic = %topic, file = ?path, range = %outcome.state.offset_range(), "sealing a segment whose seal was cut short");
+    let mut file = OpenOptions::new().write(true).open(path).map_err(io("opening a segment to seal it"))?;
+    if let Some((position, why)) = &outcome.torn_tail {
+        warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail");
+    }
+    file.set_len(outcome.data_end).map_err(io("truncating a torn footer"))?;
+    file.seek(SeekFrom::Start(outcome.data_end)).map_err(io("positioning in a segment"))?;
+    file.write_all(&footer).map_err(io("writing a segment footer"))?;
+    file.sync_all().map_err(io("fsyncing a sealed segment"))?;
+    drop(file);
+    SealedFile::open(topic, path, None)
+}
+
+/// Page size assumed for torn writes: writeback writes whole pages, so a footer whose
+/// write a crash cut short is the expected footer with pages missing from its end or
+/// left as zeros.
+const PAGE: u64 = 4096;
+
+/// True when the bytes of `file` after the data (`data_end..`) are what a seal cut
+/// short leaves of `footer`: nothing, a prefix of it, or it with whole pages (by file
+/// position) zeroed. A byte that differs from the footer the data implies in any other
+/// way is damage to a complete seal.
+fn footer_cut_short(file: &[u8], data_end: u64, footer: &[u8]) -> bool {
+    let Some(found) = usize::try_from(data_end).ok().and_then(|start| file.get(start..)) else {
+        return false;
+    };
+    if found.len() > footer.len() {
+        return false;
+    }
+    let mut at = 0usize;
+    while at < found.len() {
+        let position = data_end + at as u64;
+        let page_left = usize::try_from(PAGE - position % PAGE).unwrap_or(usize::MAX);
+        let end = found.len().min(at.saturating_add(page_left));
+        let (got, want) = (&found[at..end], &footer[at..end]);
+        if got != want && got.iter().any(|&b| b != 0) {
+            return false;
+        }
+        at = end;
+    }
+    true
 }
 
 /// Recovers the last file: the active segment, or a sealed one followed by a new
@@ -234,5 +310,32 @@ fn check_continues(
             ),
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PAGE, footer_cut_short};
+
+    #[test]
+    fn only_missing_or_zeroed_pages_make_a_footer_cut_short() {
+        // Data ends 100 bytes before a page boundary; the footer is 300 bytes.
+        let data_end = PAGE - 100;
+        let footer: Vec<u8> = (0..300u32).map(|i| (i % 251 + 1) as u8).collect();
+        let file = |tail: &[u8]| [vec![7u8; data_end as usize], tail.to_vec()].concat();
+        assert!(footer_cut_short(&file(&[]), data_end, &footer), "no footer at all");
+        assert!(footer_cut_short(&file(&footer[..150]), data_end, &footer), "a prefix");
+        assert!(footer_cut_short(&file(&footer), data_end, &footer), "complete and equal");
+        let mut zeroed = footer.clone();
+        zeroed[..100].fill(0); // the page before the boundary never reached the disk
+        assert!(footer_cut_short(&file(&zeroed), data_end, &footer));
+        let mut half = footer.clone();
+        half[..50].fill(0); // zeros inside a page that holds footer bytes too
+        assert!(!footer_cut_short(&file(&half), data_end, &footer));
+        let mut flipped = footer.clone();
+        flipped[250] ^= 0x01;
+        assert!(!footer_cut_short(&file(&flipped), data_end, &footer), "a flipped bit");
+        let longer = [footer.clone(), vec![1]].concat();
+        assert!(!footer_cut_short(&file(&longer), data_end, &footer), "more than a footer");
     }
 }

@@ -1,11 +1,13 @@
 //! Retention: deleting a topic's oldest sealed segments by age and total size.
 //!
-//! Oldest first; never the active segment; the caller's predicate is asked before each
-//! deletion (the router answers "does the cold tier hold this whole range?") and the
-//! first refusal stops the run for that topic, so the WAL never has a hole. The file is
-//! unlinked (and the directory fsynced) before the segment leaves the topic's state;
-//! readers already holding its mmap keep reading it safely. A recorded gap's marker
-//! is removed with the last segment before the gap (the gap is then below the range).
+//! Oldest first; never the active segment, nor a segment whose background seal (fsync)
+//! has not finished (it is not sealed to the outside yet); the caller's predicate is
+//! asked before each deletion (the router answers "does the cold tier hold this whole
+//! range?") and the first refusal stops the run for that topic, so the WAL never has a
+//! hole. The file is unlinked (and the directory fsynced) before the segment leaves the
+//! topic's state; readers already holding its mmap keep reading it safely. A recorded
+//! gap's marker is removed with the last segment before the gap (the gap is then below
+//! the range).
 
 use std::{sync::Arc, time::SystemTime};
 
@@ -36,7 +38,7 @@ pub(crate) fn run_topic(
     loop {
         let (oldest, total) = {
             let state = shared.state.read();
-            (state.sealed.first().cloned(), state.total_bytes())
+            (state.published().first().cloned(), state.total_bytes())
         };
         let Some(oldest) = oldest else { break };
         if !is_due(&oldest.info, total, now, config) || !can_delete(&oldest.info) {

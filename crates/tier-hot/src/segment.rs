@@ -5,7 +5,10 @@ use std::{
     fs::{File, OpenOptions},
     io::{self, IoSlice, Seek, SeekFrom, Write},
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::SystemTime,
 };
 
@@ -52,10 +55,17 @@ pub enum SegmentEvent {
 }
 
 /// A sealed segment file, mapped into memory.
+///
+/// A segment sealed by rotation is readable (and listed in the topic's state) as soon
+/// as its footer is written, but its fsync runs in the background (`writer::seal`):
+/// until that is done it is `synced == false` and not yet *sealed to the outside*
+/// (no `SegmentEvent::Sealed`, not in `sealed_segments()`, never deleted by retention).
 #[derive(Debug)]
 pub(crate) struct SealedFile {
     pub(crate) info: SegmentInfo,
     pub(crate) segment: SealedSegment,
+    /// The footer and data are on disk (always true for segments found at open).
+    synced: AtomicBool,
 }
 
 impl SealedFile {
@@ -89,7 +99,17 @@ impl SealedFile {
             max_timestamp: trailer.max_timestamp,
             sealed_at: sealed_at.or_else(|| meta.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH),
         };
-        Ok(Self { info, segment })
+        Ok(Self { info, segment, synced: AtomicBool::new(true) })
+    }
+
+    /// True once the file (and its directory entry) is durable.
+    pub(crate) fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Records that the background seal made the file durable.
+    pub(crate) fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
     }
 }
 
@@ -113,6 +133,19 @@ impl ActiveSegment {
         base_offset: Offset,
         index_interval_bytes: u32,
     ) -> Result<Self, TierError> {
+        Self::create_with(topic, dir, base_offset, index_interval_bytes, true)
+    }
+
+    /// Creates `<dir>/<base>.seg` holding only a header; fsyncs it and the directory
+    /// only when `sync` (otherwise the caller makes it durable later: rotation's
+    /// background seal does, under `never`/`interval`).
+    pub(crate) fn create_with(
+        topic: &TopicName,
+        dir: &Path,
+        base_offset: Offset,
+        index_interval_bytes: u32,
+        sync: bool,
+    ) -> Result<Self, TierError> {
         let path = dir.join(segment_file_name(base_offset));
         let created_at = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -128,8 +161,10 @@ impl ActiveSegment {
             .open(&path)
             .map_err(io("creating a segment"))?;
         file.write_all(&header.encode()).map_err(io("writing a segment header"))?;
-        file.sync_all().map_err(io("fsyncing a new segment"))?;
-        fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
+        if sync {
+            file.sync_all().map_err(io("fsyncing a new segment"))?;
+            fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
+        }
         Self::from_parts(topic, path.clone(), file, SegmentWriterState::new(&header))
     }
 
@@ -193,21 +228,40 @@ impl ActiveSegment {
         self.file.sync_data()
     }
 
-    /// Writes the footer, fsyncs the file and the directory, and reopens the file as a
-    /// sealed segment.
-    pub(crate) fn seal(mut self, topic: &TopicName, sealed_at: SystemTime) -> Result<SealedFile, TierError> {
+    /// Writes the footer and reopens the file as a sealed segment, *without* fsyncing:
+    /// returns the mapped segment (not yet synced, see [`SealedFile`]) and the file, for
+    /// the background seal to fsync with [`sync_sealed`].
+    pub(crate) fn finish(
+        mut self,
+        topic: &TopicName,
+        sealed_at: SystemTime,
+    ) -> Result<(SealedFile, File), TierError> {
         let path = self.path.clone();
-        let io = |what: &'static str| {
-            let path = &path;
-            move |e| io_err(topic, path, what, e)
-        };
-        self.file.write_all(&self.state.footer_bytes()).map_err(io("writing a segment footer"))?;
-        self.file.sync_all().map_err(io("fsyncing a sealed segment"))?;
-        if let Some(dir) = self.path.parent() {
-            fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
-        }
-        SealedFile::open(topic, &self.path, Some(sealed_at))
+        self.file
+            .write_all(&self.state.footer_bytes())
+            .map_err(|e| io_err(topic, &path, "writing a segment footer", e))?;
+        let mut sealed = SealedFile::open(topic, &path, Some(sealed_at))?;
+        *sealed.synced.get_mut() = false;
+        Ok((sealed, self.file))
     }
+}
+
+/// Makes a sealed segment durable: fsyncs its file, then `also` (the next active
+/// segment when it was created without an fsync), then the topic directory.
+pub(crate) fn sync_sealed(
+    topic: &TopicName,
+    path: &Path,
+    file: &File,
+    also: Option<(&Path, &File)>,
+) -> Result<(), TierError> {
+    file.sync_all().map_err(|e| io_err(topic, path, "fsyncing a sealed segment", e))?;
+    if let Some((next, next_file)) = also {
+        next_file.sync_all().map_err(|e| io_err(topic, next, "fsyncing a new segment", e))?;
+    }
+    if let Some(dir) = path.parent() {
+        fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
+    }
+    Ok(())
 }
 
 fn write_all_vectored(file: &mut File, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {

@@ -130,10 +130,22 @@ impl HotTier {
         self.inner.events.subscribe()
     }
 
-    /// The sealed segments of `topic`, oldest first (empty for an unknown topic).
+    /// The sealed segments of `topic`, oldest first (empty for an unknown topic): those
+    /// sealed to the outside, i.e. fsynced. A segment whose background seal is still
+    /// running after a rotation is readable but not listed yet; it is listed from the
+    /// moment its [`SegmentEvent::Sealed`] is sent.
     pub fn sealed_segments(&self, topic: &TopicName) -> Vec<SegmentInfo> {
         self.lookup(topic)
-            .map(|log| log.shared.state.read().sealed.iter().map(|s| s.info.clone()).collect())
+            .map(|log| log.shared.state.read().published().iter().map(|s| s.info.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The recorded gaps of `topic` (offsets declared lost by
+    /// [`skip_to`](Self::skip_to), still inside the range), oldest first; empty for an
+    /// unknown topic.
+    pub fn gaps(&self, topic: &TopicName) -> Vec<OffsetRange> {
+        self.lookup(topic)
+            .map(|log| log.shared.state.read().gaps.iter().map(|g| g.range).collect())
             .unwrap_or_default()
     }
 
@@ -144,8 +156,9 @@ impl HotTier {
     }
 
     /// Seals `topic`'s active segment now, after the appends queued before this call,
-    /// and starts a new one. Returns the sealed segment, or `None` when the active
-    /// segment held no record (nothing to seal).
+    /// and starts a new one. Returns the sealed segment once it is fsynced and listed by
+    /// [`sealed_segments`](Self::sealed_segments), or `None` when the active segment
+    /// held no record (nothing to seal).
     pub async fn rotate(&self, topic: &TopicName) -> Result<Option<SegmentInfo>, TierError> {
         let Some(log) = self.lookup(topic) else { return Ok(None) };
         let (done, answer) = oneshot::channel();

@@ -11,7 +11,7 @@ use std::{
     path::PathBuf,
     sync::{
         Arc,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -20,7 +20,7 @@ use tier_core::{Offset, OffsetRange, RecordBatch, TopicName, segment::IndexEntry
 use tokio::sync::broadcast;
 
 use crate::cache::BatchCache;
-use crate::segment::{ActiveSegment, SealedFile};
+use crate::segment::{ActiveSegment, SealedFile, SegmentEvent};
 
 /// Everything about one topic that is not private to its writer.
 #[derive(Debug)]
@@ -37,6 +37,10 @@ pub(crate) struct TopicShared {
     /// Appends sent to the writer task and not yet handled by it; direct appends
     /// (`writer::direct`) wait for this to be 0 so they never overtake a queued one.
     pub(crate) queued_appends: AtomicUsize,
+    /// Set (with the reason in `seal_failure`) when a background seal failed: the
+    /// writer then counts as poisoned.
+    pub(crate) seal_failed: AtomicBool,
+    pub(crate) seal_failure: Mutex<Option<String>>,
 }
 
 /// Counters behind [`WriteStats`].
@@ -73,8 +77,12 @@ impl StatCounters {
 /// The committed view of a topic.
 #[derive(Debug)]
 pub(crate) struct TopicState {
-    /// Sealed segments, oldest first, contiguous.
+    /// Sealed segments, oldest first, contiguous: every one is readable; the last
+    /// `pending_seals` are still being fsynced in the background (see
+    /// [`published`](Self::published)).
     pub(crate) sealed: Vec<Arc<SealedFile>>,
+    /// How many of the newest `sealed` entries are not yet sealed to the outside.
+    pub(crate) pending_seals: usize,
     /// The active segment as of the last commit, `None` before the first append.
     pub(crate) active: Option<ActiveView>,
     /// One past the last committed offset (the high watermark).
@@ -137,10 +145,33 @@ impl TopicState {
     pub(crate) fn new(cache_bytes: u64) -> Self {
         Self {
             sealed: Vec::new(),
+            pending_seals: 0,
             active: None,
             end: 0,
             cache: BatchCache::new(cache_bytes),
             gaps: Vec::new(),
+        }
+    }
+
+    /// The segments sealed to the outside: fsynced, announced with
+    /// `SegmentEvent::Sealed`, listed by `sealed_segments()` and open to retention.
+    pub(crate) fn published(&self) -> &[Arc<SealedFile>] {
+        &self.sealed[..self.sealed.len() - self.pending_seals]
+    }
+
+    /// Publishes the pending seals that are now synced, oldest first, stopping at the
+    /// first that is not (so the published segments stay a prefix, and events go out
+    /// in offset order even when background seals finish out of order). Called under
+    /// the write lock, which also orders the events.
+    pub(crate) fn publish_synced(&mut self, events: &broadcast::Sender<SegmentEvent>) {
+        while self.pending_seals > 0 {
+            let next = &self.sealed[self.sealed.len() - self.pending_seals];
+            if !next.is_synced() {
+                break;
+            }
+            self.pending_seals -= 1;
+            // No listener is not an error.
+            let _ = events.send(SegmentEvent::Sealed(next.info.clone()));
         }
     }
 
@@ -178,7 +209,15 @@ impl TopicShared {
             retention: Mutex::new(()),
             stats: StatCounters::default(),
             queued_appends: AtomicUsize::new(0),
+            seal_failed: AtomicBool::new(false),
+            seal_failure: Mutex::new(None),
         }
+    }
+
+    /// Records that a background seal failed (see `seal_failed`).
+    pub(crate) fn fail_seal(&self, why: String) {
+        *self.seal_failure.lock() = Some(why);
+        self.seal_failed.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn range(&self) -> OffsetRange {

@@ -13,6 +13,8 @@
 //! [`FsyncPolicy::Interval`], fsyncs on a timer. fsyncs, segment creation and sealing,
 //! and groups over `INLINE_WRITE_MAX` run on the blocking pool; a smaller group with no
 //! fsync after it is written on the task itself (a buffered write to the page cache).
+//! A rotation does not wait for the sealed segment's fsync: that runs in the
+//! background, see [`seal`].
 //!
 //! An append that finds the writer idle skips the task altogether: see [`direct`]. The
 //! writer's state is behind an async mutex that the task holds only while it works.
@@ -21,10 +23,7 @@
 //! `Unavailable` until the tier is reopened (after a failed fsync the page cache can no
 //! longer be trusted to match the disk).
 
-use std::{
-    sync::{Arc, atomic::Ordering},
-    time::SystemTime,
-};
+use std::sync::{Arc, atomic::Ordering};
 
 use tier_core::{Offset, OffsetRange, RecordBatch, TierError, TopicName};
 use tokio::{
@@ -36,7 +35,7 @@ use tracing::{debug, warn};
 use crate::config::{FsyncPolicy, HotConfig};
 use crate::layout::{ctx, fsync_dir, gap_file_name, io_err};
 use crate::read::{blocking, find_batch};
-use crate::segment::{ActiveSegment, SealedFile, SegmentEvent, SegmentInfo};
+use crate::segment::{ActiveSegment, SegmentEvent, SegmentInfo};
 use crate::topic::{ActiveView, Gap, TopicShared};
 
 /// Most commands taken into one group.
@@ -47,6 +46,7 @@ const MAX_GROUP: usize = 1024;
 const INLINE_WRITE_MAX: u64 = 1 << 20;
 
 mod direct;
+mod seal;
 
 pub(crate) use direct::{Direct, append_direct};
 
@@ -82,6 +82,8 @@ pub(crate) struct Writer {
     poisoned: Option<String>,
     group: Vec<Pending>,
     group_bytes: u64,
+    /// Background seals in flight (see [`seal`]).
+    seals: seal::Seals,
 }
 
 impl Writer {
@@ -104,6 +106,7 @@ impl Writer {
             poisoned: None,
             group: Vec::new(),
             group_bytes: 0,
+            seals: seal::Seals::new(),
         }
     }
 
@@ -158,7 +161,10 @@ impl Writer {
                 _ = tick_opt(&mut tick), if tick.is_some() => this.lock().await.sync_if_dirty().await,
             }
         }
-        this.lock().await.sync_if_dirty().await;
+        let mut w = this.lock().await;
+        w.sync_if_dirty().await;
+        // A failure is logged by the seal itself and reopening finds the segment again.
+        let _ = w.reap_seals(0).await;
     }
 
     async fn handle(&mut self, cmds: impl Iterator<Item = Command>) {
@@ -167,7 +173,13 @@ impl Writer {
                 Command::Append { batch, done } => self.accept(batch, done).await,
                 Command::Rotate { done } => {
                     self.flush().await;
-                    let _ = done.send(self.rotate().await);
+                    // On demand, the caller gets the segment once it is sealed to the
+                    // outside (listed by `sealed_segments`).
+                    let rotated = match self.rotate().await {
+                        Ok(info) => self.reap_seals(0).await.map(|()| info),
+                        Err(e) => Err(e),
+                    };
+                    let _ = done.send(rotated);
                 }
                 Command::SkipTo { offset, done } => {
                     self.flush().await;
@@ -180,6 +192,7 @@ impl Writer {
 
     /// Decides what to do with one append: add it to the group, or answer it now.
     async fn accept(&mut self, batch: RecordBatch, done: oneshot::Sender<Result<(), TierError>>) {
+        self.absorb_seal_failure();
         if let Some(why) = &self.poisoned {
             let _ = done.send(Err(TierError::unavailable(ctx(self.topic()), why.clone())));
             return;
@@ -300,6 +313,7 @@ impl Writer {
             return Ok(gap);
         }
         self.rotate().await?;
+        self.reap_seals(0).await?;
         let (topic, dir) = (self.topic().clone(), self.shared.dir.clone());
         let written = blocking(self.topic(), move || {
             let marker = dir.join(gap_file_name(gap));
@@ -417,44 +431,8 @@ impl Writer {
         }
     }
 
-    /// Seals the active segment (if it holds records) and starts a new one at the end.
-    pub(crate) async fn rotate(&mut self) -> Result<Option<SegmentInfo>, TierError> {
-        if let Some(why) = &self.poisoned {
-            return Err(TierError::unavailable(ctx(self.topic()), why.clone()));
-        }
-        if self.active.as_ref().is_none_or(ActiveSegment::is_empty) {
-            self.first_write = None;
-            return Ok(None);
-        }
-        let Some(active) = self.active.take() else { return Ok(None) };
-        let (topic, dir, interval) =
-            (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
-        let end = active.state.next_offset();
-        let result = blocking(self.topic(), move || -> Result<(SealedFile, ActiveSegment), TierError> {
-            let sealed = active.seal(&topic, SystemTime::now())?;
-            let new = ActiveSegment::create(&topic, &dir, end, interval)?;
-            Ok((sealed, new))
-        })
-        .await;
-        let (sealed, new) = match result {
-            Ok(v) => v,
-            Err(e) => return Err(self.poison(e)),
-        };
-        let info = sealed.info.clone();
-        {
-            let mut state = self.shared.state.write();
-            state.sealed.push(Arc::new(sealed));
-            state.active = Some(ActiveView::of(&new));
-        }
-        self.active = Some(new);
-        self.first_write = None;
-        self.dirty = false;
-        debug!(topic = %self.topic(), range = %info.range, bytes = info.bytes, "sealed a segment");
-        let _ = self.events.send(SegmentEvent::Sealed(info.clone()));
-        Ok(Some(info))
-    }
-
     async fn sync_if_dirty(&mut self) {
+        self.absorb_seal_failure();
         if !self.dirty || self.poisoned.is_some() {
             return;
         }

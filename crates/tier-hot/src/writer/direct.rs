@@ -10,8 +10,10 @@
 //! - without an fsync (`never`, `interval`), in the caller's task, synchronously (so a
 //!   cancelled append can never leave a write half done), for batches up to
 //!   `INLINE_WRITE_MAX`;
-//! - under `always`, in one blocking task that owns the lock until the batch is
-//!   written, fsynced and committed (it finishes even if the caller stops waiting).
+//! - under `always`, and for larger batches without an fsync, in one blocking task
+//!   that owns the lock until the batch is written (fsynced under `always`) and
+//!   committed (it finishes even if the caller stops waiting): one hand-off to the
+//!   blocking pool instead of the writer task's three.
 //!
 //! Everything else — a new segment, rotation, a retry below the end, a take-over, a
 //! busy writer — is queued as before, so concurrent producers still meet in the writer
@@ -41,14 +43,15 @@ pub(crate) enum Direct {
 pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatch) -> Direct {
     let Ok(mut w) = Arc::clone(writer).try_lock_owned() else { return Direct::Queue(batch) };
     let always = w.config.fsync == FsyncPolicy::Always;
-    if !w.direct_applies(&batch, always) {
+    w.absorb_seal_failure();
+    if !w.direct_applies(&batch) {
         return Direct::Queue(batch);
     }
-    if !always {
+    if !always && batch.encoded_len() as u64 <= INLINE_WRITE_MAX {
         return Direct::Done(w.append_now(batch, false));
     }
     let topic = w.topic().clone();
-    match tokio::task::spawn_blocking(move || w.append_now(batch, true)).await {
+    match tokio::task::spawn_blocking(move || w.append_now(batch, always)).await {
         Ok(result) => Direct::Done(result),
         Err(e) => {
             Direct::Done(Err(
@@ -62,14 +65,13 @@ impl Writer {
     /// True when `batch` can be written and committed at once: nothing is queued or
     /// grouped, it continues the log, the active segment exists, already holds a batch
     /// (so `first_write`, the age deadline, is set) and has room for it.
-    fn direct_applies(&self, batch: &RecordBatch, always: bool) -> bool {
+    fn direct_applies(&self, batch: &RecordBatch) -> bool {
         let len = batch.encoded_len() as u64;
         self.poisoned.is_none()
             && self.group.is_empty()
             && self.first_write.is_some()
             && self.shared.queued_appends.load(Ordering::SeqCst) == 0
             && batch.base_offset() == self.next
-            && (always || len <= INLINE_WRITE_MAX)
             && self.active.as_ref().is_some_and(|a| a.state.size() + len <= self.config.segment_bytes)
     }
 

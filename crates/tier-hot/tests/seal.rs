@@ -1,0 +1,164 @@
+//! Seals off the append path: a rotation's fsync runs in the background, the segment is
+//! announced and listed only after it, `close` waits for it, and recovery re-seals a
+//! segment whose seal a crash cut short.
+
+// Helpers outside #[test] functions unwrap too.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::{append_records, open, small_config, topic};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, segment::SealedSegment, segment::TRAILER_LEN};
+use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, SegmentInfo, layout::gap_file_name};
+
+fn never(dir: &std::path::Path) -> HotConfig {
+    HotConfig { fsync: FsyncPolicy::Never, ..small_config(dir) }
+}
+
+/// Three sealed segments of 20 records each (batches of 5) and 5 records in the active
+/// one, written under `never`; the tier is closed. Returns the sealed segments.
+async fn three_segments(config: HotConfig, name: &str) -> Vec<SegmentInfo> {
+    let tier = open(config).await;
+    let t = topic(name);
+    for i in 0..3 {
+        append_records(&tier, &t, i * 20, 20, 5).await;
+        tier.rotate(&t).await.unwrap().unwrap();
+    }
+    append_records(&tier, &t, 60, 5, 5).await;
+    let sealed = tier.sealed_segments(&t);
+    assert_eq!(sealed.len(), 3);
+    tier.close().await;
+    sealed
+}
+
+/// Where the batches of the sealed segment file `bytes` end (the footer starts).
+fn data_end(bytes: Vec<u8>) -> u64 {
+    let len = bytes.len() as u64;
+    let seg = SealedSegment::open(Bytes::from(bytes)).unwrap();
+    len - seg.trailer().index_len() - TRAILER_LEN as u64
+}
+
+fn cut(path: &std::path::Path, len: u64) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.set_len(len).unwrap();
+}
+
+#[tokio::test]
+async fn size_rotation_announces_every_seal_by_close_and_lists_only_synced_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = never(dir.path());
+    let tier = open(config.clone()).await;
+    let t = topic("bg");
+    let mut events = tier.segment_events();
+    let records = append_records(&tier, &t, 0, 400, 5).await;
+    // Every listed segment is complete on disk (a valid footer), contiguous from 0.
+    let listed = tier.sealed_segments(&t);
+    let mut next = 0;
+    for s in &listed {
+        assert_eq!(s.range.start, next);
+        next = s.range.end;
+        SealedSegment::open(Bytes::from(std::fs::read(&s.path).unwrap())).unwrap();
+    }
+    // Reads cover everything, including segments whose seal may still be running.
+    assert_eq!(tier.read(&t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap(), records);
+    tier.close().await;
+
+    // close waited for every background seal: each rotation was announced, in order.
+    let segment_files = std::fs::read_dir(dir.path().join("bg")).unwrap().count();
+    assert!(segment_files >= 4, "400 records of up to 4 KiB rotate 64 KiB segments");
+    let mut announced = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        let SegmentEvent::Sealed(info) = event else { panic!("unexpected {event:?}") };
+        announced.push(info);
+    }
+    assert_eq!(announced.len(), segment_files - 1, "{announced:?}");
+    assert!(announced.windows(2).all(|w| w[0].range.end == w[1].range.start));
+    assert_eq!(announced[..listed.len()], listed[..]);
+
+    let tier = open(config).await;
+    assert_eq!(
+        tier.sealed_segments(&t).iter().map(|s| s.range).collect::<Vec<_>>(),
+        announced.iter().map(|s| s.range).collect::<Vec<_>>()
+    );
+    assert_eq!(tier.read(&t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap(), records);
+    tier.close().await;
+}
+
+#[tokio::test]
+async fn a_middle_segment_without_its_footer_is_sealed_again_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = never(dir.path());
+    let sealed = three_segments(config.clone(), "nofooter").await;
+    let middle = &sealed[1];
+    let original = std::fs::read(&middle.path).unwrap();
+    cut(&middle.path, data_end(original.clone()));
+
+    let tier = open(config).await;
+    let t = topic("nofooter");
+    let reopened = tier.sealed_segments(&t);
+    assert_eq!(
+        reopened.iter().map(|s| s.range).collect::<Vec<_>>(),
+        sealed.iter().map(|s| s.range).collect::<Vec<_>>()
+    );
+    // The footer was rebuilt from the data: the same bytes as the original seal wrote.
+    assert_eq!(std::fs::read(&middle.path).unwrap(), original);
+    let all = tier.read(&t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(all.iter().map(|r| r.offset).collect::<Vec<_>>(), (0..65).collect::<Vec<_>>());
+    tier.close().await;
+}
+
+#[tokio::test]
+async fn a_middle_segment_with_a_torn_footer_is_truncated_and_sealed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = never(dir.path());
+    let sealed = three_segments(config.clone(), "torn").await;
+    let middle = &sealed[1];
+    let original = std::fs::read(&middle.path).unwrap();
+    cut(&middle.path, original.len() as u64 - 10);
+
+    let tier = open(config.clone()).await;
+    let t = topic("torn");
+    assert_eq!(tier.sealed_segments(&t).len(), 3);
+    assert_eq!(std::fs::read(&middle.path).unwrap(), original);
+    let got = tier.read(&t, 20, 40, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(got.iter().map(|r| r.offset).collect::<Vec<_>>(), (20..40).collect::<Vec<_>>());
+    tier.close().await;
+
+    // Under `refuse`, a torn footer is a torn tail: open fails naming the file.
+    cut(&middle.path, original.len() as u64 - 10);
+    let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config };
+    let err = tier_hot::HotTier::open(refuse).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corruption);
+    assert!(err.to_string().contains(&middle.path.display().to_string()), "{err}");
+}
+
+#[tokio::test]
+async fn records_lost_from_a_middle_segment_are_corruption_unless_a_gap_marker_covers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = never(dir.path());
+    let sealed = three_segments(config.clone(), "lost").await;
+    let middle = &sealed[1];
+    assert_eq!(middle.range, OffsetRange::new(20, 40));
+    // The footer and the last byte of the last batch (offsets 35..40) never reached disk.
+    cut(&middle.path, data_end(std::fs::read(&middle.path).unwrap()) - 1);
+
+    let err = tier_hot::HotTier::open(config.clone()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corruption);
+    let msg = err.to_string();
+    assert!(msg.contains("ends at offset 35") && msg.contains("starts at 40"), "{msg}");
+
+    // A recorded gap covering exactly 35..40 makes it a known loss.
+    let topic_dir = dir.path().join("lost");
+    std::fs::File::create(topic_dir.join(gap_file_name(OffsetRange::new(35, 40)))).unwrap();
+    let tier = open(config).await;
+    let t = topic("lost");
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 65));
+    let sealed_now = tier.sealed_segments(&t);
+    assert_eq!(sealed_now[1].range, OffsetRange::new(20, 35));
+    let before = tier.read(&t, 20, 40, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(before.iter().map(|r| r.offset).collect::<Vec<_>>(), (20..35).collect::<Vec<_>>());
+    let err = tier.read(&t, 36, 40, ReadLimit::unbounded()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    tier.close().await;
+}
