@@ -18,7 +18,7 @@ use crate::cache::Lru;
 use crate::config::ColdConfig;
 use crate::error::{key_ctx, map_store_error, topic_ctx};
 use crate::layout::{Layout, ObjectName, TimeBounds};
-use crate::listing::{Listing, SegmentObject};
+use crate::listing::{Listing, RecordedGap, SegmentObject};
 use crate::stats::{ColdStats, Counters};
 
 /// The per-topic state: the cached listing and the lock that serialises appends.
@@ -126,6 +126,7 @@ impl ColdTier {
             map_store_error(topic_ctx(topic).location(dir.to_string()), "listing segments", e)
         })?;
         let mut found = Vec::new();
+        let mut recorded = Vec::new();
         // Time bounds by range; `None` when two markers of one range disagree.
         let mut markers: HashMap<OffsetRange, Option<TimeBounds>> = HashMap::new();
         for o in objects {
@@ -141,6 +142,7 @@ impl ColdTier {
                         })
                         .or_insert(Some(bounds));
                 }
+                Some(ObjectName::Gap(range)) => recorded.push(RecordedGap { range, key: o.location }),
                 None => {}
             }
         }
@@ -152,7 +154,7 @@ impl ColdTier {
                 Arc::new(SegmentObject::with_bounds(key, range, size, bounds))
             })
             .collect();
-        Ok(Arc::new(Listing::new(topic, segments)?))
+        Ok(Arc::new(Listing::new(topic, segments, recorded)?))
     }
 
     /// The cached manifest of `topic`, listing the store the first time.
@@ -184,8 +186,19 @@ impl ColdTier {
         Ok(())
     }
 
+    /// Adds a recorded gap to the cached manifest.
+    pub(crate) fn note_gap(&self, topic: &TopicName, gap: RecordedGap) {
+        let state = self.topic_state(topic);
+        let mut slot = state.listing.lock();
+        if let Some(listing) = slot.as_ref() {
+            *slot = Some(Arc::new(listing.with_gap(gap)));
+        }
+    }
+
     /// The offset ranges inside [`range`](tier_core::Tier::range) that no object holds
-    /// (from the cached manifest). Empty for a healthy topic.
+    /// and no recorded gap covers (from the cached manifest): objects missing by
+    /// accident. Empty for a healthy topic, also one with recorded gaps (see
+    /// [`recorded_gaps`](Self::recorded_gaps)).
     pub async fn gaps(&self, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
         Ok(self.listing(topic).await?.gaps())
     }

@@ -19,6 +19,9 @@ impl ColdTier {
     /// them (no request), else from their trailers. Each segment's marker is deleted
     /// *before* the segment, so a crash in between leaves a segment without a marker
     /// (which lookups handle by reading its trailer), never a marker without a segment.
+    /// Gap markers (see [`record_gap`](Self::record_gap)) that fall below the first
+    /// remaining segment are deleted after the segments (a crash in between leaves
+    /// markers the listing ignores and the next expiry deletes).
     pub async fn expire_before(
         &self,
         topic: &TopicName,
@@ -49,14 +52,24 @@ impl ColdTier {
                 [("deleting an expired time marker", marker), ("deleting an expired segment", key)]
             {
                 if let Err(e) = self.delete_object(object).await {
-                    *state.listing.lock() = Some(std::sync::Arc::new(listing.without_first(deleted.len())));
+                    *state.listing.lock() =
+                        Some(std::sync::Arc::new(listing.without_first(deleted.len(), &[])));
                     return Err(map_store_error(key_ctx(topic, object), what, e));
                 }
             }
             self.metas.lock().remove(key);
             deleted.push(key.clone());
         }
-        let remaining = std::sync::Arc::new(listing.without_first(deleted.len()));
+        let remaining = listing.without_first(deleted.len(), &[]);
+        let mut gone = Vec::new();
+        for gap in remaining.stale_markers() {
+            if let Err(e) = self.delete_object(&gap.key).await {
+                *state.listing.lock() = Some(std::sync::Arc::new(remaining.without_first(0, &gone)));
+                return Err(map_store_error(key_ctx(topic, &gap.key), "deleting an expired gap marker", e));
+            }
+            gone.push(gap);
+        }
+        let remaining = std::sync::Arc::new(remaining.without_first(0, &gone));
         let range = remaining.range();
         *state.listing.lock() = Some(remaining);
         Ok((deleted, range))

@@ -1,5 +1,5 @@
 //! Uploading sealed segments: one conditional PUT for small ones, a streamed multipart
-//! upload for large ones; idempotent by name, length and trailer.
+//! upload for large ones; idempotent by name, length, trailer and whole-object CRC-32C.
 
 use std::path::Path as FsPath;
 
@@ -51,11 +51,26 @@ impl ExportOutcome {
 
 /// What identifies a segment's content for the idempotency check.
 #[derive(Debug)]
-pub(crate) struct Fingerprint {
+pub(crate) struct Fingerprint<'a> {
     pub(crate) len: u64,
-    pub(crate) trailer: Bytes,
-    /// The whole content, when small enough to compare entirely.
-    pub(crate) whole: Option<Bytes>,
+    pub(crate) content: Content<'a>,
+}
+
+/// The content an existing object is compared with.
+#[derive(Debug)]
+pub(crate) enum Content<'a> {
+    /// The whole content in memory (a one-batch segment of `append`): compared byte for
+    /// byte with one GET.
+    Whole(Bytes),
+    /// A sealed segment file: its trailer bytes are compared first (one small GET, a
+    /// cheap early refusal), then the CRC-32C of the whole object with the file's, both
+    /// streamed in `read_buffer` chunks.
+    File {
+        /// The file.
+        path: &'a FsPath,
+        /// Its last [`TRAILER_LEN`] bytes.
+        trailer: Bytes,
+    },
 }
 
 impl ColdTier {
@@ -67,8 +82,13 @@ impl ColdTier {
     ///   cannot both write). Larger: a multipart upload of `part_size` parts streamed
     ///   from the file, `upload_concurrency` in flight, aborted on any failure. Never
     ///   holds more than `upload_concurrency + 1` parts in memory.
-    /// - Idempotent: an existing object with the same length and trailer bytes is
-    ///   [`ExportOutcome::AlreadyPresent`]; a different one is [`TierError::Fenced`].
+    /// - Idempotent: an existing object with the same length, trailer bytes and CRC-32C
+    ///   of its whole content (streamed in `read_buffer` GETs, compared with the file's)
+    ///   is [`ExportOutcome::AlreadyPresent`]; a different one is [`TierError::Fenced`].
+    /// - Contiguous: a segment starting beyond the offsets held (the last segment's end,
+    ///   moved past recorded gaps that start there) is `InvalidInput` naming both ranges,
+    ///   unless the topic holds no segment (the segment takes over at its base). Record
+    ///   the missing offsets with [`record_gap`](Self::record_gap) first.
     /// - Then a zero-byte *time marker* object carrying the segment's timestamp bounds is
     ///   written beside it (see [`Layout::marker_key`](crate::Layout::marker_key)), also
     ///   when the segment was already present and the manifest knows no marker for it,
@@ -77,9 +97,10 @@ impl ColdTier {
     ///   export writes only the marker).
     /// - The cached manifest gains the segment, with its time bounds.
     ///
-    /// Errors: `InvalidInput` for a file that is not a sealed segment of `topic` or is
-    /// empty; `Fenced` for a conflicting object (same name, or overlapping offsets in the
-    /// cached manifest); `Unavailable` for I/O and store failures.
+    /// Errors: `InvalidInput` for a file that is not a sealed segment of `topic`, is
+    /// empty or does not continue the log; `Fenced` for a conflicting object (same name,
+    /// or overlapping offsets or a recorded gap in the cached manifest); `Unavailable`
+    /// for I/O and store failures.
     pub async fn export_segment(&self, topic: &TopicName, path: &FsPath) -> Result<ExportOutcome, TierError> {
         let (len, trailer, trailer_bytes) = read_segment_ends(topic, path).await?;
         let range = trailer.offset_range();
@@ -96,9 +117,29 @@ impl ColdTier {
                 format!("offsets {range:?} overlap the existing object {} ({:?})", other.key, other.range),
             ));
         }
+        if let Some(gap) =
+            listing.recorded().iter().find(|g| g.range.start < range.end && range.start < g.range.end)
+        {
+            return Err(TierError::fenced(
+                ctx,
+                format!("offsets {range} overlap offsets {} recorded lost by {}", gap.range, gap.key),
+            ));
+        }
+        let next = listing.continuation();
+        if !listing.segments().is_empty() && range.start > next {
+            return Err(TierError::invalid(
+                ctx,
+                format!(
+                    "the segment holding offsets {range} does not continue cold's offsets {} (the next \
+                     segment must start at {next}); record offsets {} as lost first",
+                    listing.range(),
+                    OffsetRange::new(next, range.start)
+                ),
+            ));
+        }
         let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
         let exported = |key: &Path| SegmentObject::with_bounds(key.clone(), range, len, Some(bounds));
-        let fingerprint = Fingerprint { len, trailer: trailer_bytes, whole: None };
+        let fingerprint = Fingerprint { len, content: Content::File { path, trailer: trailer_bytes } };
         if self.existing_matches(topic, &key, &fingerprint).await? {
             if !listing.segments().iter().any(|s| s.key == key && s.marked) {
                 self.put_marker(topic, range, bounds).await?;
@@ -181,7 +222,7 @@ impl ColdTier {
         &self,
         topic: &TopicName,
         key: &Path,
-        fingerprint: &Fingerprint,
+        fingerprint: &Fingerprint<'_>,
     ) -> Result<bool, TierError> {
         let ctx = key_ctx(topic, key);
         Counters::add(&self.counters.head_requests, 1);
@@ -199,24 +240,44 @@ impl ColdTier {
                 ),
             ));
         }
-        let same = match &fingerprint.whole {
-            Some(whole) => {
-                let existing = self.get_counted(topic, key, 0..meta.size).await?;
-                existing == *whole
-            }
-            None => {
-                let n = fingerprint.trailer.len() as u64;
+        let same = match &fingerprint.content {
+            Content::Whole(whole) => self.get_counted(topic, key, 0..meta.size).await? == *whole,
+            Content::File { path, trailer } => {
+                let n = trailer.len() as u64;
                 let existing = self.get_counted(topic, key, meta.size.saturating_sub(n)..meta.size).await?;
-                existing == fingerprint.trailer
+                existing == *trailer
+                    && self.object_crc(topic, key, meta.size).await?
+                        == file_crc(topic, path, meta.size, self.config.read_buffer).await?
             }
         };
         if !same {
             return Err(TierError::fenced(
                 ctx,
-                "a different object of the same length already holds this name",
+                "a different object of the same length (other trailer or CRC-32C) already holds this name",
             ));
         }
         Ok(true)
+    }
+
+    /// The CRC-32C of the first `len` bytes of the object `key`, read in ranged GETs of
+    /// at most `read_buffer` bytes, one at a time (memory: one chunk).
+    async fn object_crc(&self, topic: &TopicName, key: &Path, len: u64) -> Result<u32, TierError> {
+        let chunk = self.config.read_buffer.max(1);
+        let mut crc = 0u32;
+        let mut at = 0u64;
+        while at < len {
+            let end = (at + chunk).min(len);
+            let bytes = self.get_counted(topic, key, at..end).await?;
+            if bytes.len() as u64 != end - at {
+                return Err(TierError::unavailable(
+                    key_ctx(topic, key).location(format!("{key}@{at}")),
+                    format!("a ranged read of {} bytes returned {}", end - at, bytes.len()),
+                ));
+            }
+            crc = crc32c::crc32c_append(crc, &bytes);
+            at = end;
+        }
+        Ok(crc)
     }
 
     async fn get_counted(
@@ -295,6 +356,32 @@ impl ColdTier {
             tracing::warn!(error = %e, "aborting a failed multipart upload failed; the bucket's lifecycle rule will remove its parts");
         }
     }
+}
+
+/// The CRC-32C of the first `len` bytes of the file at `path`, read `chunk` bytes at a
+/// time. A file shorter than `len` is `InvalidInput` (it changed since it was checked).
+async fn file_crc(topic: &TopicName, path: &FsPath, len: u64, chunk: u64) -> Result<u32, TierError> {
+    let mut file =
+        tokio::fs::File::open(path).await.map_err(|e| file_error(topic, path, "opening the segment", e))?;
+    let mut buf = vec![0u8; usize::try_from(chunk.clamp(1, len.max(1))).unwrap_or(1 << 20)];
+    let mut crc = 0u32;
+    let mut left = len;
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        match file.read_exact(&mut buf[..want]).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(TierError::invalid(
+                    crate::error::topic_ctx(topic).location(path.display().to_string()),
+                    "the segment file shrank while being compared",
+                ));
+            }
+            Err(e) => return Err(file_error(topic, path, "reading the segment", e)),
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..want]);
+        left -= want as u64;
+    }
+    Ok(crc)
 }
 
 /// The length, decoded trailer and raw trailer bytes of the sealed segment at `path`,

@@ -9,8 +9,13 @@
 //! trailer. Timestamps are written *offset-binary*: the `i64` with its sign bit flipped,
 //! as 16 lowercase hex digits, so negative timestamps need no sign character and names
 //! sort by timestamp (`i64::MIN` is `0000000000000000`, `0` is `8000000000000000`). A
-//! marker sorts right after its segment (`.seg` < `.ts-`). See `docs/cold.md` ("Object
-//! layout").
+//! marker sorts right after its segment (`.seg` < `.ts-`).
+//!
+//! A *gap marker* `<prefix>/<topic>/<from:020>-<to:020>.gap` (zero bytes; `to` is
+//! **exclusive**, as in the WAL's gap markers) records that offsets `from..to` were
+//! declared lost (see [`ColdTier::record_gap`](crate::ColdTier::record_gap)), so the
+//! segment ending at `from` and the one starting at `to` may follow each other. See
+//! `docs/cold.md` ("Object layout").
 
 use object_store::path::Path;
 use tier_core::{Offset, OffsetRange, Timestamp, TopicName};
@@ -20,6 +25,9 @@ pub const SEGMENT_SUFFIX: &str = ".seg";
 
 /// What follows `<base>-<last>` in a time marker's name, before the timestamps.
 pub const MARKER_INFIX: &str = ".ts-";
+
+/// Suffix of every gap marker.
+pub const GAP_SUFFIX: &str = ".gap";
 
 /// Hex digits of each timestamp in a time marker's name.
 const TIMESTAMP_WIDTH: usize = 16;
@@ -40,6 +48,8 @@ pub enum ObjectName {
     Segment(OffsetRange),
     /// The time marker of the segment holding these offsets.
     TimeMarker(OffsetRange, TimeBounds),
+    /// A gap marker: these offsets were declared lost.
+    Gap(OffsetRange),
 }
 
 /// Width of each zero-padded offset in a name (`u64::MAX` has 20 digits).
@@ -88,17 +98,26 @@ impl Layout {
         self.topic_dir(topic).join(marker_file_name(range, bounds))
     }
 
+    /// The zero-byte gap marker recording offsets `range` (non-empty) as lost.
+    ///
+    /// # Panics
+    /// If `range` is empty (an empty gap is never recorded).
+    pub fn gap_key(&self, topic: &TopicName, range: OffsetRange) -> Path {
+        assert!(!range.is_empty(), "an empty gap has no marker");
+        self.topic_dir(topic).join(gap_file_name(range))
+    }
+
     /// The offset range named by `key` when it is a segment object of `topic` directly in
     /// its folder; `None` for any other object (time markers included).
     pub fn parse_key(&self, topic: &TopicName, key: &Path) -> Option<OffsetRange> {
         match self.parse_object(topic, key)? {
             ObjectName::Segment(range) => Some(range),
-            ObjectName::TimeMarker(..) => None,
+            ObjectName::TimeMarker(..) | ObjectName::Gap(_) => None,
         }
     }
 
-    /// What `key` is when it is a segment or a time marker of `topic` directly in its
-    /// folder; `None` for any other object.
+    /// What `key` is when it is a segment, a time marker or a gap marker of `topic`
+    /// directly in its folder; `None` for any other object.
     pub fn parse_object(&self, topic: &TopicName, key: &Path) -> Option<ObjectName> {
         let dir = self.topic_dir(topic);
         let mut rest = key.prefix_match(&dir)?;
@@ -110,6 +129,9 @@ impl Layout {
         if let Some(range) = parse_file_name(name) {
             return Some(ObjectName::Segment(range));
         }
+        if let Some(range) = parse_gap_name(name) {
+            return Some(ObjectName::Gap(range));
+        }
         parse_marker_name(name).map(|(range, bounds)| ObjectName::TimeMarker(range, bounds))
     }
 }
@@ -117,6 +139,23 @@ impl Layout {
 /// `<base:020>-<last:020>.seg` for `range` (non-empty).
 pub fn segment_file_name(range: OffsetRange) -> String {
     format!("{:0w$}-{:0w$}{SEGMENT_SUFFIX}", range.start, range.end - 1, w = OFFSET_WIDTH)
+}
+
+/// `<from:020>-<to:020>.gap` for the lost offsets `range` (non-empty; `to` exclusive).
+pub fn gap_file_name(range: OffsetRange) -> String {
+    format!("{:0w$}-{:0w$}{GAP_SUFFIX}", range.start, range.end, w = OFFSET_WIDTH)
+}
+
+/// The lost range a gap marker name `<from:020>-<to:020>.gap` names, or `None` when it
+/// does not follow the grammar (wrong widths, non-digits, `to <= from`).
+pub fn parse_gap_name(name: &str) -> Option<OffsetRange> {
+    let (from, to) = name.strip_suffix(GAP_SUFFIX)?.split_once('-')?;
+    let digits = |s: &str| s.len() == OFFSET_WIDTH && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(from) || !digits(to) {
+        return None;
+    }
+    let (from, to): (Offset, Offset) = (from.parse().ok()?, to.parse().ok()?);
+    (from < to).then(|| OffsetRange::new(from, to))
 }
 
 /// `<base:020>-<last:020>.ts-<min:016x>-<max:016x>` for `range` (non-empty) and `bounds`.
@@ -235,6 +274,25 @@ mod tests {
             "t/00000000000000000001-00000000000000000002.ts-8000000000000000",
             "t/00000000000000000002-00000000000000000001.ts-8000000000000000-8000000000000000",
             "t/00000000000000000001-00000000000000000002.ts-8000000000000000-8000000000000000x",
+        ] {
+            assert_eq!(layout.parse_object(&topic, &Path::from(name)), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn gap_markers_round_trip_with_an_exclusive_end() {
+        let layout = Layout::new("p");
+        let topic = TopicName::new("t").expect("valid");
+        let key = layout.gap_key(&topic, OffsetRange::new(90, 100));
+        assert_eq!(key.as_ref(), "p/t/00000000000000000090-00000000000000000100.gap");
+        assert_eq!(layout.parse_object(&topic, &key), Some(ObjectName::Gap(OffsetRange::new(90, 100))));
+        assert_eq!(layout.parse_key(&topic, &key), None, "a gap marker is not a segment");
+        for name in [
+            "t/00000000000000000100-00000000000000000100.gap",
+            "t/00000000000000000100-00000000000000000090.gap",
+            "t/0000000000000000090-00000000000000000100.gap",
+            "t/00000000000000000090-00000000000000000100.gap.tmp",
+            "t/0000000000000000009x-00000000000000000100.gap",
         ] {
             assert_eq!(layout.parse_object(&topic, &Path::from(name)), None, "{name}");
         }

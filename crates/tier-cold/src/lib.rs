@@ -12,6 +12,8 @@
 //!   (trailer + index) is cached in a bounded LRU and recently fetched data intervals in
 //!   a byte-bounded one, so a seek by offset or timestamp (lookup then read) costs two
 //!   requests cold and one with the index cached.
+//! - [`ColdTier::record_gap`]: offsets declared lost upstream, as zero-byte gap
+//!   markers, so the log may continue after them and reads name them.
 //! - [`ColdTier::expire_before`]: optional time-based expiry of whole segments.
 //! - [`ColdConfig`]: backend, buffers, multipart and retry settings.
 //! - `testing` (feature `testing`): `CountingStore` and `FaultyStore` wrappers.
@@ -25,6 +27,7 @@ mod config;
 mod error;
 mod expire;
 mod export;
+mod gap;
 pub mod layout;
 mod listing;
 mod read;

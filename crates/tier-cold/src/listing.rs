@@ -1,6 +1,7 @@
 //! The in-memory manifest of a topic: its segment objects sorted by offset, built from a
 //! (paginated) listing of `<prefix>/<topic>/` and extended after each export. Time markers
-//! in the listing give segments their time bounds without a request.
+//! in the listing give segments their time bounds without a request, and gap markers
+//! say which missing offsets were declared lost (recorded gaps).
 
 use std::sync::{Arc, OnceLock};
 
@@ -44,17 +45,39 @@ impl SegmentObject {
     }
 }
 
-/// A topic's segments, sorted by base offset, without overlaps (gaps are allowed and
-/// reported by [`gaps`](Self::gaps)).
+/// Offsets declared lost, and the gap marker recording them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RecordedGap {
+    /// The lost offsets.
+    pub(crate) range: OffsetRange,
+    /// The zero-byte marker object.
+    pub(crate) key: Path,
+}
+
+/// A topic's segments, sorted by base offset, without overlaps, and its recorded gaps
+/// (holes are allowed: those not covered by a recorded gap are reported by
+/// [`gaps`](Self::gaps)).
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
     segments: Vec<Arc<SegmentObject>>,
+    /// Every gap marker listed or written, sorted.
+    markers: Vec<RecordedGap>,
+    /// The markers that count: at or after the first segment, overlapping no segment
+    /// nor each other, sorted.
+    recorded: Vec<RecordedGap>,
 }
 
 impl Listing {
     /// Sorts `segments` and checks that no two overlap (an overlap means two writers
     /// exported different segmentations of the same offsets: `Corruption` naming both).
-    pub(crate) fn new(topic: &TopicName, mut segments: Vec<Arc<SegmentObject>>) -> Result<Self, TierError> {
+    /// Gap markers below the first segment (left by an interrupted expiry), overlapping
+    /// a segment (those offsets are held after all) or overlapping an earlier marker are
+    /// ignored.
+    pub(crate) fn new(
+        topic: &TopicName,
+        mut segments: Vec<Arc<SegmentObject>>,
+        markers: Vec<RecordedGap>,
+    ) -> Result<Self, TierError> {
         segments.sort_by_key(|s| s.range.start);
         for pair in segments.windows(2) {
             if pair[1].range.start < pair[0].range.end {
@@ -67,7 +90,53 @@ impl Listing {
                 ));
             }
         }
-        Ok(Self { segments })
+        Ok(Self::build(segments, markers))
+    }
+
+    /// The listing of sorted, non-overlapping `segments` and the gap `markers`.
+    fn build(segments: Vec<Arc<SegmentObject>>, mut markers: Vec<RecordedGap>) -> Self {
+        markers.sort_by_key(|g| (g.range.start, g.range.end));
+        markers.dedup();
+        let first = segments.first().map(|s| s.range.start);
+        let mut recorded: Vec<RecordedGap> = Vec::with_capacity(markers.len());
+        for gap in &markers {
+            let below_first = first.is_none_or(|f| gap.range.start < f);
+            let overlaps_segment =
+                segments.iter().any(|s| s.range.start < gap.range.end && gap.range.start < s.range.end);
+            let overlaps_gap = recorded.last().is_some_and(|g| gap.range.start < g.range.end);
+            if !below_first && !overlaps_segment && !overlaps_gap {
+                recorded.push(gap.clone());
+            }
+        }
+        Self { segments, markers, recorded }
+    }
+
+    /// Gap markers wholly below the first segment (or every marker when no segment is
+    /// left): leftovers of an interrupted expiry, which the next expiry deletes.
+    pub(crate) fn stale_markers(&self) -> Vec<RecordedGap> {
+        let first = self.segments.first().map(|s| s.range.start);
+        self.markers.iter().filter(|g| first.is_none_or(|f| g.range.end <= f)).cloned().collect()
+    }
+
+    /// The recorded gaps in offset order.
+    pub(crate) fn recorded(&self) -> &[RecordedGap] {
+        &self.recorded
+    }
+
+    /// The recorded gap holding `offset`, if any.
+    pub(crate) fn recorded_gap_at(&self, offset: Offset) -> Option<&RecordedGap> {
+        let i = self.recorded.partition_point(|g| g.range.end <= offset);
+        self.recorded.get(i).filter(|g| g.range.contains(offset))
+    }
+
+    /// Where the next segment must start to continue the log: the last segment's end,
+    /// moved past the recorded gaps that start there (`0` when empty).
+    pub(crate) fn continuation(&self) -> Offset {
+        let mut end = self.range().end;
+        while let Some(gap) = self.recorded.iter().find(|g| g.range.start == end) {
+            end = gap.range.end;
+        }
+        end
     }
 
     /// The segments in offset order.
@@ -83,13 +152,24 @@ impl Listing {
         }
     }
 
-    /// Offsets inside [`range`](Self::range) that no object holds.
+    /// Offsets inside [`range`](Self::range) that no object holds and no recorded gap
+    /// covers (missing objects, never declared lost).
     pub(crate) fn gaps(&self) -> Vec<OffsetRange> {
-        self.segments
-            .windows(2)
-            .filter(|p| p[0].range.end < p[1].range.start)
-            .map(|p| OffsetRange::new(p[0].range.end, p[1].range.start))
-            .collect()
+        let mut out = Vec::new();
+        for pair in self.segments.windows(2) {
+            let (mut at, end) = (pair[0].range.end, pair[1].range.start);
+            let inside = |g: &&RecordedGap| pair[0].range.end <= g.range.start && g.range.end <= end;
+            for gap in self.recorded.iter().filter(inside) {
+                if at < gap.range.start {
+                    out.push(OffsetRange::new(at, gap.range.start));
+                }
+                at = gap.range.end;
+            }
+            if at < end {
+                out.push(OffsetRange::new(at, end));
+            }
+        }
+        out
     }
 
     /// Position of the segment holding `offset` (binary search), or `Err` with the
@@ -106,7 +186,15 @@ impl Listing {
     pub(crate) fn with(&self, topic: &TopicName, segment: Arc<SegmentObject>) -> Result<Self, TierError> {
         let mut segments = self.segments.clone();
         segments.push(segment);
-        Self::new(topic, segments)
+        Self::new(topic, segments, self.markers.clone())
+    }
+
+    /// The listing with the recorded gap `gap` added (ignored when it overlaps a
+    /// segment or a recorded gap, as in [`new`](Self::new)).
+    pub(crate) fn with_gap(&self, gap: RecordedGap) -> Self {
+        let mut markers = self.markers.clone();
+        markers.push(gap);
+        Self::build(self.segments.clone(), markers)
     }
 
     /// The listing with the segment of the same key replaced by `segment`.
@@ -116,12 +204,15 @@ impl Listing {
             .iter()
             .map(|s| if s.key == segment.key { segment.clone() } else { s.clone() })
             .collect();
-        Self { segments }
+        Self::build(segments, self.markers.clone())
     }
 
-    /// The listing without the first `n` segments.
-    pub(crate) fn without_first(&self, n: usize) -> Self {
-        Self { segments: self.segments[n.min(self.segments.len())..].to_vec() }
+    /// The listing without the first `n` segments (the gap markers below the first
+    /// remaining one become stale) and without the gap markers in `deleted`.
+    pub(crate) fn without_first(&self, n: usize, deleted: &[RecordedGap]) -> Self {
+        let segments = self.segments[n.min(self.segments.len())..].to_vec();
+        let markers = self.markers.iter().filter(|g| !deleted.contains(g)).cloned().collect();
+        Self::build(segments, markers)
     }
 }
 
@@ -136,7 +227,7 @@ mod tests {
     #[test]
     fn finds_segments_and_reports_gaps() {
         let topic = TopicName::new("t").expect("valid");
-        let l = Listing::new(&topic, vec![seg(20, 30), seg(0, 10), seg(10, 20), seg(40, 50)])
+        let l = Listing::new(&topic, vec![seg(20, 30), seg(0, 10), seg(10, 20), seg(40, 50)], vec![])
             .expect("no overlap");
         assert_eq!(l.range(), OffsetRange::new(0, 50));
         assert_eq!(l.gaps(), vec![OffsetRange::new(30, 40)]);
@@ -146,7 +237,51 @@ mod tests {
         assert_eq!(l.find(35), Err(3));
         assert_eq!(l.find(49), Ok(3));
         assert_eq!(l.find(50), Err(4));
-        let err = Listing::new(&topic, vec![seg(0, 10), seg(5, 15)]).expect_err("overlap");
+        let err = Listing::new(&topic, vec![seg(0, 10), seg(5, 15)], vec![]).expect_err("overlap");
         assert!(err.to_string().contains("overlap"), "{err}");
+    }
+
+    fn gap(start: u64, end: u64) -> RecordedGap {
+        RecordedGap { range: OffsetRange::new(start, end), key: Path::from(format!("t/{start}.gap")) }
+    }
+
+    #[test]
+    fn recorded_gaps_cover_holes_and_extend_the_continuation() {
+        let topic = TopicName::new("t").expect("valid");
+        let l = Listing::new(
+            &topic,
+            vec![seg(10, 20), seg(30, 40), seg(50, 60)],
+            // Below the first segment, overlapping a segment, overlapping another gap:
+            // all ignored.
+            vec![gap(25, 30), gap(0, 10), gap(15, 22), gap(20, 24), gap(22, 26), gap(60, 65), gap(65, 70)],
+        )
+        .expect("no overlap");
+        let kept: Vec<_> = l.recorded().iter().map(|g| g.range).collect();
+        assert_eq!(
+            kept,
+            vec![
+                OffsetRange::new(20, 24),
+                OffsetRange::new(25, 30),
+                OffsetRange::new(60, 65),
+                OffsetRange::new(65, 70)
+            ]
+        );
+        assert_eq!(l.range(), OffsetRange::new(10, 60), "a trailing gap does not extend the range");
+        assert_eq!(l.continuation(), 70, "the next segment continues after the chained gaps");
+        assert_eq!(l.gaps(), vec![OffsetRange::new(24, 25), OffsetRange::new(40, 50)], "unrecorded holes");
+        assert_eq!(l.recorded_gap_at(27).map(|g| g.range), Some(OffsetRange::new(25, 30)));
+        assert_eq!(l.recorded_gap_at(24), None);
+        assert_eq!(l.recorded_gap_at(30), None);
+        let stale: Vec<_> = l.stale_markers().iter().map(|g| g.range).collect();
+        assert_eq!(stale, vec![OffsetRange::new(0, 10)]);
+        let trimmed = l.without_first(2, &[]);
+        let kept: Vec<_> = trimmed.recorded().iter().map(|g| g.range).collect();
+        assert_eq!(kept, vec![OffsetRange::new(60, 65), OffsetRange::new(65, 70)]);
+        let stale: Vec<_> = trimmed.stale_markers().iter().map(|g| g.range).collect();
+        assert_eq!(stale.len(), 5, "every marker below 50: {stale:?}");
+        let cleaned = trimmed.without_first(0, &trimmed.stale_markers());
+        assert!(cleaned.stale_markers().is_empty());
+        assert_eq!(cleaned.recorded().len(), 2);
+        assert_eq!(Listing::default().continuation(), 0);
     }
 }

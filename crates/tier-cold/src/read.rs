@@ -1,28 +1,17 @@
 //! Bounded reads and timestamp lookups across a topic's segments.
 
-use tier_core::{Offset, OffsetRange, ReadLimit, Record, TierError, Timestamp, TopicName};
+use tier_core::{Offset, ReadLimit, Record, TierError, Timestamp, TopicName};
 
 use crate::ColdTier;
 use crate::error::topic_ctx;
-use crate::listing::Listing;
-
-/// The error for offsets inside the range that no object holds.
-pub(crate) fn gap_error(topic: &TopicName, listing: &Listing, offset: Offset, next: usize) -> TierError {
-    let end = listing.segments().get(next).map_or(listing.range().end, |s| s.range.start);
-    TierError::not_found(
-        topic_ctx(topic).offset(offset),
-        format!(
-            "offsets {} are missing from cold storage: no segment object holds them",
-            OffsetRange::new(offset, end.max(offset))
-        ),
-    )
-}
+use crate::gap::{gap_error, recorded_gap_error};
 
 impl ColdTier {
     /// `Tier::read`: walks the segments from the one holding `from`, one ranged request
     /// per index interval read (plus one tail request per segment whose metadata is not
-    /// cached). A gap in the manifest ends the read there, or is `NotFound` naming the
-    /// missing offsets when nothing was read before it.
+    /// cached). A gap in the manifest (missing objects, or a recorded gap) ends the read
+    /// there, or is `NotFound` naming the missing or lost offsets when nothing was read
+    /// before it.
     pub(crate) async fn read_records(
         &self,
         topic: &TopicName,
@@ -32,6 +21,9 @@ impl ColdTier {
     ) -> Result<Vec<Record>, TierError> {
         let listing = self.listing(topic).await?;
         let held = listing.range();
+        if let Some(gap) = listing.recorded_gap_at(from) {
+            return Err(recorded_gap_error(topic, from, gap));
+        }
         if from < held.start || from > held.end {
             return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
         }
@@ -70,7 +62,9 @@ impl ColdTier {
     }
 
     /// `Tier::offset_for_timestamp`: the answer lies in the first segment whose newest
-    /// timestamp reaches `t` (every earlier record is below `t`). Segment maxima come
+    /// timestamp reaches `t` (every earlier record is below `t`). Recorded gaps are
+    /// crossed (their records are lost, so they cannot hold the answer); a hole of
+    /// missing objects is `NotFound`. Segment maxima come
     /// from the time markers in the listing (no request); a segment without one falls
     /// back to its trailer (one tail request, remembered in the manifest). Then the
     /// answering segment's index gives the interval to read: a lookup costs at most two
@@ -84,10 +78,13 @@ impl ColdTier {
         let listing = self.listing(topic).await?;
         let mut expected: Option<Offset> = None;
         for (i, segment) in listing.segments().iter().enumerate() {
-            if let Some(want) = expected
-                && want != segment.range.start
-            {
-                return Err(gap_error(topic, &listing, want, i));
+            if let Some(mut want) = expected {
+                while let Some(gap) = listing.recorded_gap_at(want) {
+                    want = gap.range.end;
+                }
+                if want != segment.range.start {
+                    return Err(gap_error(topic, &listing, want, i));
+                }
             }
             expected = Some(segment.range.end);
             let max = match segment.bounds.get() {

@@ -35,6 +35,8 @@ pub struct ColdStats {
     pub data_cache_misses: u64,
     /// Zero-byte time markers written.
     pub marker_puts: u64,
+    /// Zero-byte gap markers written (by [`record_gap`](crate::ColdTier::record_gap)).
+    pub gap_marker_puts: u64,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +56,7 @@ pub(crate) struct Counters {
     pub(crate) data_cache_hits: AtomicU64,
     pub(crate) data_cache_misses: AtomicU64,
     pub(crate) marker_puts: AtomicU64,
+    pub(crate) gap_marker_puts: AtomicU64,
 }
 
 impl Counters {
@@ -85,6 +88,7 @@ impl Counters {
             data_cache_hits: g(&self.data_cache_hits),
             data_cache_misses: g(&self.data_cache_misses),
             marker_puts: g(&self.marker_puts),
+            gap_marker_puts: g(&self.gap_marker_puts),
         }
     }
 }

@@ -11,8 +11,8 @@ use tier_core::{Offset, ReadLimit, Record, TierError, TopicName};
 use crate::ColdTier;
 use crate::cold::ObjectReader;
 use crate::error::topic_ctx;
+use crate::gap::{gap_error, recorded_gap_error};
 use crate::listing::Listing;
-use crate::read::gap_error;
 
 /// One ranged GET of a stream: consecutive index intervals of one segment.
 struct Chunk {
@@ -89,7 +89,9 @@ impl ColdTier {
     /// (or taken from the cache) as the stream reaches each segment.
     ///
     /// `from` outside the held range is `Trimmed`; reaching a gap in the manifest yields
-    /// a `NotFound` error naming the missing offsets, after the records before it.
+    /// a `NotFound` error naming the missing offsets (or, for a recorded gap, the lost
+    /// range and its marker), after the records before it; `from` inside a recorded gap
+    /// is that error at once.
     pub async fn stream(
         &self,
         topic: &TopicName,
@@ -122,6 +124,9 @@ where
 {
     let listing: Arc<Listing> = tier.listing(topic).await?;
     let held = listing.range();
+    if let Some(gap) = listing.recorded_gap_at(from) {
+        return Err(recorded_gap_error(topic, from, gap));
+    }
     if from < held.start || from > held.end {
         return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
     }
@@ -147,10 +152,18 @@ where
             Ok::<_, TierError>(stream::iter(chunks_of(ranged, from, read_buffer).into_iter().map(Ok)))
         }
     });
+    // An error of the segment walk (a gap, metadata that cannot be read) travels through
+    // the read-ahead as one more "chunk", so it comes after the records before it; the
+    // stream ends after the first error.
     let records = segments
         .try_flatten()
-        .map_ok(move |chunk: Chunk| chunk.load(from))
-        .try_buffered(read_ahead)
+        .map(move |chunk: Result<Chunk, TierError>| async move { chunk?.load(from).await })
+        .buffered(read_ahead)
+        .scan(false, |failed, item| {
+            let item = (!*failed).then_some(item);
+            *failed = item.as_ref().is_some_and(Result::is_err);
+            futures::future::ready(item)
+        })
         .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
         .try_flatten();
     Ok(records.boxed())

@@ -14,7 +14,7 @@ use tier_core::{
 
 use crate::ColdTier;
 use crate::error::{key_ctx, topic_ctx};
-use crate::export::Fingerprint;
+use crate::export::{Content, Fingerprint};
 use crate::layout::TimeBounds;
 use crate::listing::SegmentObject;
 
@@ -49,7 +49,7 @@ impl ColdTier {
         let listing = self.listing(topic).await?;
         let segment = match listing.find(base) {
             Ok(i) => listing.segments()[i].clone(),
-            Err(after) => return Err(crate::read::gap_error(topic, &listing, base, after)),
+            Err(after) => return Err(crate::gap::gap_error(topic, &listing, base, after)),
         };
         let ranged = self.open_segment(topic, &segment).await?;
         let fenced = |why: &str| TierError::fenced(ctx.clone(), format!("{why} (held offsets {held:?})"));
@@ -85,8 +85,10 @@ impl Tier for ColdTier {
     }
 
     /// From the first segment's base offset to the last segment's end, from the cached
-    /// manifest (listed on first use; [`ColdTier::refresh`] lists again). Gaps inside
-    /// are reported by [`ColdTier::gaps`].
+    /// manifest (listed on first use; [`ColdTier::refresh`] lists again). Missing
+    /// objects inside are reported by [`ColdTier::gaps`], offsets declared lost by
+    /// [`ColdTier::recorded_gaps`] (a recorded gap after the last segment is not part
+    /// of the range until a segment follows it).
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         Ok(self.listing(topic).await?.range())
     }
@@ -96,9 +98,17 @@ impl Tier for ColdTier {
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let state = self.topic_state(topic);
         let _guard = state.append_lock.lock().await;
-        let held = self.listing(topic).await?.range();
+        let listing = self.listing(topic).await?;
+        let held = listing.range();
         let base = batch.base_offset();
         let ctx = topic_ctx(topic).offset(base);
+        if let Some(gap) = listing.recorded_gap_at(base) {
+            return Err(TierError::invalid(
+                ctx,
+                format!("batch at {base} is inside the recorded gap {} ({})", gap.range, gap.key),
+            ));
+        }
+        let continuation = listing.continuation();
         if !held.is_empty() && base < held.start {
             return Err(TierError::invalid(
                 ctx,
@@ -108,10 +118,10 @@ impl Tier for ColdTier {
         if !held.is_empty() && base < held.end {
             return self.check_reappend(topic, &batch, held).await;
         }
-        if !held.is_empty() && base > held.end {
+        if !held.is_empty() && base != continuation {
             return Err(TierError::invalid(
                 ctx,
-                format!("batch at {base} does not continue the log at {}", held.end),
+                format!("batch at {base} does not continue the log at {continuation}"),
             ));
         }
         let data = self.segment_of(topic, &batch)?;
@@ -125,8 +135,7 @@ impl Tier for ColdTier {
             })?;
         let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
         if !self.put_create(topic, &key, data.clone()).await? {
-            let tail = data.slice(data.len() - tier_core::segment::TRAILER_LEN..);
-            let fingerprint = Fingerprint { len, trailer: tail, whole: Some(data) };
+            let fingerprint = Fingerprint { len, content: Content::Whole(data) };
             if !self.existing_matches(topic, &key, &fingerprint).await? {
                 return Err(TierError::fenced(
                     key_ctx(topic, &key),

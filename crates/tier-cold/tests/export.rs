@@ -228,3 +228,56 @@ async fn second_writer_is_fenced_on_s3() {
     let config = common::s3_config(&s3);
     second_writer_is_fenced_by_the_conditional_put(|| ColdTier::open(config.clone()).expect("tier")).await;
 }
+
+/// The re-export check compares the whole object's CRC-32C (streamed in `read_buffer`
+/// GETs) with the file's: an object of the same length and trailer but one flipped data
+/// byte is `Fenced`; an identical one is `AlreadyPresent`.
+async fn reexport_compares_the_whole_content(
+    store: Arc<dyn object_store::ObjectStore>,
+    mut config: tier_cold::ColdConfig,
+) {
+    config.read_buffer = 4096;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = topic("crc");
+    let file = dir.path().join("a.seg");
+    write_segment(&file, &t, 0, 8, 5, 500);
+    let data = std::fs::read(&file).expect("read");
+    let len = data.len() as u64;
+    assert!(len > 4 * 4096, "several chunks: {len}");
+    let tier = ColdTier::with_store(store.clone(), config.clone()).expect("tier");
+    let outcome = tier.export_segment(&t, &file).await.expect("export");
+    let key = outcome.key().clone();
+
+    let fresh = ColdTier::with_store(store.clone(), config.clone()).expect("tier");
+    let again = fresh.export_segment(&t, &file).await.expect("identical");
+    assert!(matches!(again, ExportOutcome::AlreadyPresent { .. }), "{again:?}");
+    let stats = fresh.stats();
+    assert!(stats.max_get_bytes <= 4096, "bounded GETs: {stats:?}");
+    assert!(stats.get_bytes >= len, "the whole object was read: {stats:?}");
+
+    // Same length and trailer, one byte of a record payload flipped.
+    let mut damaged = data.clone();
+    let at = data.len() / 2;
+    damaged[at] ^= 0x01;
+    assert_eq!(damaged[damaged.len() - 88..], data[data.len() - 88..], "the trailer is unchanged");
+    store.put(&key, bytes::Bytes::from(damaged).into()).await.expect("overwrite");
+    let fresh = ColdTier::with_store(store, config).expect("tier");
+    let err = fresh.export_segment(&t, &file).await.expect_err("different content");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    assert!(err.to_string().contains(key.as_ref()), "names the key: {err}");
+    assert!(err.to_string().contains("CRC-32C"), "{err}");
+}
+
+#[tokio::test]
+async fn reexport_compares_the_whole_content_on_local() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    reexport_compares_the_whole_content(local_store(dir.path()), small_config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reexport_compares_the_whole_content_on_s3() {
+    let s3 = SharedS3::get().await.expect("S3 server (moto) for tests");
+    let config = common::s3_config(&s3);
+    let store = config.build_store().expect("store");
+    reexport_compares_the_whole_content(store, config).await;
+}

@@ -133,6 +133,25 @@ pub trait ColdBackend: Tier + 'static {
         }
         Ok(segment.offset_range())
     }
+
+    /// Records offsets `range` of `topic` as lost (the WAL declared them lost with
+    /// [`tier_hot::HotTier::skip_to`]), so that the segment starting at `range.end` may
+    /// continue what the tier holds. Must be idempotent. Reads of the range should fail
+    /// with `NotFound` naming it.
+    ///
+    /// The default refuses (`InvalidInput` naming the backend): a custom tier that cannot
+    /// hold a gap keeps the export of the next segment stopped, which the exporter
+    /// reports and retries, rather than storing a log with a hole in it.
+    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+        Err(TierError::invalid(
+            ErrorContext::tier(self.kind()).topic(topic).offset(range.start),
+            format!(
+                "the {} tier in the cold position cannot record offsets {range} as lost \
+                 (ColdBackend::record_gap is not implemented for it)",
+                self.kind()
+            ),
+        ))
+    }
 }
 
 #[cfg(feature = "warm")]
@@ -170,6 +189,11 @@ impl ColdBackend for tier_cold::ColdTier {
             // ExportOutcome is non-exhaustive: fall back to what the tier now holds.
             _ => self.range(topic).await?,
         })
+    }
+
+    /// Writes a gap marker ([`tier_cold::ColdTier::record_gap`]).
+    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+        tier_cold::ColdTier::record_gap(self, topic, range).await
     }
 }
 
@@ -216,6 +240,11 @@ mod testkit_impls {
         }
     }
 
+    /// Faults apply to the [`Tier`] methods only; recording a gap is forwarded.
     #[async_trait]
-    impl<T: ColdBackend> ColdBackend for FaultyTier<T> {}
+    impl<T: ColdBackend> ColdBackend for FaultyTier<T> {
+        async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+            self.inner().record_gap(topic, range).await
+        }
+    }
 }

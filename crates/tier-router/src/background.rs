@@ -140,16 +140,32 @@ fn no_cold(topic: &TopicName) -> TierError {
 impl TieredStore {
     /// Stores in cold every sealed segment of `topic` that ends beyond what cold holds,
     /// oldest first. Returns what was stored.
+    ///
+    /// A segment starting beyond cold's end follows offsets the WAL declared lost
+    /// ([`tier_hot::HotTier::skip_to`]): when the WAL has a recorded gap exactly from
+    /// cold's end to the segment's base, the gap is recorded in cold first
+    /// ([`ColdBackend::record_gap`](crate::ColdBackend::record_gap)), then the segment
+    /// is stored. Otherwise cold refuses the segment (a hole no one declared lost).
     pub(crate) async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
         let _serial = self.inner.export_lock.lock().await;
-        let mut cold_end = cold.range(topic).await?.end;
+        let held = cold.range(topic).await?;
+        let mut cold_end = held.end;
+        let mut cold_empty = held.is_empty();
         let mut exported = Vec::new();
         for segment in self.hot().sealed_segments(topic) {
             if segment.range.end <= cold_end {
                 continue;
             }
+            if !cold_empty && segment.range.start > cold_end {
+                let lost = OffsetRange::new(cold_end, segment.range.start);
+                if self.hot().gaps(topic).contains(&lost) {
+                    cold.record_gap(topic, lost).await?;
+                    info!(topic = %topic, range = %lost, "recorded offsets lost in the WAL as a gap in cold");
+                }
+            }
             let range = cold.store_segment(topic, &segment.path).await?;
+            cold_empty = false;
             info!(topic = %topic, range = %range, "exported a sealed segment to cold");
             cold_end = cold_end.max(range.end);
             exported.push(ExportedSegment { topic: topic.clone(), range });
@@ -169,24 +185,33 @@ impl TieredStore {
     }
 
     /// Runs WAL retention now (as of `now`): deletes sealed segments due by age or size
-    /// whose whole range is committed and — when cold is enabled — held by cold.
+    /// whose whole range is committed and — when cold is enabled — held by cold. With
+    /// cold enabled, a segment ending where a WAL gap starts (offsets declared lost) is
+    /// kept until cold holds a segment after the gap: deleting it would also delete the
+    /// gap's marker, which the exporter needs to record the gap in cold.
     /// Returns the deleted segments.
     pub async fn run_retention_now(&self, now: SystemTime) -> Result<Vec<SegmentInfo>, TierError> {
-        let mut allowed: HashMap<TopicName, (Offset, Option<OffsetRange>)> = HashMap::new();
+        type Allowed = (Offset, Option<OffsetRange>, Vec<OffsetRange>);
+        let mut allowed: HashMap<TopicName, Allowed> = HashMap::new();
         for core in self.cores().await {
             let cold = match &self.inner.tiers.cold {
                 Some(c) => Some(c.range(&core.name).await?),
                 None => None,
             };
-            allowed.insert(core.name.clone(), (*core.hwm.borrow(), cold));
+            let gaps = self.hot().gaps(&core.name);
+            allowed.insert(core.name.clone(), (*core.hwm.borrow(), cold, gaps));
         }
         let hot = self.hot().clone();
         let deleted = tokio::task::spawn_blocking(move || {
             let can_delete = |info: &SegmentInfo| match allowed.get(&info.topic) {
                 None => false,
-                Some((committed, cold)) => {
+                Some((committed, cold, gaps)) => {
                     info.range.end <= *committed
-                        && cold.is_none_or(|c| c.start <= info.range.start && info.range.end <= c.end)
+                        && cold.is_none_or(|c| {
+                            c.start <= info.range.start
+                                && info.range.end <= c.end
+                                && gaps.iter().all(|g| g.start != info.range.end || g.end <= c.end)
+                        })
                 }
             };
             hot.run_retention(now, &can_delete)

@@ -266,6 +266,11 @@ impl Reader {
                 }
                 Some(Err(e)) => {
                     self.cold = None;
+                    if count > 0 {
+                        // Deliver the records before the failure (e.g. a gap) first; the
+                        // next slice reopens the stream where it failed and reports it.
+                        return Ok(());
+                    }
                     return Err(e);
                 }
                 None => break,

@@ -136,3 +136,22 @@ async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
     assert_eq!(topic.append(vec![rec(3500)]).await.unwrap(), OffsetRange::new(3500, 3501));
     store.close().await;
 }
+
+#[tokio::test]
+async fn a_custom_cold_tier_refuses_to_record_a_gap_by_default() {
+    let cold = Custom::default();
+    let name = TopicName::new("custom").unwrap();
+    let record = Record {
+        offset: 0,
+        timestamp: 1000,
+        key: None,
+        headers: vec![],
+        payload: bytes::Bytes::from_static(b"r0"),
+    };
+    cold.append(&name, RecordBatch::from_records(0, &[record]).unwrap()).await.unwrap();
+    let err = cold.record_gap(&name, OffsetRange::new(1, 5)).await.unwrap_err();
+    assert_eq!(err.kind(), tier_core::ErrorKind::InvalidInput, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("custom") && text.contains("[1, 5)") && text.contains("record_gap"), "{text}");
+    assert_eq!(cold.range(&name).await.unwrap(), OffsetRange::new(0, 1), "nothing changed");
+}

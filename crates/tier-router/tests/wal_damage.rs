@@ -1,18 +1,21 @@
 //! Acknowledged records lost off the WAL's tail (media damage, or `fsync = never` and a
 //! power loss) while the checkpoint is beyond: recovery reports the range lost, records
 //! the gap in the WAL, and the topic keeps accepting appends after it (hot only and
-//! hot+cold on a local directory).
+//! hot+cold on a local directory). With cold, the exporter records the gap in cold
+//! before exporting the segment after it, so WAL retention can delete everything
+//! exported and readers still get the records on both sides and an error naming the gap.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use common::{ColdOn, Deployment, Tiers, append_range, check, r, slices};
 use futures::StreamExt;
 use tier_core::{ErrorKind, StartPosition, Tier, TopicName};
+use tier_router::{Source, TieredStore, Topic};
 
 const TOPIC: &str = "damaged";
 
@@ -71,6 +74,9 @@ async fn acknowledged_tail_lost(tiers: Tiers) {
     // From the checkpoint: the new records.
     let mut from_cp = topic.reader_with_source(StartPosition::Offset(100)).await.unwrap();
     slices(&mut from_cp, 100, 20).await.unwrap();
+    if tiers.cold() {
+        export_across_the_gap_then_retention(&store, &topic, &name).await;
+    }
     store.close().await;
 
     // Reopening again: nothing more is lost, the gap and both sides stay.
@@ -93,6 +99,30 @@ async fn acknowledged_tail_lost(tiers: Tiers) {
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert!(err.to_string().contains("90..100"), "{err}");
     store.close().await;
+}
+
+/// Rotates and exports: the segment before the gap, the gap (recorded in cold first),
+/// the segment after it. Retention then deletes every exported WAL segment, and reads
+/// come from cold: the records before the gap, an error naming it, the records after.
+async fn export_across_the_gap_then_retention(store: &TieredStore, topic: &Topic, name: &TopicName) {
+    let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
+    assert_eq!(exported, vec![r(50, 90), r(100, 120)], "the gap is no reason to stop exporting");
+    let cold = store.cold().unwrap();
+    assert_eq!(cold.range(name).await.unwrap(), r(0, 120));
+    let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
+    assert_eq!(deleted, vec![r(0, 50), r(50, 90), r(100, 120)], "everything exported may go");
+    assert!(Tier::range(store.hot(), name).await.unwrap().start >= 120);
+
+    let mut from_zero = topic.reader_with_source(StartPosition::Offset(0)).await.unwrap();
+    assert_eq!(slices(&mut from_zero, 0, 90).await.unwrap(), vec![(Source::Cold, r(0, 90))]);
+    let err =
+        tokio::time::timeout(Duration::from_secs(20), from_zero.next()).await.unwrap().unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("90..100") && text.contains("lost") && text.contains(".gap"), "{text}");
+    let mut from_cp = topic.reader_with_source(StartPosition::Offset(100)).await.unwrap();
+    assert_eq!(slices(&mut from_cp, 100, 20).await.unwrap(), vec![(Source::Cold, r(100, 120))]);
 }
 
 #[tokio::test]
