@@ -294,7 +294,6 @@ impl HotTier {
     }
 }
 
-/// Recovers every topic directory under the data directory.
 /// Name of the lock file in the data directory.
 pub(crate) const LOCK_FILE: &str = ".lock";
 
@@ -322,6 +321,7 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError>
     }
 }
 
+/// Takes the data directory's lock and recovers every topic directory under it.
 fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Vec<(TopicName, Recovered)>), TierError> {
     let data_dir = &config.data_dir;
     let hot = || ErrorContext::tier(TierKind::Hot).location(data_dir.display().to_string());
