@@ -2,12 +2,23 @@
 //!
 //! It holds a contiguous suffix of the log, as the very `RecordBatch`es that were
 //! appended (shared bytes, no copy), bounded by a byte budget: pushing a batch evicts the
-//! oldest ones until the cached encodings fit. Reads and live-tail catch-ups starting at
+//! oldest ones until they fit. Each batch is charged its encoding plus
+//! [`BATCH_OVERHEAD`] (its handle, the shared buffer's header and the allocator's slack),
+//! so a cache of many tiny batches stays near its budget in real memory too. Reads and live-tail catch-ups starting at
 //! or after [`BatchCache::start`] are answered without touching disk.
 
 use std::collections::VecDeque;
 
 use tier_core::{Offset, RecordBatch};
+
+/// Bytes charged per cached batch beyond its encoding: the `RecordBatch` handle in the
+/// queue, the shared `Bytes` allocation's header and allocator rounding.
+pub(crate) const BATCH_OVERHEAD: u64 = std::mem::size_of::<RecordBatch>() as u64 + 64;
+
+/// What a cached batch costs against the budget.
+fn cost(batch: &RecordBatch) -> u64 {
+    batch.encoded_len() as u64 + BATCH_OVERHEAD
+}
 
 /// A byte-bounded suffix of a topic's committed batches.
 #[derive(Debug)]
@@ -28,11 +39,11 @@ impl BatchCache {
         if self.batches.back().is_some_and(|b| b.end_offset() != batch.base_offset()) {
             self.clear();
         }
-        self.bytes += batch.encoded_len() as u64;
+        self.bytes += cost(&batch);
         self.batches.push_back(batch);
         while self.bytes > self.budget {
             match self.batches.pop_front() {
-                Some(b) => self.bytes -= b.encoded_len() as u64,
+                Some(b) => self.bytes -= cost(&b),
                 None => break,
             }
         }
@@ -48,7 +59,7 @@ impl BatchCache {
     pub(crate) fn trim_before(&mut self, offset: Offset) {
         while self.batches.front().is_some_and(|b| b.end_offset() <= offset) {
             if let Some(b) = self.batches.pop_front() {
-                self.bytes -= b.encoded_len() as u64;
+                self.bytes -= cost(&b);
             }
         }
     }
@@ -75,7 +86,7 @@ impl BatchCache {
         self.batches.get(i).filter(|b| b.base_offset() == base).cloned()
     }
 
-    /// Bytes held.
+    /// Bytes charged (encodings plus per-batch overhead).
     #[cfg(test)]
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
@@ -104,7 +115,7 @@ mod tests {
 
     #[test]
     fn evicts_oldest_beyond_budget_and_stays_contiguous() {
-        let one = batch(0, 1).encoded_len() as u64;
+        let one = batch(0, 1).encoded_len() as u64 + BATCH_OVERHEAD;
         let mut cache = BatchCache::new(one * 3);
         for base in 0..5 {
             cache.push(batch(base, 1));
@@ -128,5 +139,22 @@ mod tests {
         cache.push(batch(0, 3));
         assert_eq!(cache.start(), None);
         assert_eq!(cache.bytes(), 0);
+    }
+
+    #[test]
+    fn tiny_batches_are_charged_their_handles_too() {
+        // 1000 single-record batches of ~110 encoded bytes: counting encodings alone
+        // would keep all of them in a 110 KB budget; with the per-batch charge it keeps
+        // about half, and what it keeps fits the budget including the overhead.
+        let encoded = batch(0, 1).encoded_len() as u64;
+        let budget = encoded * 1000;
+        let mut cache = BatchCache::new(budget);
+        for base in 0..1000 {
+            cache.push(batch(base, 1));
+        }
+        let kept = 1000 - cache.start().unwrap();
+        assert_eq!(kept * (encoded + BATCH_OVERHEAD), cache.bytes());
+        assert!(cache.bytes() <= budget);
+        assert!(kept < 1000 && kept >= budget / (encoded + BATCH_OVERHEAD), "kept {kept}");
     }
 }
