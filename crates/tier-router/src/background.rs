@@ -194,6 +194,10 @@ impl TieredStore {
         type Allowed = (Offset, Option<OffsetRange>, Vec<OffsetRange>);
         let mut allowed: HashMap<TopicName, Allowed> = HashMap::new();
         for core in self.cores().await {
+            if core.warm_unknown.load(std::sync::atomic::Ordering::Acquire) {
+                // Warm's back-fill will read the WAL from warm's end, still unknown.
+                continue;
+            }
             let cold = match &self.inner.tiers.cold {
                 Some(c) => Some(c.range(&core.name).await?),
                 None => None,

@@ -40,6 +40,9 @@ pub(crate) struct TopicCore {
     pub(crate) hwm: watch::Receiver<Offset>,
     pub(crate) task: Mutex<Option<JoinHandle<()>>>,
     pub(crate) report: RecoveryReport,
+    /// True while warm's end is unknown (opened with warm unreachable, `degrade`):
+    /// WAL retention deletes nothing of the topic meanwhile.
+    pub(crate) warm_unknown: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -270,6 +273,7 @@ impl TieredStore {
         if recovered.report.warm_unreachable {
             writer.warm_unknown();
         }
+        let warm_unknown = writer.warm_unknown_flag();
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let task = tokio::spawn(writer.run(rx));
         let core = Arc::new(TopicCore {
@@ -278,6 +282,7 @@ impl TieredStore {
             hwm,
             task: Mutex::new(Some(task)),
             report: recovered.report,
+            warm_unknown,
         });
         topics.insert(name.clone(), Arc::clone(&core));
         Ok(core)

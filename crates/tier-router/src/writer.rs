@@ -36,6 +36,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tier_core::{
@@ -112,6 +113,9 @@ pub(crate) struct Writer {
     warm_behind: bool,
     /// Warm was unreachable when the topic opened: its end is not known yet.
     warm_unknown: bool,
+    /// `warm_unknown`, shared with WAL retention: while warm's end is unknown the WAL
+    /// keeps every segment (the back-fill will read them once warm answers).
+    warm_unknown_shared: Arc<AtomicBool>,
     reservation: Reservation,
 }
 
@@ -139,14 +143,22 @@ impl Writer {
             carry: None,
             warm_behind: false,
             warm_unknown: false,
+            warm_unknown_shared: Arc::new(AtomicBool::new(false)),
             reservation,
         }
+    }
+
+    /// The flag WAL retention reads: true while warm's end is unknown (see
+    /// [`Writer::warm_unknown`]).
+    pub(crate) fn warm_unknown_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.warm_unknown_shared)
     }
 
     /// Marks warm's end as unknown (it was unreachable at open): nothing is sent to warm
     /// until it answers a range query, then the WAL's records from its end are queued.
     pub(crate) fn warm_unknown(&mut self) {
         self.warm_unknown = self.tiers.warm.is_some();
+        self.warm_unknown_shared.store(self.warm_unknown, Ordering::Release);
         self.warm_behind = self.warm_unknown;
     }
 
@@ -412,6 +424,7 @@ impl Writer {
     async fn discover_warm(&mut self) -> Result<(), TierError> {
         let Some(warm) = self.tiers.warm.clone() else {
             self.warm_unknown = false;
+            self.warm_unknown_shared.store(false, Ordering::Release);
             return Ok(());
         };
         let held = warm.range(&self.topic).await?;
@@ -431,6 +444,7 @@ impl Writer {
         }
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
         self.warm_unknown = false;
+        self.warm_unknown_shared.store(false, Ordering::Release);
         Ok(())
     }
 

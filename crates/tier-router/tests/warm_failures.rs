@@ -267,6 +267,11 @@ async fn an_unreachable_warm_at_open_degrades_or_fails_by_policy() {
     assert_eq!(slices(&mut reader, 0, 30).await.unwrap(), vec![(Source::Hot, r(0, 30))]);
     assert_eq!(topic.flush().await.unwrap_err().kind(), ErrorKind::Unavailable);
 
+    // Meanwhile WAL retention keeps every segment: the back-fill will read them.
+    store.hot().rotate(&name).await.unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    assert_eq!(store.run_retention_now(later).await.unwrap(), vec![], "warm's end is still unknown");
+
     // Warm answers again: the back-fill starts at its actual end (10) and catches up.
     warm.clear();
     topic.flush().await.unwrap();
@@ -274,6 +279,11 @@ async fn an_unreachable_warm_at_open_degrades_or_fails_by_policy() {
     assert_identical(&store, warm.as_ref(), r(0, 30)).await;
     append_range(&topic, 30, 40, 10).await;
     assert_identical(&store, warm.as_ref(), r(0, 40)).await;
+    store.hot().rotate(&name).await.unwrap();
+    assert!(
+        !store.run_retention_now(later).await.unwrap().is_empty(),
+        "once warm's end is known, retention runs"
+    );
     store.close().await;
 }
 
