@@ -27,7 +27,7 @@ pub const SEGMENT_SUFFIX: &str = ".seg";
 pub const MARKER_INFIX: &str = ".ts-";
 
 /// Suffix of every gap marker.
-pub const GAP_SUFFIX: &str = ".gap";
+pub const GAP_SUFFIX: &str = tier_core::segment::GAP_SUFFIX;
 
 /// Hex digits of each timestamp in a time marker's name.
 const TIMESTAMP_WIDTH: usize = 16;
@@ -143,19 +143,13 @@ pub fn segment_file_name(range: OffsetRange) -> String {
 
 /// `<from:020>-<to:020>.gap` for the lost offsets `range` (non-empty; `to` exclusive).
 pub fn gap_file_name(range: OffsetRange) -> String {
-    format!("{:0w$}-{:0w$}{GAP_SUFFIX}", range.start, range.end, w = OFFSET_WIDTH)
+    tier_core::segment::gap_marker_name(range)
 }
 
 /// The lost range a gap marker name `<from:020>-<to:020>.gap` names, or `None` when it
 /// does not follow the grammar (wrong widths, non-digits, `to <= from`).
 pub fn parse_gap_name(name: &str) -> Option<OffsetRange> {
-    let (from, to) = name.strip_suffix(GAP_SUFFIX)?.split_once('-')?;
-    let digits = |s: &str| s.len() == OFFSET_WIDTH && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(from) || !digits(to) {
-        return None;
-    }
-    let (from, to): (Offset, Offset) = (from.parse().ok()?, to.parse().ok()?);
-    (from < to).then(|| OffsetRange::new(from, to))
+    tier_core::segment::parse_gap_marker_name(name)
 }
 
 /// `<base:020>-<last:020>.ts-<min:016x>-<max:016x>` for `range` (non-empty) and `bounds`.

@@ -44,19 +44,13 @@ pub const GAP_EXTENSION: &str = "gap";
 
 /// The file name of the marker recording offsets `range` as lost.
 pub fn gap_file_name(range: OffsetRange) -> String {
-    format!("{:020}-{:020}.{GAP_EXTENSION}", range.start, range.end)
+    tier_core::segment::gap_marker_name(range)
 }
 
 /// The lost range encoded in a gap marker's file name, or `None` for any other file
 /// (including a marker naming an empty or reversed range).
 pub fn parse_gap_file_name(name: &str) -> Option<OffsetRange> {
-    let (from, to) = name.strip_suffix(".gap")?.split_once('-')?;
-    let digits = |d: &str| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit());
-    if !digits(from) || !digits(to) {
-        return None;
-    }
-    let (from, to): (Offset, Offset) = (from.parse().ok()?, to.parse().ok()?);
-    (from < to).then(|| OffsetRange::new(from, to))
+    tier_core::segment::parse_gap_marker_name(name)
 }
 
 /// The directory of `topic` under `data_dir`.

@@ -27,6 +27,7 @@
 
 mod collect;
 mod cursor;
+mod gap;
 mod header;
 mod index;
 mod ranged;
@@ -37,6 +38,7 @@ mod writer;
 
 pub use collect::{RecordCollector, first_offset_reaching};
 pub use cursor::SegmentBatches;
+pub use gap::{GAP_SUFFIX, gap_marker_name, parse_gap_marker_name};
 pub use header::{HEADER_FIXED_LEN, MAX_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader};
 pub use index::{DataRange, INDEX_ENTRY_LEN, IndexEntry, SegmentIndex};
 pub use ranged::{RangeReader, RangedSegment, SegmentMeta, tail_bytes_for_index};
