@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
-use tier_core::segment::{DataRange, RangedSegment};
-use tier_core::{Offset, ReadLimit, Record, TierError, TopicName};
+use tier_core::segment::{BatchCollector, DataRange, RangedSegment};
+use tier_core::{Offset, Record, RecordBatch, TierError, TopicName};
 
 use crate::ColdTier;
 use crate::cold::ObjectReader;
@@ -27,8 +27,8 @@ impl Chunk {
         start..end
     }
 
-    /// Fetches the chunk in one request and decodes its records from `from` on.
-    async fn load(self, from: Offset) -> Result<Vec<Record>, TierError> {
+    /// Fetches the chunk in one request and decodes its batches holding `from..`.
+    async fn load(self, from: Offset) -> Result<Vec<RecordBatch>, TierError> {
         let range = self.bytes();
         let whole = DataRange {
             bytes: range.clone(),
@@ -37,20 +37,14 @@ impl Chunk {
             max_timestamp_before: i64::MIN,
         };
         let data = self.segment.fetch(&whole).await?;
-        let mut out = Vec::new();
+        let mut out = BatchCollector::new(from, Offset::MAX, usize::MAX);
         for interval in &self.intervals {
             let slice = data.slice(
                 (interval.bytes.start - range.start) as usize..(interval.bytes.end - range.start) as usize,
             );
-            out.extend(self.segment.decode_records(
-                interval,
-                slice,
-                from,
-                Offset::MAX,
-                ReadLimit::unbounded(),
-            )?);
+            self.segment.decode_into(interval, slice, &mut out)?;
         }
-        Ok(out)
+        Ok(out.into_batches())
     }
 }
 
@@ -100,6 +94,21 @@ impl ColdTier {
         stream_via(self, topic, from).await
     }
 
+    /// The verified batches of `topic` holding `from..` to the end of the manifest as it
+    /// is now: [`stream`](Self::stream) without building a [`Record`] per record, for
+    /// callers that pass batches on (the first batch may start before `from`;
+    /// [`RecordBatch::records_from`] steps over its records before `from`). Same
+    /// requests, memory bound and errors as `stream`; every batch has had its CRC and
+    /// records checked.
+    pub async fn stream_batches(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+    ) -> Result<BoxStream<'_, Result<RecordBatch, TierError>>, TierError> {
+        let chunks = chunks_via(self, topic, from).await?;
+        Ok(chunks.map_ok(|batches| stream::iter(batches.into_iter().map(Ok))).try_flatten().boxed())
+    }
+
     /// [`stream`](Self::stream) for a tier held in an `Arc`: the stream owns a handle
     /// on the tier, so it can outlive the caller's borrow (the router's reader keeps
     /// one open across calls).
@@ -113,12 +122,32 @@ impl ColdTier {
 }
 
 /// The body of [`ColdTier::stream`], over any shareable handle on the tier (`&ColdTier`
-/// or `Arc<ColdTier>`).
+/// or `Arc<ColdTier>`): the records of the chunks' batches from `from` on.
 async fn stream_via<'a, H>(
     tier: H,
     topic: &TopicName,
     from: Offset,
 ) -> Result<BoxStream<'a, Result<Record, TierError>>, TierError>
+where
+    H: std::ops::Deref<Target = ColdTier> + Clone + Send + Sync + 'a,
+{
+    let chunks = chunks_via(tier, topic, from).await?;
+    let records = chunks
+        .map_ok(move |batches| {
+            let records: Vec<Record> = batches.iter().flat_map(|b| b.records_from(from)).collect();
+            stream::iter(records.into_iter().map(Ok))
+        })
+        .try_flatten();
+    Ok(records.boxed())
+}
+
+/// The batches of each chunk from the one holding `from` to the end of the manifest,
+/// `read_ahead` chunks fetched at a time; the stream ends after its first error.
+async fn chunks_via<'a, H>(
+    tier: H,
+    topic: &TopicName,
+    from: Offset,
+) -> Result<BoxStream<'a, Result<Vec<RecordBatch>, TierError>>, TierError>
 where
     H: std::ops::Deref<Target = ColdTier> + Clone + Send + Sync + 'a,
 {
@@ -155,7 +184,7 @@ where
     // An error of the segment walk (a gap, metadata that cannot be read) travels through
     // the read-ahead as one more "chunk", so it comes after the records before it; the
     // stream ends after the first error.
-    let records = segments
+    let chunks = segments
         .try_flatten()
         .map(move |chunk: Result<Chunk, TierError>| async move { chunk?.load(from).await })
         .buffered(read_ahead)
@@ -163,8 +192,6 @@ where
             let item = (!*failed).then_some(item);
             *failed = item.as_ref().is_some_and(Result::is_err);
             futures::future::ready(item)
-        })
-        .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
-        .try_flatten();
-    Ok(records.boxed())
+        });
+    Ok(chunks.boxed())
 }

@@ -5,6 +5,8 @@ mod common;
 
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use common::{local_store, small_config, topic};
 use tier_cold::testing::{Faults, FaultyStore};
 use tier_cold::{ColdConfig, ColdTier};
@@ -48,6 +50,15 @@ async fn a_flipped_byte_is_corruption_naming_the_key() {
     let first = tier.read(&t, 0, 4, ReadLimit::unbounded()).await.expect("the first segment is intact");
     assert_eq!(first.len(), 4);
     let err = tier.read(&t, 0, 12, ReadLimit::unbounded()).await.expect_err("damaged");
+    assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+    assert!(err.to_string().contains("00000000000000000004-00000000000000000007.seg"), "{err}");
+    // A batch stream hands out the intact segment's batch, then the damage as corruption.
+    let mut batches = tier.stream_batches(&t, 0).await.expect("stream");
+    assert_eq!(
+        batches.next().await.expect("a batch").expect("intact").offset_range(),
+        OffsetRange::new(0, 4)
+    );
+    let err = batches.next().await.expect("an item").expect_err("damaged");
     assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     assert!(err.to_string().contains("00000000000000000004-00000000000000000007.seg"), "{err}");
 }

@@ -106,6 +106,18 @@ async fn check_reads(tier: &ColdTier, name: &str, gap_key: &str) {
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     let from_30: Vec<_> = tier.stream(&t, 30).await.expect("stream").collect().await;
     assert_eq!(from_30.len(), 20);
+
+    let mut batches = tier.stream_batches(&t, 5).await.expect("batch stream");
+    let mut next = 5;
+    while next < 20 {
+        let batch = batches.next().await.expect("a batch").expect("before the gap");
+        next = batch.end_offset();
+    }
+    assert_eq!(next, 20, "the batches before the gap end at it");
+    let err = batches.next().await.expect("an item").expect_err("the gap");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains("20..30"), "{err}");
+    assert!(batches.next().await.is_none(), "the stream ends after its error");
 }
 
 #[tokio::test]

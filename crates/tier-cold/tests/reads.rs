@@ -9,7 +9,7 @@ use common::{local_store, records, small_config, topic, write_segment};
 use futures::TryStreamExt;
 use tier_cold::testing::CountingStore;
 use tier_cold::{ColdConfig, ColdTier, ExportOutcome};
-use tier_core::{ErrorKind, ReadLimit, Tier};
+use tier_core::{ErrorKind, ReadLimit, RecordBatch, Tier};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeks_in_a_256_mib_segment_cost_two_requests_cold_and_one_cached() {
@@ -103,6 +103,43 @@ async fn a_sequential_stream_never_fetches_more_than_read_buffer() {
         tier.stream(&t, base).await.expect("stream at end").try_collect().await.expect("empty");
     assert!(empty.is_empty());
     let err = tier.stream(&t, base + 1).await.err().expect("past the end");
+    assert_eq!(err.kind(), ErrorKind::Trimmed, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_stream_holds_the_stream_records_with_the_same_requests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let counting = CountingStore::new(local_store(dir.path()));
+    let config = ColdConfig { read_buffer: 64 * 1024, read_ahead: 2, ..small_config() };
+    let tier = ColdTier::with_store(Arc::new(counting.clone()), config).expect("tier");
+    let t = topic("batches");
+    let mut base = 0;
+    for i in 0..3 {
+        let file = dir.path().join(format!("{i}.seg"));
+        base = write_segment(&file, &t, base, 40, 5, 1000);
+        tier.export_segment(&t, &file).await.expect("export");
+    }
+    for from in [0, 7, 200, 201, base - 1] {
+        tier.clear_index_cache();
+        counting.reset();
+        let records: Vec<_> =
+            tier.stream(&t, from).await.expect("stream").try_collect().await.expect("records");
+        let record_requests = counting.counts().total();
+        tier.clear_index_cache();
+        counting.reset();
+        let batches: Vec<RecordBatch> =
+            tier.stream_batches(&t, from).await.expect("stream").try_collect().await.expect("batches");
+        assert_eq!(counting.counts().total(), record_requests, "from {from}");
+        assert!(batches[0].offset_range().contains(from), "from {from}: {:?}", batches[0]);
+        assert!(batches.windows(2).all(|w| w[0].end_offset() == w[1].base_offset()), "contiguous");
+        assert_eq!(batches.last().expect("a batch").end_offset(), base);
+        let flat: Vec<_> = batches.iter().flat_map(|b| b.records_from(from)).collect();
+        assert_eq!(flat, records, "from {from}");
+        assert_eq!(records.len() as u64, base - from);
+    }
+    let empty: Vec<_> = tier.stream_batches(&t, base).await.expect("end").try_collect().await.expect("empty");
+    assert!(empty.is_empty());
+    let err = tier.stream_batches(&t, base + 1).await.err().expect("past the end");
     assert_eq!(err.kind(), ErrorKind::Trimmed, "{err}");
 }
 

@@ -301,6 +301,14 @@ impl RecordBatch {
         }
     }
 
+    /// The records with offsets `>= from` (all of them when `from <= base_offset`):
+    /// those before are stepped over by their length fields, without being built.
+    pub fn records_from(&self, from: Offset) -> RecordIter<'_> {
+        let mut records = self.records();
+        records.skip_records(from.saturating_sub(self.base_offset));
+        records
+    }
+
     /// A batch holding `records`, renumbered from `base_offset` (their own offsets are
     /// ignored). Convenient for tests and tools.
     pub fn from_records(base_offset: Offset, records: &[Record]) -> Result<Self, TierError> {

@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use tier_core::{
     Offset, ReadLimit, Record, RecordBatch, TierError, Timestamp,
     batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError},
-    segment::{RecordCollector, first_offset_reaching},
+    segment::{BatchCollector, BatchSink, RecordCollector, first_offset_reaching},
 };
 
 use crate::layout::{at, ctx, io_err};
@@ -224,7 +224,7 @@ fn sealed_corrupt(shared: &TopicShared, seg: &SealedFile, e: DecodeError) -> Tie
 fn collect_sealed(
     shared: &TopicShared,
     seg: &SealedFile,
-    collector: &mut RecordCollector,
+    collector: &mut impl BatchSink,
 ) -> Result<(), TierError> {
     let from = collector.next_offset();
     let Some(range) = seg.segment.index().locate_offset(from) else {
@@ -266,8 +266,37 @@ pub(crate) async fn read(
     to: Offset,
     limit: ReadLimit,
 ) -> Result<Vec<Record>, TierError> {
+    let collector = read_into(shared, from, to, |to| RecordCollector::new(from, to, limit)).await?;
+    Ok(collector.into_records())
+}
+
+/// The verified batches holding `from..to`, at most `max_bytes` of them (at least one
+/// when any is available); see [`HotTier::read_batches`](crate::HotTier::read_batches).
+pub(crate) async fn read_batches(
+    shared: &Arc<TopicShared>,
+    from: Offset,
+    to: Offset,
+    max_bytes: usize,
+) -> Result<Vec<RecordBatch>, TierError> {
+    let collector = read_into(shared, from, to, |to| BatchCollector::new(from, to, max_bytes)).await?;
+    Ok(collector.into_batches())
+}
+
+/// Feeds the batches holding `from..to` into the sink `make` builds for the clipped end
+/// (`to` bounded by the range held and by a recorded gap): from the cache when it holds
+/// `from`, else from disk on the blocking pool.
+async fn read_into<S>(
+    shared: &Arc<TopicShared>,
+    from: Offset,
+    to: Offset,
+    make: impl FnOnce(Offset) -> S,
+) -> Result<S, TierError>
+where
+    S: BatchSink + Send + 'static,
+{
     // The range check and the plan are taken under one lock, so the plan holds every
     // offset from `from` to the end seen, even if retention or rotation runs meanwhile.
+    // Cached batches are copied out (handles only) and decoded after the lock is let go.
     let (to, plan) = {
         let state = shared.state.read();
         let held = state.range();
@@ -282,55 +311,59 @@ pub(crate) async fn read(
             // A read stops before a recorded gap; the next read starting in it fails.
             to = to.min(gap.range.start);
         }
-        if from >= to || limit.max_records == 0 {
-            return Ok(Vec::new());
-        }
-        if state.cache.covers(from) {
+        if from >= to {
+            (to, Err(Vec::new()))
+        } else if state.cache.covers(from) {
             (to, Err(state.cache.batches_between(from, to)))
         } else {
             (to, Ok(disk_plan(&state, from)))
         }
     };
+    let mut sink = make(to);
     let plan = match plan {
-        Ok(plan) => plan,
+        Ok(plan) if !sink.is_full() => plan,
+        Ok(_) => return Ok(sink),
         Err(batches) => {
-            let mut collector = RecordCollector::new(from, to, limit);
             for b in &batches {
-                if collector.is_full() {
+                if sink.is_full() {
                     break;
                 }
-                collector.push_batch(b);
+                sink.push_batch(b);
             }
-            return Ok(collector.into_records());
+            return Ok(sink);
         }
     };
     let shared = Arc::clone(shared);
-    blocking(&shared.name.clone(), move || read_disk(&shared, &plan, from, to, limit)).await
+    blocking(&shared.name.clone(), move || {
+        read_disk(&shared, &plan, to, &mut sink)?;
+        Ok(sink)
+    })
+    .await
 }
 
+/// Feeds `sink` from the segments of `plan` up to `to`, starting at the sink's next
+/// offset.
 fn read_disk(
     shared: &TopicShared,
     plan: &DiskPlan,
-    from: Offset,
     to: Offset,
-    limit: ReadLimit,
-) -> Result<Vec<Record>, TierError> {
-    let mut collector = RecordCollector::new(from, to, limit);
+    sink: &mut impl BatchSink,
+) -> Result<(), TierError> {
     for seg in &plan.sealed {
-        if collector.is_full() || seg.info.range.start >= to {
-            break;
+        if sink.is_full() || seg.info.range.start >= to {
+            return Ok(());
         }
-        collect_sealed(shared, seg, &mut collector)?;
+        collect_sealed(shared, seg, sink)?;
     }
     if let Some(active) = plan.active.as_ref().filter(|a| a.first_offset < to) {
-        for batch in active.batches(shared).skip_to(collector.next_offset()) {
-            if collector.is_full() {
+        for batch in active.batches(shared).skip_to(sink.next_offset()) {
+            if sink.is_full() {
                 break;
             }
-            collector.push_batch(&batch?);
+            sink.push_batch(&batch?);
         }
     }
-    Ok(collector.into_records())
+    Ok(())
 }
 
 /// The first offset whose running maximum timestamp is `>= t` (invariant 7).

@@ -4,6 +4,22 @@ use super::invalid;
 use crate::batch::DecodeError;
 use crate::{Offset, ReadLimit, Record, RecordBatch, Timestamp};
 
+/// What a reader pushes the batches it decodes into, in offset order: a
+/// [`RecordCollector`] (records, for [`Tier::read`](crate::Tier::read)) or a
+/// [`BatchCollector`] (the verified batches themselves). Readers ask
+/// [`next_offset`](Self::next_offset) where to resume and stop once
+/// [`is_full`](Self::is_full).
+pub trait BatchSink {
+    /// The offset the next wanted record has.
+    fn next_offset(&self) -> Offset;
+
+    /// True once nothing further is wanted.
+    fn is_full(&self) -> bool;
+
+    /// Takes what is wanted of `batch`, the next batch in offset order.
+    fn push_batch(&mut self, batch: &RecordBatch);
+}
+
 /// Gathers the records `from..to` of successive batches under a [`ReadLimit`], with the
 /// semantics of [`Tier::read`](crate::Tier::read) (invariant 6). Every tier that reads
 /// batches uses this, so the limit rules live in one place.
@@ -24,13 +40,19 @@ impl RecordCollector {
         Self { from, to, limit, bytes: 0, out: Vec::new(), full }
     }
 
-    /// True once no further record is wanted.
-    pub fn is_full(&self) -> bool {
+    /// The records gathered.
+    pub fn into_records(self) -> Vec<Record> {
+        self.out
+    }
+}
+
+impl BatchSink for RecordCollector {
+    fn is_full(&self) -> bool {
         self.full
     }
 
     /// Takes the wanted records of `batch`.
-    pub fn push_batch(&mut self, batch: &RecordBatch) {
+    fn push_batch(&mut self, batch: &RecordBatch) {
         let next = self.next_offset();
         if self.full || batch.end_offset() <= next {
             return;
@@ -65,14 +87,62 @@ impl RecordCollector {
         }
     }
 
-    /// The offset the next wanted record has.
-    pub fn next_offset(&self) -> Offset {
+    fn next_offset(&self) -> Offset {
         self.out.last().map_or(self.from, |r| r.offset + 1)
     }
+}
 
-    /// The records gathered.
-    pub fn into_records(self) -> Vec<Record> {
+/// Gathers whole verified batches holding `from..to`, up to `max_bytes` of encoded
+/// batches (but at least one batch when any is available): the answer of a batch-level
+/// read, which hands out what the tier stores instead of building a [`Record`] per
+/// record. The first batch may start before `from` and the last may end after `to`
+/// (batches are never split); [`RecordBatch::records_from`] steps over the records
+/// before `from`.
+#[derive(Debug)]
+pub struct BatchCollector {
+    next: Offset,
+    to: Offset,
+    max_bytes: usize,
+    bytes: usize,
+    out: Vec<RecordBatch>,
+    full: bool,
+}
+
+impl BatchCollector {
+    /// A collector for the batches holding `from..to`, at most `max_bytes` of them.
+    pub fn new(from: Offset, to: Offset, max_bytes: usize) -> Self {
+        Self { next: from, to, max_bytes, bytes: 0, out: Vec::new(), full: from >= to }
+    }
+
+    /// The batches gathered, in offset order.
+    pub fn into_batches(self) -> Vec<RecordBatch> {
         self.out
+    }
+}
+
+impl BatchSink for BatchCollector {
+    fn next_offset(&self) -> Offset {
+        self.next
+    }
+
+    fn is_full(&self) -> bool {
+        self.full
+    }
+
+    fn push_batch(&mut self, batch: &RecordBatch) {
+        if self.full || batch.end_offset() <= self.next {
+            return;
+        }
+        if batch.base_offset() >= self.to
+            || (!self.out.is_empty() && self.bytes.saturating_add(batch.encoded_len()) > self.max_bytes)
+        {
+            self.full = true;
+            return;
+        }
+        self.bytes = self.bytes.saturating_add(batch.encoded_len());
+        self.next = batch.end_offset();
+        self.out.push(batch.clone());
+        self.full = self.next >= self.to;
     }
 }
 

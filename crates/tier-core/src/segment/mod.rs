@@ -36,7 +36,7 @@ mod recovery;
 mod trailer;
 mod writer;
 
-pub use collect::{RecordCollector, first_offset_reaching};
+pub use collect::{BatchCollector, BatchSink, RecordCollector, first_offset_reaching};
 pub use cursor::SegmentBatches;
 pub use gap::{GAP_SUFFIX, gap_marker_name, parse_gap_marker_name};
 pub use header::{HEADER_FIXED_LEN, MAX_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 
-use super::collect::{RecordCollector, scan_interval_for_timestamp};
+use super::collect::{BatchSink, RecordCollector, scan_interval_for_timestamp};
 use super::{
     DataRange, HEADER_FIXED_LEN, INDEX_ENTRY_LEN, SegmentBatches, SegmentIndex, TRAILER_LEN, Trailer, invalid,
 };
@@ -218,7 +218,7 @@ impl<R: RangeReader> RangedSegment<R> {
         limit: ReadLimit,
     ) -> Result<Vec<Record>, TierError> {
         let mut collector = RecordCollector::new(from, to, limit);
-        self.collect(range, data, &mut collector)?;
+        self.decode_into(range, data, &mut collector)?;
         Ok(collector.into_records())
     }
 
@@ -241,18 +241,25 @@ impl<R: RangeReader> RangedSegment<R> {
         ))
     }
 
-    fn collect(
+    /// Decodes the batches of `data`, the fetched bytes of `range`, into `sink` (from
+    /// its [`next_offset`](BatchSink::next_offset) on, until it is full). Every batch
+    /// handed over has had its CRC and records checked, and its offsets continue the
+    /// interval's; batches wholly before the sink's next offset are stepped over
+    /// undecoded ([`SegmentBatches::skip_to`](super::SegmentBatches::skip_to)).
+    pub fn decode_into(
         &self,
         range: &DataRange,
         data: Bytes,
-        collector: &mut RecordCollector,
+        sink: &mut impl BatchSink,
     ) -> Result<(), TierError> {
-        for item in self.batches(range, data)? {
-            if collector.is_full() {
+        let mut batches = self.batches(range, data)?;
+        batches.skip_to(sink.next_offset());
+        for item in batches {
+            if sink.is_full() {
                 break;
             }
             let (_, batch) = item.map_err(|e| located(&self.ctx, e))?;
-            collector.push_batch(&batch);
+            sink.push_batch(&batch);
         }
         Ok(())
     }
@@ -271,7 +278,7 @@ impl<R: RangeReader> RangedSegment<R> {
             && let Some(range) = index.interval(i)
         {
             let data = self.fetch(&range).await?;
-            self.collect(&range, data, &mut collector)?;
+            self.decode_into(&range, data, &mut collector)?;
             i += 1;
         }
         Ok(collector.into_records())

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::collect::{RecordCollector, scan_interval_for_timestamp};
+use super::collect::{BatchSink, RecordCollector, scan_interval_for_timestamp};
 use super::{
     SegmentBatches, SegmentHeader, SegmentIndex, SegmentWriterState, TRAILER_LEN, Trailer, cursor::LastBatch,
     invalid, truncated,
