@@ -70,12 +70,33 @@ pub(crate) async fn prepare(dir: &Path, total: u64, backends: &[Backend]) -> Res
     Ok(records)
 }
 
+/// How a catch-up child reads the topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CatchUpMode {
+    /// `ColdTier::stream`: every record built.
+    Records,
+    /// `ColdTier::stream_batches`: verified batches, no record built.
+    Batches,
+    /// The baseline: raw ranged GETs of the same objects.
+    Raw,
+}
+
+impl CatchUpMode {
+    pub(crate) fn arg(self) -> &'static str {
+        match self {
+            CatchUpMode::Records => "records",
+            CatchUpMode::Batches => "batches",
+            CatchUpMode::Raw => "raw",
+        }
+    }
+}
+
 /// What a catch-up child reports.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct CatchUp {
     /// Records read (0 for the raw baseline, which does not decode).
     pub(crate) records: u64,
-    /// Payload bytes (tier) or object bytes (raw) read.
+    /// Payload bytes (records), encoded batch bytes (batches) or object bytes (raw) read.
     pub(crate) bytes: u64,
     /// Wall time of the read.
     pub(crate) secs: f64,
@@ -86,9 +107,9 @@ pub(crate) struct CatchUp {
 }
 
 /// Child-process body of workload 4: stream the whole topic from `backend` through
-/// `ColdTier::stream` (`raw == false`) or issue the baseline's ranged GETs of the same
-/// objects, `read_buffer` bytes each, `read_ahead` in flight (`raw == true`).
-pub(crate) async fn catch_up_child(backend: &Backend, raw: bool) -> Result<CatchUp> {
+/// `ColdTier::stream` or `ColdTier::stream_batches`, or issue the baseline's ranged GETs
+/// of the same objects, `read_buffer` bytes each, `read_ahead` in flight.
+pub(crate) async fn catch_up_child(backend: &Backend, mode: CatchUpMode) -> Result<CatchUp> {
     let config = backend.config();
     let counting = Arc::new(CountingStore::new(config.build_store()?));
     let cold = ColdTier::with_store(counting.clone(), config.clone())?;
@@ -96,7 +117,7 @@ pub(crate) async fn catch_up_child(backend: &Backend, raw: bool) -> Result<Catch
     let segments = cold.segments(&topic).await?;
     counting.reset();
     let start = Instant::now();
-    let (records, bytes) = if raw {
+    let (records, bytes) = if mode == CatchUpMode::Raw {
         let store: Arc<dyn ObjectStore> = counting.clone();
         let mut ranges: Vec<(ObjectPath, std::ops::Range<u64>)> = Vec::new();
         for (key, _, size) in &segments {
@@ -116,6 +137,15 @@ pub(crate) async fn catch_up_child(backend: &Backend, raw: bool) -> Result<Catch
             .try_fold(0u64, |acc, n| async move { Ok(acc + n) })
             .await?;
         (0, bytes)
+    } else if mode == CatchUpMode::Batches {
+        let mut batches = cold.stream_batches(&topic, 0).await?;
+        let (mut n, mut bytes) = (0u64, 0u64);
+        while let Some(b) = batches.try_next().await? {
+            anyhow::ensure!(b.base_offset() == n, "catch-up batch at {} where {n} was due", b.base_offset());
+            n = b.end_offset();
+            bytes += b.encoded_len() as u64;
+        }
+        (n, bytes)
     } else {
         let mut records = cold.stream(&topic, 0).await?;
         let (mut n, mut bytes) = (0u64, 0u64);
