@@ -127,7 +127,8 @@ impl ActiveView {
     /// Brings the view up to date with `active` (the same file, grown): copies only the
     /// new index entries and the last one, whose running maximum may have grown.
     pub(crate) fn refresh(&mut self, active: &ActiveSegment) {
-        if self.path != active.path {
+        // The same segment shares its read handle (cheaper than comparing paths).
+        if !Arc::ptr_eq(&self.file, &active.read_handle) {
             *self = Self::of(active);
             return;
         }
