@@ -12,6 +12,7 @@ use std::{collections::VecDeque, sync::Arc};
 
 use tier_core::{Offset, ReadLimit, Record, RecordBatch, TierError};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+use tokio::sync::watch;
 
 use crate::layout::ctx;
 use crate::read;
@@ -22,6 +23,7 @@ use crate::topic::TopicShared;
 pub struct Subscription {
     shared: Arc<TopicShared>,
     rx: broadcast::Receiver<RecordBatch>,
+    closed: watch::Receiver<bool>,
     next: Offset,
     ready: VecDeque<Record>,
 }
@@ -31,7 +33,8 @@ impl Subscription {
         // Subscribe before anything else: every batch committed from now on is either
         // received or (if the receiver lags) read back from the tier.
         let rx = shared.tail.subscribe();
-        Self { shared, rx, next: from, ready: VecDeque::new() }
+        let closed = shared.closed.subscribe();
+        Self { shared, rx, closed, next: from, ready: VecDeque::new() }
     }
 
     /// The offset of the next record this subscription yields.
@@ -43,8 +46,9 @@ impl Subscription {
     /// has seen everything.
     ///
     /// Errors: `Trimmed` when retention deleted the records this subscription needs;
-    /// `Unavailable` when the tier was closed; read errors (`Corruption`, …) as they
-    /// come.
+    /// `Unavailable` once the tier is closed and every record committed before has been
+    /// delivered (a subscriber waiting for a new record when `close` runs is woken with
+    /// it); read errors (`Corruption`, …) as they come.
     pub async fn next(&mut self) -> Result<Record, TierError> {
         loop {
             if let Some(r) = self.ready.pop_front() {
@@ -59,10 +63,26 @@ impl Subscription {
                         self.catch_up().await?;
                         continue;
                     }
-                    match self.rx.recv().await {
-                        Ok(batch) => self.take(batch).await?,
-                        Err(RecvError::Lagged(_)) => self.catch_up().await?,
-                        Err(RecvError::Closed) => return Err(self.closed()),
+                    // `None`: the tier was closed while waiting.
+                    let received = tokio::select! {
+                        received = self.rx.recv() => Some(received),
+                        _ = self.closed.wait_for(|closed| *closed) => None,
+                    };
+                    match received {
+                        Some(Ok(batch)) => self.take(batch).await?,
+                        Some(Err(RecvError::Lagged(_))) => self.catch_up().await?,
+                        Some(Err(RecvError::Closed)) => return Err(self.closed()),
+                        // Every writer has stopped, so what is committed is final: take
+                        // what the broadcast still holds, else stop.
+                        None => match self.rx.try_recv() {
+                            Ok(batch) => self.take(batch).await?,
+                            Err(TryRecvError::Lagged(_)) => self.catch_up().await?,
+                            Err(TryRecvError::Empty | TryRecvError::Closed) => {
+                                if self.next >= self.shared.state.read().end {
+                                    return Err(self.closed());
+                                }
+                            }
+                        },
                     }
                 }
             }

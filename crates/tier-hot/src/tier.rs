@@ -260,16 +260,22 @@ impl HotTier {
         self.inner.closed.store(true, Ordering::SeqCst);
         let logs: Vec<Arc<TopicLog>> = self.inner.topics.write().drain().map(|(_, log)| log).collect();
         let mut tasks = Vec::new();
-        for log in logs {
+        for log in &logs {
             if let Some(task) = log.task.lock().take() {
                 tasks.push(task);
             }
-            // Dropping the last sender ends the writer's loop.
         }
+        let shared: Vec<Arc<TopicShared>> = logs.into_iter().map(|log| Arc::clone(&log.shared)).collect();
+        // Dropping the last sender ends the writer's loop.
         for task in tasks {
             if let Err(e) = task.await {
                 warn!(error = %e, "a WAL writer task failed");
             }
+        }
+        // Every commit is done: wake live-tail subscribers waiting for a batch that will
+        // not come (they deliver what was committed first).
+        for s in &shared {
+            s.closed.send_replace(true);
         }
         // Every writer has stopped: another process may take the directory now.
         drop(self.inner.lock.lock().take());

@@ -17,7 +17,7 @@ use std::{
 
 use parking_lot::{Mutex, RwLock};
 use tier_core::{Offset, OffsetRange, RecordBatch, TopicName, segment::IndexEntry};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::cache::BatchCache;
 use crate::segment::{ActiveSegment, SealedFile, SegmentEvent};
@@ -30,6 +30,9 @@ pub(crate) struct TopicShared {
     pub(crate) state: RwLock<TopicState>,
     /// Committed batches, in order, for live-tail subscribers.
     pub(crate) tail: broadcast::Sender<RecordBatch>,
+    /// Becomes true when the tier is closed, waking subscribers that wait for a batch
+    /// (the broadcast never closes by itself: subscriptions hold this struct).
+    pub(crate) closed: watch::Sender<bool>,
     /// Serialises retention runs on this topic.
     pub(crate) retention: Mutex<()>,
     /// Counters of the writer's work.
@@ -207,6 +210,7 @@ impl TopicShared {
             dir,
             state: RwLock::new(state),
             tail,
+            closed: watch::Sender::new(false),
             retention: Mutex::new(()),
             stats: StatCounters::default(),
             queued_appends: AtomicUsize::new(0),

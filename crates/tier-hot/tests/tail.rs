@@ -82,3 +82,34 @@ async fn a_subscriber_below_the_retained_start_gets_trimmed() {
     assert_eq!(tier.range(&t).await.unwrap().start, 10);
     tier.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_wakes_a_waiting_subscriber_after_it_delivered_everything_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = open(small_config(dir.path())).await;
+    let t = topic("closing");
+    let written = append_records(&tier, &t, 0, 10, 5).await;
+    let mut waiting = tier.subscribe(&t, 0).unwrap();
+    let mut late = tier.subscribe(&t, 3).unwrap();
+    let (drained_tx, drained_rx) = tokio::sync::oneshot::channel();
+    let consumer = tokio::spawn(async move {
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            got.push(waiting.next().await.unwrap());
+        }
+        drained_tx.send(()).unwrap();
+        // Nothing more is committed: this waits until the tier closes.
+        (got, waiting.next().await)
+    });
+    drained_rx.await.unwrap();
+    tier.close().await;
+    let (got, last) = tokio::time::timeout(Duration::from_secs(10), consumer).await.unwrap().unwrap();
+    assert_eq!(got, written);
+    assert_eq!(last.unwrap_err().kind(), ErrorKind::Unavailable);
+    // A subscriber that had not read yet still gets every committed record, then the end.
+    for r in &written[3..] {
+        assert_eq!(&late.next().await.unwrap(), r);
+    }
+    let err = tokio::time::timeout(Duration::from_secs(10), late.next()).await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+}
