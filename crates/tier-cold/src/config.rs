@@ -2,7 +2,6 @@
 //! Every field has a default, so an empty TOML table is a valid configuration (a local
 //! directory `./data/cold`).
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,37 +9,8 @@ use std::time::Duration;
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
 use serde::{Deserialize, Serialize};
+pub use tier_core::Secret;
 use tier_core::{ErrorContext, TierError, TierKind};
-
-/// A secret string (a secret access key): `Debug` and `Display` print `***`, so it can
-/// sit in a config that is logged.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself; call only where it is handed to a client.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
 
 /// Which object store holds the segments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,8 @@
 //!   stream key or object-key prefix;
 //! - [`TierError`], the coarse error every tier returns;
 //! - the [`Tier`] trait and its contract;
-//! - the [`segment`] format shared by the hot tier's files and the cold tier's objects.
+//! - the [`segment`] format shared by the hot tier's files and the cold tier's objects;
+//! - [`Secret`], the credential type of the warm and cold tiers' configurations.
 //!
 //! The byte grammar of batches and segments is written once, in `docs/format.md`.
 
@@ -18,6 +19,7 @@ pub mod batch;
 mod error;
 mod offset;
 mod record;
+mod secret;
 pub mod segment;
 mod tier;
 mod topic;
@@ -26,5 +28,6 @@ pub use batch::{RecordBatch, RecordBatchBuilder};
 pub use error::{BoxError, ErrorContext, ErrorKind, TierError, TierKind};
 pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
 pub use record::{Header, Record};
+pub use secret::Secret;
 pub use tier::{ReadLimit, Tier};
 pub use topic::{MAX_TOPIC_NAME_LEN, TopicName};

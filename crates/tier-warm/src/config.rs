@@ -8,6 +8,7 @@
 use std::{fmt, time::Duration};
 
 use serde::{Deserialize, Serialize};
+pub use tier_core::Secret;
 
 /// How the warm tier reaches Valkey/Redis.
 ///
@@ -154,42 +155,6 @@ pub struct ReconnectConfig {
 impl Default for ReconnectConfig {
     fn default() -> Self {
         Self { max_attempts: 0, min_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(5) }
-    }
-}
-
-/// A credential: serialises as the plain string, but `Debug` and `Display` print `***`
-/// so it never reaches a log line.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for handing to the client library.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Self {
-        Self(value)
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"***\"")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
     }
 }
 
