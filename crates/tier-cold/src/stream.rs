@@ -119,6 +119,18 @@ impl ColdTier {
     ) -> Result<BoxStream<'static, Result<Record, TierError>>, TierError> {
         stream_via(self, topic, from).await
     }
+
+    /// [`stream_batches`](Self::stream_batches) for a tier held in an `Arc`: the stream
+    /// owns a handle on the tier, so it can outlive the caller's borrow (the router's
+    /// batch reader keeps one open across calls).
+    pub async fn stream_batches_owned(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> Result<BoxStream<'static, Result<RecordBatch, TierError>>, TierError> {
+        let chunks = chunks_via(self, topic, from).await?;
+        Ok(chunks.map_ok(|batches| stream::iter(batches.into_iter().map(Ok))).try_flatten().boxed())
+    }
 }
 
 /// The body of [`ColdTier::stream`], over any shareable handle on the tier (`&ColdTier`

@@ -20,6 +20,18 @@ use tier_core::{
 /// Records per batch rebuilt by the default [`WarmBackend::batches_from`].
 const REBUILT_BATCH_RECORDS: usize = 1000;
 
+/// Bytes of records per batch rebuilt by the default
+/// [`ColdBackend::record_batches_from`].
+const REBUILT_BATCH_BYTES: usize = 4 << 20;
+
+/// The state of the default [`ColdBackend::record_batches_from`]: the record stream, the
+/// offset the next batch starts at, and a failure to report after the batch before it.
+struct Rebuild {
+    records: stream::Fuse<BoxStream<'static, Result<Record, TierError>>>,
+    next: Offset,
+    failed: Option<TierError>,
+}
+
 /// A [`Tier`] usable in the warm position: written with every batch, trimmed to the last
 /// closed segments, and replayed into a fresh WAL after the local disk is lost.
 #[async_trait]
@@ -46,7 +58,7 @@ pub trait WarmBackend: Tier {
                 if from >= range.end {
                     return None;
                 }
-                let limit = ReadLimit { max_records: REBUILT_BATCH_RECORDS, max_bytes: 4 << 20 };
+                let limit = ReadLimit { max_records: REBUILT_BATCH_RECORDS, max_bytes: REBUILT_BATCH_BYTES };
                 let records = match self.read(&topic, from, range.end, limit).await {
                     Ok(r) if r.is_empty() => return None,
                     Ok(r) => r,
@@ -98,6 +110,72 @@ pub trait ColdBackend: Tier + 'static {
         })
         .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
         .try_flatten()
+        .boxed()
+    }
+
+    /// The batches of `topic` holding `from..` to the end of what the tier holds now, in
+    /// order, for a long sequential read that passes batches on (the router's batch
+    /// reader): the first batch may start before `from`, and each batch starts where the
+    /// previous one ended. The stream is lazy and owns its handle on the tier.
+    ///
+    /// The default rebuilds batches of up to 1000 records / 4 MiB from
+    /// [`records_from`](Self::records_from) (so batch boundaries may differ from the ones
+    /// stored, and the first batch starts at `from`); a record stream that is not dense
+    /// from `from` is `Corruption`. Tiers that store batches override it to return them
+    /// as stored (the cold tier, with its read-ahead).
+    fn record_batches_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+        let ctx = ErrorContext::tier(self.kind()).topic(topic);
+        let records = self.records_from(topic, from);
+        let state = Rebuild { records: records.fuse(), next: from, failed: None };
+        stream::unfold(Some(state), move |state| {
+            let ctx = ctx.clone();
+            async move {
+                let mut st = state?;
+                if let Some(e) = st.failed.take() {
+                    return Some((Err(e), None));
+                }
+                let mut chunk: Vec<Record> = Vec::new();
+                let mut bytes = 0usize;
+                while chunk.len() < REBUILT_BATCH_RECORDS && bytes < REBUILT_BATCH_BYTES {
+                    let want = st.next + chunk.len() as u64;
+                    match st.records.next().await {
+                        Some(Ok(r)) if r.offset == want => {
+                            bytes = bytes.saturating_add(r.size());
+                            chunk.push(r);
+                        }
+                        Some(Ok(r)) => {
+                            st.failed = Some(TierError::corruption(
+                                ctx.clone().offset(want),
+                                format!(
+                                    "the record stream yielded offset {} where {want} was expected",
+                                    r.offset
+                                ),
+                            ));
+                            break;
+                        }
+                        Some(Err(e)) => {
+                            st.failed = Some(e);
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                if chunk.is_empty() {
+                    // Nothing before the end or the failure: report the failure, if any.
+                    return st.failed.take().map(|e| (Err(e), None));
+                }
+                let batch = match RecordBatch::from_records(st.next, &chunk) {
+                    Ok(b) => b,
+                    Err(e) => return Some((Err(e), None)),
+                };
+                st.next = batch.end_offset();
+                Some((Ok(batch), Some(st)))
+            }
+        })
         .boxed()
     }
 
@@ -178,6 +256,17 @@ impl ColdBackend for tier_cold::ColdTier {
     ) -> BoxStream<'static, Result<Record, TierError>> {
         let topic = topic.clone();
         stream::once(async move { self.stream_owned(&topic, from).await }).try_flatten().boxed()
+    }
+
+    /// [`tier_cold::ColdTier::stream_batches_owned`]: the batches as stored, with the
+    /// same read-ahead as [`records_from`](ColdBackend::records_from).
+    fn record_batches_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+        let topic = topic.clone();
+        stream::once(async move { self.stream_batches_owned(&topic, from).await }).try_flatten().boxed()
     }
 
     /// Uploads the file byte for byte ([`tier_cold::ColdTier::export_segment`]).

@@ -7,7 +7,8 @@
 //! - [`Topic`]: appends (one writer task per topic group-commits to the WAL and warm and
 //!   acknowledges only when every enabled write tier confirmed), stitched readers across
 //!   cold → warm → WAL → live tail ([`Source`] says which served a record), the tiers'
-//!   ranges and the commit point.
+//!   ranges and the commit point; [`Topic::batch_reader`] reads the same log as verified
+//!   batches ([`ReadBatch`]).
 //! - [`WarmBackend`] and [`ColdBackend`]: what a [`Tier`](tier_core::Tier) needs to take
 //!   the warm or cold position, implemented for tierlog's tiers (features `warm`,
 //!   `cold`) and tier-testkit's (feature `testkit`).
@@ -18,17 +19,20 @@
 
 mod backend;
 mod background;
+mod batch_reader;
 mod config;
 #[cfg(feature = "warm")]
 mod lazy_warm;
 mod reader;
 mod recovery;
+mod slice;
 mod store;
 mod topic;
 mod writer;
 
 pub use backend::{ColdBackend, WarmBackend};
 pub use background::ExportedSegment;
+pub use batch_reader::ReadBatch;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};
 pub use reader::Source;
 pub use recovery::RecoveryReport;

@@ -3,7 +3,8 @@
 //!
 //! For the next offset `n` wanted, the reader asks the WAL first (it serves `n` when it
 //! holds it, up to the commit point), then warm (up to where the WAL takes over), then
-//! cold (up to where warm or the WAL takes over), so each tier serves only its slice.
+//! cold (up to where warm or the WAL takes over), so each tier serves only its slice
+//! (the choice is [`slice::choose`], shared with the batch reader).
 //! Every read is bounded ([`ReadLimit`]) and its first offset must be `n`: a tier that
 //! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
 //! naming the missing range — never skipped. At the commit point the reader switches to
@@ -22,10 +23,11 @@ use tier_hot::Subscription;
 use tokio::sync::watch;
 
 use crate::ColdBackend;
+use crate::slice::{self, Slice};
 use crate::store::Tiers;
 
 /// Retries of a slice read whose tier's range moved (retention, trimming) meanwhile.
-const MAX_RANGE_RETRIES: u32 = 5;
+pub(crate) const MAX_RANGE_RETRIES: u32 = 5;
 
 /// Which part of the store served a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -77,21 +79,32 @@ pub(crate) async fn open(
     start: StartPosition,
 ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
     let committed = *hwm.borrow();
-    let mut live = None;
-    let next = match start {
-        StartPosition::Offset(o) => o,
-        StartPosition::Latest => {
-            live = Some(tiers.hot.subscribe(&topic, committed)?);
-            committed
-        }
-        StartPosition::Earliest => earliest(&tiers, &topic, committed).await?,
-        StartPosition::Timestamp(t) => by_timestamp(&tiers, &topic, t, committed).await?,
+    let live = match start {
+        StartPosition::Latest => Some(tiers.hot.subscribe(&topic, committed)?),
+        _ => None,
     };
+    let next = start_offset(&tiers, &topic, start, committed).await?;
     let limit =
         ReadLimit { max_records: tiers.config.read_batch_records, max_bytes: tiers.config.read_batch_bytes };
     let reader =
         Reader { tiers, topic, hwm, next, buf: VecDeque::new(), live, cold: None, limit, done: false };
     Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
+}
+
+/// The first offset a read from `start` yields, `committed` being the commit point now
+/// (see the start positions in `docs/router.md`).
+pub(crate) async fn start_offset(
+    tiers: &Tiers,
+    topic: &TopicName,
+    start: StartPosition,
+    committed: Offset,
+) -> Result<Offset, TierError> {
+    match start {
+        StartPosition::Offset(o) => Ok(o),
+        StartPosition::Latest => Ok(committed),
+        StartPosition::Earliest => earliest(tiers, topic, committed).await,
+        StartPosition::Timestamp(t) => by_timestamp(tiers, topic, t, committed).await,
+    }
 }
 
 /// The oldest offset any tier holds (the commit point when none holds any).
@@ -189,51 +202,11 @@ impl Reader {
     }
 
     async fn read_slice(&mut self, committed: Offset) -> Result<(), TierError> {
-        let n = self.next;
-        let topic = &self.topic;
-        let hot = self.tiers.hot.range(topic).await?;
-        if hot.start <= n && n < hot.end {
-            return self.read_from(&self.tiers.hot.clone(), Source::Hot, committed.min(hot.end)).await;
+        match slice::choose(&self.tiers, &self.topic, self.next, committed).await? {
+            Slice::Hot { to } => self.read_from(&self.tiers.hot.clone(), Source::Hot, to).await,
+            Slice::Warm { tier, to } => self.read_from(tier.as_ref(), Source::Warm, to).await,
+            Slice::Cold { tier, to } => self.read_cold(tier, to).await,
         }
-        // Where the WAL takes over.
-        let hot_start = if hot.is_empty() { committed } else { hot.start.min(committed) };
-        let warm = match &self.tiers.warm {
-            Some(w) => w.range(topic).await?,
-            None => OffsetRange::default(),
-        };
-        if let Some(w) = self.tiers.warm.clone()
-            && warm.start <= n
-            && n < warm.end
-        {
-            let to = hot_start.max(n + 1).min(warm.end);
-            return self.read_from(w.as_ref(), Source::Warm, to).await;
-        }
-        let cold = match &self.tiers.cold {
-            Some(c) => c.range(topic).await?,
-            None => OffsetRange::default(),
-        };
-        let warm_start = if !warm.is_empty() && warm.start > n { warm.start } else { hot_start };
-        if let Some(c) = self.tiers.cold.clone()
-            && cold.start <= n
-            && n < cold.end
-        {
-            let to = warm_start.min(hot_start).max(n + 1).min(cold.end);
-            return self.read_cold(c, to).await;
-        }
-        let resumes = [hot, warm, cold]
-            .iter()
-            .filter(|r| !r.is_empty() && r.start > n)
-            .map(|r| r.start)
-            .min()
-            .unwrap_or(committed)
-            .max(n + 1);
-        Err(TierError::not_found(
-            ctx(topic).offset(n),
-            format!(
-                "offsets {} are held by no tier (WAL {hot}, warm {warm}, cold {cold})",
-                OffsetRange::new(n, resumes)
-            ),
-        ))
     }
 
     /// Serves `self.next..to` from cold through one long sequential stream (bounded by
@@ -245,6 +218,7 @@ impl Reader {
         }
         let Some((next, records)) = self.cold.as_mut() else { return Ok(()) };
         let (mut count, mut bytes) = (0usize, 0usize);
+        let mut ended = false;
         while count < self.limit.max_records && bytes < self.limit.max_bytes && *next < to {
             match records.next().await {
                 Some(Ok(r)) if r.offset == *next => {
@@ -273,11 +247,15 @@ impl Reader {
                     }
                     return Err(e);
                 }
-                None => break,
+                None => {
+                    // An ended stream must not be polled again.
+                    ended = true;
+                    break;
+                }
             }
         }
         let reached = self.cold.as_ref().map_or(n, |(next, _)| *next);
-        if reached >= to || count == 0 {
+        if reached >= to || count == 0 || ended {
             // Hand-off to warm or the WAL (or the stream ended): stop reading ahead.
             self.cold = None;
         }

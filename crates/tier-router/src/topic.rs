@@ -10,6 +10,7 @@ use tier_core::{
 };
 use tokio::sync::oneshot;
 
+use crate::batch_reader::{self, ReadBatch};
 use crate::reader::{self, Source};
 use crate::store::{Tiers, TopicCore};
 use crate::writer::Command;
@@ -167,5 +168,33 @@ impl Topic {
         start: StartPosition,
     ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
         reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start).await
+    }
+
+    /// The batch counterpart of [`reader_with_source`](Self::reader_with_source): the
+    /// topic's committed batches from `start`, as the tiers store them (verified, with no
+    /// [`Record`] built), stitched across cold, warm and the WAL exactly as the record
+    /// reader chooses tiers (same hand-off points), then the live tail. The stream never
+    /// ends by itself.
+    ///
+    /// Batches are never split and their boundaries may differ between tiers, so a batch
+    /// may start before the offset the reader is at. Guarantees, for items `i`:
+    /// `from` lies inside `batch`; the first item's `from` is the resolved start offset;
+    /// item `i`'s `from` is item `i - 1`'s `batch.end_offset()` (no offset skipped or
+    /// repeated); a batch is yielded only once the commit point is at or past its end.
+    /// [`ReadBatch::records`] yields the records the item delivers, the same as the
+    /// record reader's. At the commit point the reader waits for the high watermark and
+    /// reads the new batches from the WAL (`Source::Live`); if retention removed them
+    /// meanwhile, it continues from history.
+    ///
+    /// Errors end the stream: `NotFound` for an offset no tier holds (naming the missing
+    /// range), `Corruption` for a tier answering with a batch that does not hold the
+    /// offset asked for. Memory is bounded by about `router.read_batch_bytes` (plus one
+    /// batch) per WAL or warm read, and the cold tier's read-ahead.
+    pub async fn batch_reader(
+        &self,
+        start: StartPosition,
+    ) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
+        batch_reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
+            .await
     }
 }

@@ -137,6 +137,72 @@ async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
     store.close().await;
 }
 
+/// The batch reader over custom tiers: cold's batches rebuilt by the default
+/// `ColdBackend::record_batches_from` (up to 1000 records from the offset asked) and
+/// warm's by the default `WarmBackend::batches_from`, so boundaries differ between the
+/// tiers and a whole batch crosses each hand-off: the records are the record reader's,
+/// each item starts where the previous batch ended.
+#[tokio::test]
+async fn the_batch_reader_reads_custom_tiers_through_the_default_methods() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(Custom::default());
+    let cold = Arc::new(Custom::default());
+    let store = open(&dir, &warm, &cold, &[]).await;
+    let topic = store.topic("custom").await.unwrap();
+    let name = topic.name().clone();
+    for base in (0..3000).step_by(100) {
+        topic.append((base..base + 100).map(rec).collect()).await.unwrap();
+    }
+    store.export_now("custom").await.unwrap();
+    for base in (3000..3500).step_by(100) {
+        topic.append((base..base + 100).map(rec).collect()).await.unwrap();
+    }
+    store.hot().rotate(&name).await.unwrap();
+    store.run_retention_now(SystemTime::now() + Duration::from_secs(100 * 3600)).await.unwrap();
+    warm.trim_before(&name, 2000).await.unwrap();
+    let r = OffsetRange::new;
+
+    // The default rebuilds cold batches from the offset asked, 1000 records at most.
+    let rebuilt: Vec<OffsetRange> =
+        Arc::clone(&cold).record_batches_from(&name, 150).map(|b| b.unwrap().offset_range()).collect().await;
+    assert_eq!(rebuilt, vec![r(150, 1150), r(1150, 2150), r(2150, 3000)]);
+
+    let mut batches = topic.batch_reader(StartPosition::Offset(150)).await.unwrap();
+    let mut items = Vec::new();
+    let mut next = 150;
+    while next < 3500 {
+        let item = batches.next().await.unwrap().unwrap();
+        assert_eq!(item.from, next);
+        next = item.batch.end_offset();
+        items.push((item.source, item.batch.offset_range(), item.from));
+    }
+    // Cold [150, 2150) crosses warm's start (2000); warm's rebuilt [2150, 3150) crosses
+    // the WAL's (3000); the WAL's batch [3100, 3200) starts before 3150.
+    assert_eq!(
+        items,
+        vec![
+            (Source::Cold, r(150, 1150), 150),
+            (Source::Cold, r(1150, 2150), 1150),
+            (Source::Warm, r(2150, 3150), 2150),
+            (Source::Hot, r(3100, 3200), 3150),
+            (Source::Hot, r(3200, 3300), 3200),
+            (Source::Hot, r(3300, 3400), 3300),
+            (Source::Hot, r(3400, 3500), 3400),
+        ]
+    );
+    let mut batches = topic.batch_reader(StartPosition::Offset(150)).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 3350 {
+        let item = batches.next().await.unwrap().unwrap();
+        got.extend(item.records());
+    }
+    let mut records = topic.reader(StartPosition::Offset(150)).await.unwrap();
+    for (i, record) in got.iter().enumerate() {
+        assert_eq!(record, &records.next().await.unwrap().unwrap(), "record {i} from 150");
+    }
+    store.close().await;
+}
+
 #[tokio::test]
 async fn a_custom_cold_tier_refuses_to_record_a_gap_by_default() {
     let cold = Custom::default();

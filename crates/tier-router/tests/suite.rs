@@ -6,9 +6,9 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use common::{ColdOn, Deployment, Tiers, append_range, r, rec, slices};
+use common::{ColdOn, Deployment, Tiers, append_range, pruned_history, r, rec, slices};
 use futures::StreamExt;
 use tier_core::{ErrorKind, ReadLimit, StartPosition, Tier, TopicName};
 use tier_router::{NewRecord, Source};
@@ -21,46 +21,7 @@ type Expected = Result<Vec<(Source, tier_core::OffsetRange)>, &'static str>;
 /// warm [3000, 5000), WAL [4000, 5000) for hot+warm+cold) and checks which tier serves
 /// each slice of a read, and timestamp seeks landing in each tier.
 async fn stitched_read_after_pruning(mut d: Deployment) {
-    d.router.max_cached_closed_segments = 2;
-    let store = d.open(&[]).await;
-    let topic = store.topic("stitched").await.unwrap();
-    let name = topic.name().clone();
-    append_range(&topic, 0, 3000, 100).await;
-    store.hot().rotate(&name).await.unwrap();
-    append_range(&topic, 3000, 4000, 100).await;
-    store.hot().rotate(&name).await.unwrap();
-    if d.tiers.cold() {
-        let exported = store.export_now("stitched").await.unwrap();
-        let ranges: Vec<_> = exported.iter().map(|e| e.range).collect();
-        assert_eq!(ranges, vec![r(0, 3000), r(3000, 4000)]);
-        // Idempotent: nothing left to export.
-        assert!(store.export_now("stitched").await.unwrap().is_empty());
-    }
-    append_range(&topic, 4000, 5000, 100).await;
-    store.hot().rotate(&name).await.unwrap();
-    let trimmed = store.trim_warm_now().await.unwrap();
-    if d.tiers.warm() {
-        assert_eq!(trimmed, vec![(name.clone(), 3000)]);
-    }
-    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
-    let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
-    let ranges = topic.ranges().await.unwrap();
-    assert_eq!(ranges.committed, 5000);
-    match d.tiers {
-        Tiers::HotWarmCold | Tiers::HotCold => {
-            // Cold holds [0, 4000): the segment [4000, 5000) must stay in the WAL.
-            assert_eq!(deleted, vec![r(0, 3000), r(3000, 4000)]);
-            assert_eq!(ranges.hot, r(4000, 5000));
-            assert_eq!(ranges.cold, Some(r(0, 4000)));
-        }
-        Tiers::HotWarm | Tiers::Hot => {
-            assert_eq!(deleted, vec![r(0, 3000), r(3000, 4000), r(4000, 5000)]);
-            assert_eq!(ranges.hot, r(5000, 5000));
-        }
-    }
-    if d.tiers.warm() {
-        assert_eq!(ranges.warm, Some(r(3000, 5000)));
-    }
+    let (store, topic) = pruned_history(&mut d, "stitched").await;
 
     let read = |start: u64| {
         let topic = topic.clone();

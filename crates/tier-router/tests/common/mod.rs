@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -195,6 +195,56 @@ pub async fn slices(
         }
     }
     Ok(out)
+}
+
+/// Builds the seed's "after WAL files have been pruned" layout, scaled, in a new store on
+/// `d` (background off, `max_cached_closed_segments = 2`): topic `topic_name` holds records
+/// `0..5000` ([`rec`]) in batches of 100 and segments [0, 3000), [3000, 4000),
+/// [4000, 5000); cold (exported) [0, 4000), warm (trimmed) [3000, 5000), and the WAL
+/// after retention [4000, 5000) with cold, nothing without. Asserts those ranges.
+pub async fn pruned_history(d: &mut Deployment, topic_name: &str) -> (TieredStore, Topic) {
+    d.router.max_cached_closed_segments = 2;
+    let store = d.open(&[]).await;
+    let topic = store.topic(topic_name).await.expect("open the topic");
+    let name = topic.name().clone();
+    append_range(&topic, 0, 3000, 100).await;
+    store.hot().rotate(&name).await.expect("rotate");
+    append_range(&topic, 3000, 4000, 100).await;
+    store.hot().rotate(&name).await.expect("rotate");
+    if d.tiers.cold() {
+        let exported = store.export_now(topic_name).await.expect("export");
+        let ranges: Vec<_> = exported.iter().map(|e| e.range).collect();
+        assert_eq!(ranges, vec![r(0, 3000), r(3000, 4000)]);
+        // Idempotent: nothing left to export.
+        assert!(store.export_now(topic_name).await.expect("export").is_empty());
+    }
+    append_range(&topic, 4000, 5000, 100).await;
+    store.hot().rotate(&name).await.expect("rotate");
+    let trimmed = store.trim_warm_now().await.expect("trim warm");
+    if d.tiers.warm() {
+        assert_eq!(trimmed, vec![(name.clone(), 3000)]);
+    }
+    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+    let deleted: Vec<_> =
+        store.run_retention_now(later).await.expect("retention").iter().map(|s| s.range).collect();
+    let ranges = topic.ranges().await.expect("ranges");
+    assert_eq!(ranges.committed, 5000);
+    match d.tiers {
+        Tiers::HotWarmCold | Tiers::HotCold => {
+            // Cold holds [0, 4000): the segment [4000, 5000) must stay in the WAL.
+            assert_eq!(deleted, vec![r(0, 3000), r(3000, 4000)]);
+            assert_eq!(ranges.hot, r(4000, 5000));
+            assert_eq!(ranges.cold, Some(r(0, 4000)));
+        }
+        Tiers::HotWarm | Tiers::Hot => {
+            assert_eq!(deleted, vec![r(0, 3000), r(3000, 4000), r(4000, 5000)]);
+            assert_eq!(ranges.hot, r(5000, 5000));
+        }
+    }
+    if d.tiers.warm() {
+        assert_eq!(ranges.warm, Some(r(3000, 5000)));
+    }
+    (store, topic)
 }
 
 pub fn r(start: u64, end: u64) -> OffsetRange {

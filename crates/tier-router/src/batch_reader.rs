@@ -1,0 +1,306 @@
+//! The stitched batch reader: the batch-level counterpart of the record reader
+//! ([`crate::reader`]), handing out the verified [`RecordBatch`]es the tiers store
+//! instead of building a [`Record`](tier_core::Record) per record.
+//!
+//! It chooses tiers exactly as the record reader does ([`slice::choose`]): the WAL for
+//! any offset it holds, then warm, then cold, with the same hand-off points. Batches are
+//! never split and their boundaries may differ between tiers, so each item carries the
+//! first offset not delivered before ([`ReadBatch::from`]). At the commit point the
+//! reader waits for the high watermark to move and reads the new batches from the WAL
+//! ([`tier_hot::HotTier::read_batches`], served from its cache); if the WAL no longer
+//! holds them (retention overtook a slow consumer), it continues from history.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use tier_core::batch::RecordIter;
+use tier_core::{
+    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, StartPosition, TierError, TierKind, TopicName,
+};
+use tokio::sync::watch;
+
+use crate::backend::{ColdBackend, WarmBackend};
+use crate::reader::{self, MAX_RANGE_RETRIES, Source};
+use crate::slice::{self, Slice};
+use crate::store::Tiers;
+
+/// One item of [`Topic::batch_reader`](crate::Topic::batch_reader): a committed batch,
+/// the part of the store that served it, and the first of its offsets the reader had not
+/// delivered before.
+#[derive(Clone, Debug)]
+pub struct ReadBatch {
+    /// Which part of the store served the batch.
+    pub source: Source,
+    /// The batch, whole and verified (CRC and records checked by the tier).
+    pub batch: RecordBatch,
+    /// The first offset of `batch` not delivered by an earlier item: the previous item's
+    /// `batch.end_offset()`, or the resolved start offset for the first item. It lies
+    /// inside the batch (`batch.base_offset() <= from < batch.end_offset()`).
+    pub from: Offset,
+}
+
+impl ReadBatch {
+    /// The records of the batch from [`from`](Self::from) on: the ones this item
+    /// delivers (those before `from` are stepped over without being built).
+    pub fn records(&self) -> RecordIter<'_> {
+        self.batch.records_from(self.from)
+    }
+
+    /// The offsets this item delivers: `from..batch.end_offset()`.
+    pub fn offsets(&self) -> OffsetRange {
+        OffsetRange::new(self.from, self.batch.end_offset())
+    }
+}
+
+/// An open sequential read of cold (with its read-ahead), kept across slices and
+/// dropped at the hand-off to warm or the WAL.
+struct ColdStream {
+    /// The offset the next batch must start at (or, before the first, hold).
+    next: Offset,
+    /// No batch has been taken from the stream yet.
+    fresh: bool,
+    batches: BoxStream<'static, Result<RecordBatch, TierError>>,
+}
+
+struct BatchReader {
+    tiers: Arc<Tiers>,
+    topic: TopicName,
+    hwm: watch::Receiver<Offset>,
+    /// The first offset not delivered yet.
+    next: Offset,
+    buf: VecDeque<(Source, RecordBatch)>,
+    /// The reader reached the commit point: batches the WAL serves now are the live tail.
+    live: bool,
+    cold: Option<ColdStream>,
+    /// Bound of each read (`router.read_batch_bytes`).
+    max_bytes: usize,
+    done: bool,
+}
+
+/// Resolves `start` and returns the stream of batches.
+pub(crate) async fn open(
+    tiers: Arc<Tiers>,
+    topic: TopicName,
+    hwm: watch::Receiver<Offset>,
+    start: StartPosition,
+) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
+    let committed = *hwm.borrow();
+    let next = reader::start_offset(&tiers, &topic, start, committed).await?;
+    let max_bytes = tiers.config.read_batch_bytes;
+    let reader = BatchReader {
+        tiers,
+        topic,
+        hwm,
+        next,
+        buf: VecDeque::new(),
+        live: matches!(start, StartPosition::Latest),
+        cold: None,
+        max_bytes,
+        done: false,
+    };
+    Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
+}
+
+/// Checks that `batch`, answered by `kind` for offset `expected`, holds it (`first`: the
+/// first batch of a read, which may start before it) or starts exactly at it.
+fn check_batch(
+    kind: TierKind,
+    topic: &TopicName,
+    expected: Offset,
+    first: bool,
+    batch: &RecordBatch,
+) -> Result<(), TierError> {
+    let (base, end) = (batch.base_offset(), batch.end_offset());
+    let ok = if first { base <= expected && expected < end } else { base == expected && expected < end };
+    if ok {
+        return Ok(());
+    }
+    let want = if first { "holding" } else { "starting at" };
+    Err(TierError::corruption(
+        ErrorContext::tier(kind).topic(topic).offset(expected),
+        format!(
+            "asked for the batch {want} offset {expected}, got a batch of offsets {}",
+            batch.offset_range()
+        ),
+    ))
+}
+
+/// The tier answered with nothing for `n` although its range held it a moment ago: its
+/// range moved (retention, trimming); the caller re-reads the ranges and retries.
+fn moved(kind: TierKind, topic: &TopicName, n: Offset) -> TierError {
+    TierError::trimmed(ErrorContext::tier(kind).topic(topic).offset(n), n, OffsetRange::empty_at(n))
+}
+
+impl BatchReader {
+    async fn next_item(&mut self) -> Option<Result<ReadBatch, TierError>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            if let Some((source, batch)) = self.buf.pop_front() {
+                let end = batch.end_offset();
+                // A batch is yielded only once the commit point has passed all of it.
+                if *self.hwm.borrow() < end && self.hwm.wait_for(|h| *h >= end).await.is_err() {
+                    self.done = true;
+                    return Some(Err(self.closed()));
+                }
+                let from = self.next;
+                self.next = end;
+                return Some(Ok(ReadBatch { source, batch, from }));
+            }
+            if let Err(e) = self.fill().await {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+    }
+
+    fn closed(&self) -> TierError {
+        TierError::unavailable(ErrorContext::tier(TierKind::Router).topic(&self.topic), "the store is closed")
+    }
+
+    /// Buffers the next batches, waiting at the commit point for new ones.
+    async fn fill(&mut self) -> Result<(), TierError> {
+        let n = self.next;
+        if n >= *self.hwm.borrow() {
+            // The live tail: the next batches are read from the WAL once committed.
+            self.live = true;
+            self.cold = None;
+            if self.hwm.wait_for(|h| *h > n).await.is_err() {
+                return Err(self.closed());
+            }
+        }
+        let mut attempt = 0;
+        loop {
+            let committed = *self.hwm.borrow();
+            match self.read_slice(committed).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Trimmed && attempt < MAX_RANGE_RETRIES => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads the next batches below `committed` from the tier [`slice::choose`] picks.
+    async fn read_slice(&mut self, committed: Offset) -> Result<(), TierError> {
+        match slice::choose(&self.tiers, &self.topic, self.next, committed).await? {
+            Slice::Hot { to } => {
+                // A hand-off away from cold stops its read-ahead.
+                self.cold = None;
+                let source = if self.live { Source::Live } else { Source::Hot };
+                let batches = self.tiers.hot.read_batches(&self.topic, self.next, to, self.max_bytes).await?;
+                self.accept(TierKind::Hot, source, batches)
+            }
+            Slice::Warm { tier, to } => {
+                self.cold = None;
+                self.live = false;
+                self.read_warm(tier, to).await
+            }
+            Slice::Cold { tier, to } => {
+                self.live = false;
+                self.read_cold(tier, to).await
+            }
+        }
+    }
+
+    /// Buffers `batches`, answered by `kind` for `self.next`, after checking that they
+    /// continue the read; an empty answer means the tier's range moved.
+    fn accept(&mut self, kind: TierKind, source: Source, batches: Vec<RecordBatch>) -> Result<(), TierError> {
+        if batches.is_empty() {
+            return Err(moved(kind, &self.topic, self.next));
+        }
+        let mut expected = self.next;
+        for (i, batch) in batches.iter().enumerate() {
+            check_batch(kind, &self.topic, expected, i == 0, batch)?;
+            expected = batch.end_offset();
+        }
+        self.buf.extend(batches.into_iter().map(|b| (source, b)));
+        Ok(())
+    }
+
+    /// Reads warm's batches holding `self.next..to`, about `max_bytes` of them, through
+    /// [`WarmBackend::batches_from`] (paged; dropped after the read).
+    async fn read_warm(&mut self, tier: Arc<dyn WarmBackend>, to: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        let mut stream = tier.batches_from(&self.topic, n);
+        let (mut batches, mut bytes, mut next) = (Vec::new(), 0usize, n);
+        while next < to && bytes < self.max_bytes {
+            match stream.next().await {
+                Some(Ok(batch)) => {
+                    if batches.is_empty()
+                        && batch.base_offset() > n
+                        && !tier.range(&self.topic).await?.contains(n)
+                    {
+                        // Trimmed since the slice was chosen.
+                        return Err(moved(TierKind::Warm, &self.topic, n));
+                    }
+                    check_batch(TierKind::Warm, &self.topic, next, batches.is_empty(), &batch)?;
+                    next = batch.end_offset();
+                    bytes = bytes.saturating_add(batch.encoded_len());
+                    batches.push(batch);
+                }
+                // Deliver the batches before a failure first; the next read reports it.
+                Some(Err(_)) if !batches.is_empty() => break,
+                Some(Err(e)) => return Err(e),
+                None => break,
+            }
+        }
+        self.accept(TierKind::Warm, Source::Warm, batches)
+    }
+
+    /// Serves `self.next..to` from cold through one long sequential stream of batches
+    /// ([`ColdBackend::record_batches_from`], about `max_bytes` per call), kept open
+    /// across slices so catch-up reads get the cold tier's read-ahead.
+    async fn read_cold(&mut self, tier: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        if self.cold.as_ref().is_none_or(|c| c.next != n) {
+            let batches = tier.record_batches_from(&self.topic, n);
+            self.cold = Some(ColdStream { next: n, fresh: true, batches });
+        }
+        let Some(cold) = self.cold.as_mut() else { return Ok(()) };
+        let (mut count, mut bytes) = (0usize, 0usize);
+        let (mut failure, mut ended) = (None, false);
+        while cold.next < to && bytes < self.max_bytes {
+            match cold.batches.next().await {
+                Some(Ok(batch)) => {
+                    if let Err(e) = check_batch(TierKind::Cold, &self.topic, cold.next, cold.fresh, &batch) {
+                        self.cold = None;
+                        return Err(e);
+                    }
+                    cold.fresh = false;
+                    cold.next = batch.end_offset();
+                    count += 1;
+                    bytes = bytes.saturating_add(batch.encoded_len());
+                    self.buf.push_back((Source::Cold, batch));
+                }
+                Some(Err(e)) => {
+                    // Deliver the batches before the failure (e.g. a gap) first; the next
+                    // slice reopens the stream where it failed and reports it.
+                    failure = Some(e);
+                    break;
+                }
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            self.cold = None;
+            if count == 0 {
+                return Err(e);
+            }
+            return Ok(());
+        }
+        let reached = self.cold.as_ref().map_or(n, |c| c.next);
+        if reached >= to || count == 0 || ended {
+            // Hand-off to warm or the WAL (or the stream ended): stop reading ahead.
+            self.cold = None;
+        }
+        if count == 0 {
+            return Err(moved(TierKind::Cold, &self.topic, n));
+        }
+        Ok(())
+    }
+}

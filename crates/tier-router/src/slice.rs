@@ -1,0 +1,92 @@
+//! The tier choice shared by the record and batch readers: which tier serves the next
+//! offset `n` of a historical read, and up to where.
+//!
+//! The WAL is preferred for any offset it holds (up to the commit point), then warm (up
+//! to where the WAL takes over), then cold (up to where warm or the WAL takes over), so
+//! each tier serves only its slice. An offset no tier holds is `NotFound` naming the
+//! missing range — never skipped.
+
+use std::sync::Arc;
+
+use tier_core::{ErrorContext, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
+
+use crate::backend::{ColdBackend, WarmBackend};
+use crate::store::Tiers;
+
+/// The tier that serves offsets `[n, to)` of a read (`n < to`); batches are never split,
+/// so a batch reader may receive a last batch ending beyond `to`.
+pub(crate) enum Slice {
+    /// The WAL, up to the commit point or its end.
+    Hot {
+        /// End of the slice (exclusive).
+        to: Offset,
+    },
+    /// Warm, up to where the WAL takes over.
+    Warm {
+        /// The warm tier.
+        tier: Arc<dyn WarmBackend>,
+        /// End of the slice (exclusive).
+        to: Offset,
+    },
+    /// Cold, up to where warm or the WAL takes over.
+    Cold {
+        /// The cold tier.
+        tier: Arc<dyn ColdBackend>,
+        /// End of the slice (exclusive).
+        to: Offset,
+    },
+}
+
+/// Chooses the tier serving offset `n < committed` of `topic` from the tiers' ranges as
+/// they are now. `NotFound` when no tier holds `n`, naming the missing offsets (up to
+/// where the next tier starts, or the commit point).
+pub(crate) async fn choose(
+    tiers: &Tiers,
+    topic: &TopicName,
+    n: Offset,
+    committed: Offset,
+) -> Result<Slice, TierError> {
+    let hot = tiers.hot.range(topic).await?;
+    if hot.start <= n && n < hot.end {
+        return Ok(Slice::Hot { to: committed.min(hot.end) });
+    }
+    // Where the WAL takes over.
+    let hot_start = if hot.is_empty() { committed } else { hot.start.min(committed) };
+    let warm = match &tiers.warm {
+        Some(w) => w.range(topic).await?,
+        None => OffsetRange::default(),
+    };
+    if let Some(w) = &tiers.warm
+        && warm.start <= n
+        && n < warm.end
+    {
+        let to = hot_start.max(n + 1).min(warm.end);
+        return Ok(Slice::Warm { tier: Arc::clone(w), to });
+    }
+    let cold = match &tiers.cold {
+        Some(c) => c.range(topic).await?,
+        None => OffsetRange::default(),
+    };
+    let warm_start = if !warm.is_empty() && warm.start > n { warm.start } else { hot_start };
+    if let Some(c) = &tiers.cold
+        && cold.start <= n
+        && n < cold.end
+    {
+        let to = warm_start.min(hot_start).max(n + 1).min(cold.end);
+        return Ok(Slice::Cold { tier: Arc::clone(c), to });
+    }
+    let resumes = [hot, warm, cold]
+        .iter()
+        .filter(|r| !r.is_empty() && r.start > n)
+        .map(|r| r.start)
+        .min()
+        .unwrap_or(committed)
+        .max(n + 1);
+    Err(TierError::not_found(
+        ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
+        format!(
+            "offsets {} are held by no tier (WAL {hot}, warm {warm}, cold {cold})",
+            OffsetRange::new(n, resumes)
+        ),
+    ))
+}
