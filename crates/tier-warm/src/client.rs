@@ -131,11 +131,23 @@ pub(crate) fn map_fred(ctx: ErrorContext, doing: &str, e: FredError) -> TierErro
     }
 }
 
-/// Server replies that mean "not now" rather than "never".
+/// Server replies that mean "not now" rather than "never", and the client's own
+/// give-ups after losing the connection (fred reports a command whose writes failed on
+/// every reconnection attempt as an `Unknown` error, "Too many failed write attempts.").
 fn is_transient_server_error(details: &str) -> bool {
-    ["LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "Connection"]
-        .iter()
-        .any(|p| details.starts_with(p) || details.contains(&format!("{p} ")))
+    [
+        "LOADING",
+        "BUSY",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "MASTERDOWN",
+        "READONLY",
+        "Connection",
+        "Too many failed write attempts",
+        "Max redirections exceeded",
+    ]
+    .iter()
+    .any(|p| details.starts_with(p) || details.contains(&format!("{p} ")))
 }
 
 /// Runs `fut` with a deadline; a miss is `Unavailable` naming `doing` and the limit.
@@ -152,5 +164,31 @@ pub(crate) async fn bounded<T>(
             ctx.clone(),
             format!("{doing}: no answer from the server within {limit:?}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fred::error::{Error as FredError, ErrorKind as FredErrorKind};
+    use tier_core::{ErrorContext, ErrorKind, TierKind};
+
+    use super::map_fred;
+
+    fn kind_of(kind: FredErrorKind, details: &'static str) -> ErrorKind {
+        map_fred(ErrorContext::tier(TierKind::Warm), "XADD", FredError::new(kind, details)).kind()
+    }
+
+    #[test]
+    fn connection_loss_and_busy_servers_are_retryable_and_the_rest_is_not() {
+        assert_eq!(kind_of(FredErrorKind::IO, "Connection refused"), ErrorKind::Unavailable);
+        assert_eq!(kind_of(FredErrorKind::Canceled, "Canceled."), ErrorKind::Unavailable);
+        // What fred answers once a command's writes failed on every reconnection.
+        assert_eq!(
+            kind_of(FredErrorKind::Unknown, "Too many failed write attempts."),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(kind_of(FredErrorKind::Unknown, "LOADING Valkey is loading"), ErrorKind::Unavailable);
+        assert_eq!(kind_of(FredErrorKind::Auth, "WRONGPASS"), ErrorKind::InvalidInput);
+        assert_eq!(kind_of(FredErrorKind::Unknown, "Could not convert to map."), ErrorKind::Internal);
     }
 }
