@@ -19,9 +19,36 @@
 //!   continued exactly.
 //!
 //! The design, every setting and its default are described in `docs/hot.md`.
+//!
+//! Feature `fault-injection` (test-only, off by default) adds `tier_hot::faults`, which makes
+//! WAL writes and fsyncs fail on demand.
+
+/// A fault-injection hook (see the `faults` module): an `io::Result<()>` that is `Err` when a test
+/// armed `point` for the data directory holding `path`. Without the feature
+/// `fault-injection` it is `Ok(())` and evaluates nothing.
+///
+/// `fault!(Write, path, file, slices)` is the short-write hook of the WAL data write.
+macro_rules! fault {
+    (Write, $path:expr, $file:expr, $slices:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        let hook = crate::faults::torn_write($path, $file, $slices);
+        #[cfg(not(feature = "fault-injection"))]
+        let hook = ::std::io::Result::Ok(());
+        hook
+    }};
+    ($point:ident, $path:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        let hook = crate::faults::check(crate::faults::FaultPoint::$point, $path);
+        #[cfg(not(feature = "fault-injection"))]
+        let hook = ::std::io::Result::Ok(());
+        hook
+    }};
+}
 
 mod cache;
 mod config;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
 pub mod layout;
 mod mmap;
 mod read;

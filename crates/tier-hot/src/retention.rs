@@ -5,9 +5,10 @@
 //! asked before each deletion (the router answers "does the cold tier hold this whole
 //! range?") and the first refusal stops the run for that topic, so the WAL never has a
 //! hole. The file is unlinked (and the directory fsynced) before the segment leaves the
-//! topic's state; readers already holding its mmap keep reading it safely. A recorded
-//! gap's marker is removed with the last segment before the gap (the gap is then below
-//! the range).
+//! topic's state; after a failed fsync the next run finishes the deletion (a file
+//! already unlinked counts as unlinked). Readers already holding its mmap keep reading
+//! it safely. A recorded gap's marker is removed with the last segment before the gap
+//! (the gap is then below the range).
 
 use std::{sync::Arc, time::SystemTime};
 
@@ -45,7 +46,11 @@ pub(crate) fn run_topic(
             break;
         }
         let path = &oldest.info.path;
-        std::fs::remove_file(path).map_err(|e| io_err(&shared.name, path, "deleting a sealed segment", e))?;
+        match std::fs::remove_file(path) {
+            // Already unlinked by a run whose directory fsync failed: fsync again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            result => result.map_err(|e| io_err(&shared.name, path, "deleting a sealed segment", e))?,
+        }
         fsync_dir(&shared.dir)
             .map_err(|e| io_err(&shared.name, &shared.dir, "fsyncing the topic directory", e))?;
         let stale_gaps = {
@@ -58,10 +63,11 @@ pub(crate) fn run_topic(
             let below = state.gaps.partition_point(|g| g.range.end <= start);
             state.gaps.drain(..below).collect::<Vec<_>>()
         };
-        remove_markers(shared, &stale_gaps)?;
         info!(topic = %shared.name, range = %oldest.info.range, "retention deleted a sealed segment");
+        // Announced before the markers go: the segment has left the state either way.
         let _ = events.send(SegmentEvent::Deleted(oldest.info.clone()));
         deleted.push(oldest.info.clone());
+        remove_markers(shared, &stale_gaps)?;
     }
     Ok(deleted)
 }

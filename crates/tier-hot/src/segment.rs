@@ -216,7 +216,8 @@ impl ActiveSegment {
             for batch in batches {
                 batch.write_to(&mut self.small);
             }
-            self.file.write_all(&self.small)
+            fault!(Write, &self.path, &mut self.file, &[IoSlice::new(&self.small)])
+                .and_then(|()| self.file.write_all(&self.small))
         } else {
             self.prefixes.clear();
             self.prefixes.extend(batches.iter().map(RecordBatch::prefix));
@@ -225,7 +226,8 @@ impl ActiveSegment {
                 slices.push(IoSlice::new(prefix));
                 slices.push(IoSlice::new(batch.body()));
             }
-            write_all_vectored(&mut self.file, &mut slices)
+            fault!(Write, &self.path, &mut self.file, &slices)
+                .and_then(|()| write_all_vectored(&mut self.file, &mut slices))
         };
         if let Err(e) = result {
             // Leave no partial batch behind; a failure here too is reported by the caller
@@ -244,6 +246,7 @@ impl ActiveSegment {
 
     /// fsyncs the file's data.
     pub(crate) fn sync(&self) -> io::Result<()> {
+        fault!(Fsync, &self.path)?;
         self.file.sync_data()
     }
 
@@ -273,9 +276,13 @@ pub(crate) fn sync_sealed(
     file: &File,
     also: Option<(&Path, &File)>,
 ) -> Result<(), TierError> {
-    file.sync_all().map_err(|e| io_err(topic, path, "fsyncing a sealed segment", e))?;
+    fault!(SealFsync, path)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_err(topic, path, "fsyncing a sealed segment", e))?;
     if let Some((next, next_file)) = also {
-        next_file.sync_all().map_err(|e| io_err(topic, next, "fsyncing a new segment", e))?;
+        fault!(SealFsync, next)
+            .and_then(|()| next_file.sync_all())
+            .map_err(|e| io_err(topic, next, "fsyncing a new segment", e))?;
     }
     if let Some(dir) = path.parent() {
         fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
