@@ -16,12 +16,12 @@ use std::sync::Arc;
 use futures::stream::{self, BoxStream, StreamExt};
 use tier_core::batch::RecordIter;
 use tier_core::{
-    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, StartPosition, TierError, TierKind, TopicName,
+    ErrorContext, Offset, OffsetRange, RecordBatch, StartPosition, TierError, TierKind, TopicName,
 };
 use tokio::sync::watch;
 
 use crate::backend::{ColdBackend, WarmBackend};
-use crate::reader::{self, MAX_RANGE_RETRIES, Source};
+use crate::reader::{self, Source};
 use crate::slice::{self, Slice};
 use crate::store::Tiers;
 
@@ -176,7 +176,7 @@ impl BatchReader {
             let committed = *self.hwm.borrow();
             match self.read_slice(committed).await {
                 Ok(()) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Trimmed && attempt < MAX_RANGE_RETRIES => attempt += 1,
+                Err(e) if slice::retry_moved(&e, &mut attempt) => {}
                 Err(e) => return Err(e),
             }
         }

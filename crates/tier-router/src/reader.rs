@@ -26,9 +26,6 @@ use crate::ColdBackend;
 use crate::slice::{self, Slice};
 use crate::store::Tiers;
 
-/// Retries of a slice read whose tier's range moved (retention, trimming) meanwhile.
-pub(crate) const MAX_RANGE_RETRIES: u32 = 5;
-
 /// Which part of the store served a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
@@ -195,7 +192,7 @@ impl Reader {
         loop {
             match self.read_slice(committed).await {
                 Ok(()) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::Trimmed && attempt < MAX_RANGE_RETRIES => attempt += 1,
+                Err(e) if slice::retry_moved(&e, &mut attempt) => {}
                 Err(e) => return Err(e),
             }
         }

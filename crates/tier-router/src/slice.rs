@@ -8,10 +8,23 @@
 
 use std::sync::Arc;
 
-use tier_core::{ErrorContext, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, ErrorKind, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
 
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::store::Tiers;
+
+/// Retries of a slice read whose tier's range moved (retention, trimming) meanwhile.
+const MAX_RANGE_RETRIES: u32 = 5;
+
+/// Whether a slice read that failed with `e` is tried again: the tier answered
+/// `Trimmed` (its range moved between the choice and the read; the next choice sees the
+/// new ranges), at most [`MAX_RANGE_RETRIES`] times per slice. Counts the retry in
+/// `attempt`.
+pub(crate) fn retry_moved(e: &TierError, attempt: &mut u32) -> bool {
+    let retry = e.kind() == ErrorKind::Trimmed && *attempt < MAX_RANGE_RETRIES;
+    *attempt += u32::from(retry);
+    retry
+}
 
 /// The tier that serves offsets `[n, to)` of a read (`n < to`); batches are never split,
 /// so a batch reader may receive a last batch ending beyond `to`.
