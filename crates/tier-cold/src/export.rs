@@ -107,19 +107,13 @@ impl ColdTier {
         let key = self.layout.segment_key(topic, range);
         let ctx = key_ctx(topic, &key).offset(range.start);
         let listing = self.listing(topic).await?;
-        if let Some(other) = listing
-            .segments()
-            .iter()
-            .find(|s| s.key != key && s.range.start < range.end && range.start < s.range.end)
-        {
+        if let Some(other) = listing.segments().iter().find(|s| s.key != key && s.range.overlaps(&range)) {
             return Err(TierError::fenced(
                 ctx,
                 format!("offsets {range:?} overlap the existing object {} ({:?})", other.key, other.range),
             ));
         }
-        if let Some(gap) =
-            listing.recorded().iter().find(|g| g.range.start < range.end && range.start < g.range.end)
-        {
+        if let Some(gap) = listing.recorded().iter().find(|g| g.range.overlaps(&range)) {
             return Err(TierError::fenced(
                 ctx,
                 format!("offsets {range} overlap offsets {} recorded lost by {}", gap.range, gap.key),

@@ -71,17 +71,13 @@ impl ColdTier {
         if listing.recorded().iter().any(|g| g.range == range) {
             return Ok(());
         }
-        if let Some(s) =
-            listing.segments().iter().find(|s| s.range.start < range.end && range.start < s.range.end)
-        {
+        if let Some(s) = listing.segments().iter().find(|s| s.range.overlaps(&range)) {
             return Err(TierError::invalid(
                 ctx,
                 format!("the gap {range} overlaps offsets {} held by {}", s.range, s.key),
             ));
         }
-        if let Some(g) =
-            listing.recorded().iter().find(|g| g.range.start < range.end && range.start < g.range.end)
-        {
+        if let Some(g) = listing.recorded().iter().find(|g| g.range.overlaps(&range)) {
             return Err(TierError::invalid(
                 ctx,
                 format!("the gap {range} overlaps the recorded gap {} ({})", g.range, g.key),

@@ -101,8 +101,7 @@ impl Listing {
         let mut recorded: Vec<RecordedGap> = Vec::with_capacity(markers.len());
         for gap in &markers {
             let below_first = first.is_none_or(|f| gap.range.start < f);
-            let overlaps_segment =
-                segments.iter().any(|s| s.range.start < gap.range.end && gap.range.start < s.range.end);
+            let overlaps_segment = segments.iter().any(|s| s.range.overlaps(&gap.range));
             let overlaps_gap = recorded.last().is_some_and(|g| gap.range.start < g.range.end);
             if !below_first && !overlaps_segment && !overlaps_gap {
                 recorded.push(gap.clone());

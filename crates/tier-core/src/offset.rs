@@ -49,6 +49,12 @@ impl OffsetRange {
     pub fn contains(&self, offset: Offset) -> bool {
         self.start <= offset && offset < self.end
     }
+
+    /// True when the two (non-empty) ranges share at least one offset; ranges that only
+    /// touch (`a.end == b.start`) do not overlap.
+    pub fn overlaps(&self, other: &OffsetRange) -> bool {
+        self.start < other.end && other.start < self.end
+    }
 }
 
 impl fmt::Debug for OffsetRange {
@@ -74,4 +80,20 @@ pub enum StartPosition {
     Offset(Offset),
     /// The first offset whose running maximum timestamp is at or after the given time.
     Timestamp(Timestamp),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OffsetRange;
+
+    #[test]
+    fn half_open_ranges_overlap_only_when_they_share_an_offset() {
+        let r = OffsetRange::new(10, 20);
+        assert!(r.overlaps(&OffsetRange::new(19, 30)));
+        assert!(r.overlaps(&OffsetRange::new(0, 11)));
+        assert!(r.overlaps(&OffsetRange::new(12, 13)));
+        assert!(!r.overlaps(&OffsetRange::new(20, 30)), "touching at the end");
+        assert!(!r.overlaps(&OffsetRange::new(0, 10)), "touching at the start");
+        assert!(!r.overlaps(&OffsetRange::new(30, 40)));
+    }
 }
