@@ -133,7 +133,8 @@ pub(crate) fn map_fred(ctx: ErrorContext, doing: &str, e: FredError) -> TierErro
 
 /// Server replies that mean "not now" rather than "never", and the client's own
 /// give-ups after losing the connection (fred reports a command whose writes failed on
-/// every reconnection attempt as an `Unknown` error, "Too many failed write attempts.").
+/// every reconnection attempt as an `Unknown` error, "Too many failed write attempts.", and
+/// one it could not send while its connection is down as "Failed to route command.").
 fn is_transient_server_error(details: &str) -> bool {
     [
         "LOADING",
@@ -144,6 +145,7 @@ fn is_transient_server_error(details: &str) -> bool {
         "READONLY",
         "Connection",
         "Too many failed write attempts",
+        "Failed to route command",
         "Max redirections exceeded",
     ]
     .iter()
@@ -187,6 +189,8 @@ mod tests {
             kind_of(FredErrorKind::Unknown, "Too many failed write attempts."),
             ErrorKind::Unavailable
         );
+        // What fred answers for a command sent while the connection is down.
+        assert_eq!(kind_of(FredErrorKind::Unknown, "Failed to route command."), ErrorKind::Unavailable);
         assert_eq!(kind_of(FredErrorKind::Unknown, "LOADING Valkey is loading"), ErrorKind::Unavailable);
         assert_eq!(kind_of(FredErrorKind::Auth, "WRONGPASS"), ErrorKind::InvalidInput);
         assert_eq!(kind_of(FredErrorKind::Unknown, "Could not convert to map."), ErrorKind::Internal);
