@@ -2,9 +2,12 @@
 //!
 //! The router needs a little more from its warm and cold tiers than [`Tier`] offers:
 //! the warm tier is trimmed and replayed after a lost disk ([`WarmBackend`]); the cold
-//! tier receives whole sealed WAL segments ([`ColdBackend`]). Both traits have default
-//! methods built on [`Tier`] where one exists, so a custom tier needs little code;
-//! tierlog's own tiers override them with their native operations.
+//! tier receives whole sealed WAL segments ([`ColdBackend`]). Every method is required —
+//! no default body a wrapper could forget to forward (the CLI's metered wrapper once
+//! exported and read cold through such defaults). A custom tier with nothing better to
+//! offer implements them with the helpers built on [`Tier`]: [`paged_records`],
+//! [`rebuilt_batches`], [`rebuilt_warm_batches`], [`append_segment`] and
+//! [`refuse_gap`]; tierlog's own tiers use their native operations.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,35 +44,9 @@ pub trait WarmBackend: Tier {
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
 
     /// Every batch of `topic` from the one holding `from` on, in order, for replay into a
-    /// fresh WAL. The default rebuilds batches of up to 1000 records from
-    /// [`Tier::read`] (so batch boundaries may differ from the ones appended); tiers that
-    /// store batches override it to return them as appended.
-    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
-        let topic = topic.clone();
-        stream::unfold(Some(from), move |next| {
-            let topic = topic.clone();
-            async move {
-                let next = next?;
-                let range = match self.range(&topic).await {
-                    Ok(r) => r,
-                    Err(e) => return Some((Err(e), None)),
-                };
-                let from = next.max(range.start);
-                if from >= range.end {
-                    return None;
-                }
-                let limit = ReadLimit { max_records: REBUILT_BATCH_RECORDS, max_bytes: REBUILT_BATCH_BYTES };
-                let records = match self.read(&topic, from, range.end, limit).await {
-                    Ok(r) if r.is_empty() => return None,
-                    Ok(r) => r,
-                    Err(e) => return Some((Err(e), None)),
-                };
-                let end = from + records.len() as u64;
-                Some((RecordBatch::from_records(from, &records), Some(end)))
-            }
-        })
-        .boxed()
-    }
+    /// fresh WAL and warm's own back-fill checks. Tiers that store batches return them as
+    /// appended; [`rebuilt_warm_batches`] rebuilds batches from [`Tier::read`].
+    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>>;
 }
 
 /// A [`Tier`] usable in the cold position: it receives each sealed WAL segment once the
@@ -78,158 +55,210 @@ pub trait WarmBackend: Tier {
 pub trait ColdBackend: Tier + 'static {
     /// Every record of `topic` from `from` to the end of what the tier holds now, in
     /// order, for a long sequential read. The stream is lazy and owns its handle on the
-    /// tier. The default pages through [`Tier::read`] one bounded read at a time; tiers
-    /// that can read ahead override it (the cold tier keeps several ranged GETs in
+    /// tier. [`paged_records`] pages through [`Tier::read`] one bounded read at a time;
+    /// tiers that can read ahead do better (the cold tier keeps several ranged GETs in
     /// flight).
     fn records_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
-    ) -> BoxStream<'static, Result<Record, TierError>> {
-        let topic = topic.clone();
-        stream::unfold(Some(from), move |next| {
-            let tier = Arc::clone(&self);
-            let topic = topic.clone();
-            async move {
-                let next = next?;
-                let range = match tier.range(&topic).await {
-                    Ok(r) => r,
-                    Err(e) => return Some((Err(e), None)),
-                };
-                if next >= range.end {
-                    return None;
-                }
-                match tier.read(&topic, next, range.end, ReadLimit::default()).await {
-                    Ok(records) => {
-                        let end = records.last()?.offset + 1;
-                        Some((Ok(records), Some(end)))
-                    }
-                    Err(e) => Some((Err(e), None)),
-                }
-            }
-        })
-        .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
-        .try_flatten()
-        .boxed()
-    }
+    ) -> BoxStream<'static, Result<Record, TierError>>;
 
     /// The batches of `topic` holding `from..` to the end of what the tier holds now, in
     /// order, for a long sequential read that passes batches on (the router's batch
     /// reader): the first batch may start before `from`, and each batch starts where the
     /// previous one ended. The stream is lazy and owns its handle on the tier.
-    ///
-    /// The default rebuilds batches of up to 1000 records / 4 MiB from
-    /// [`records_from`](Self::records_from) (so batch boundaries may differ from the ones
-    /// stored, and the first batch starts at `from`); a record stream that is not dense
-    /// from `from` is `Corruption`. Tiers that store batches override it to return them
-    /// as stored (the cold tier, with its read-ahead).
+    /// [`rebuilt_batches`] rebuilds batches from [`records_from`](Self::records_from);
+    /// tiers that store batches return them as stored.
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
-    ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-        let ctx = ErrorContext::tier(self.kind()).topic(topic);
-        let records = self.records_from(topic, from);
-        let state = Rebuild { records: records.fuse(), next: from, failed: None };
-        stream::unfold(Some(state), move |state| {
-            let ctx = ctx.clone();
-            async move {
-                let mut st = state?;
-                if let Some(e) = st.failed.take() {
-                    return Some((Err(e), None));
-                }
-                let mut chunk: Vec<Record> = Vec::new();
-                let mut bytes = 0usize;
-                while chunk.len() < REBUILT_BATCH_RECORDS && bytes < REBUILT_BATCH_BYTES {
-                    let want = st.next + chunk.len() as u64;
-                    match st.records.next().await {
-                        Some(Ok(r)) if r.offset == want => {
-                            bytes = bytes.saturating_add(r.size());
-                            chunk.push(r);
-                        }
-                        Some(Ok(r)) => {
-                            st.failed = Some(TierError::corruption(
-                                ctx.clone().offset(want),
-                                format!(
-                                    "the record stream yielded offset {} where {want} was expected",
-                                    r.offset
-                                ),
-                            ));
-                            break;
-                        }
-                        Some(Err(e)) => {
-                            st.failed = Some(e);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                if chunk.is_empty() {
-                    // Nothing before the end or the failure: report the failure, if any.
-                    return st.failed.take().map(|e| (Err(e), None));
-                }
-                let batch = match RecordBatch::from_records(st.next, &chunk) {
-                    Ok(b) => b,
-                    Err(e) => return Some((Err(e), None)),
-                };
-                st.next = batch.end_offset();
-                Some((Ok(batch), Some(st)))
-            }
-        })
-        .boxed()
-    }
+    ) -> BoxStream<'static, Result<RecordBatch, TierError>>;
 
     /// Stores the sealed segment file at `path` of `topic` and returns its offsets.
     /// Must be idempotent: storing a segment the tier already holds is `Ok`.
-    ///
-    /// The default reads the file, checks it with [`SealedSegment`] and appends each
-    /// batch not yet held with [`Tier::append`] (batches already held are skipped or
-    /// re-appended identically, which invariant 5 allows).
-    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
-        let ctx = || ErrorContext::tier(self.kind()).topic(topic).location(path.display().to_string());
-        let bytes = tokio::fs::read(path).await.map_err(|e| {
-            TierError::unavailable(ctx(), format!("reading a sealed segment to store it: {e}")).with_source(e)
-        })?;
-        let segment = SealedSegment::open(Bytes::from(bytes)).map_err(|e| {
+    /// [`append_segment`] appends each batch not yet held with [`Tier::append`].
+    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError>;
+
+    /// Records offsets `range` of `topic` as lost (the WAL declared them lost, or
+    /// recovery found them held by no tier), so that the segment starting at `range.end`
+    /// may continue what the tier holds. Must be idempotent. Reads of the range should
+    /// fail with `NotFound` naming it. A tier that cannot hold a gap answers
+    /// [`refuse_gap`]'s `InvalidInput`: its export then stops at the gap, which the
+    /// exporter reports and retries, rather than storing a log with a hole in it.
+    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError>;
+}
+
+/// [`WarmBackend::batches_from`] for a tier with nothing better: batches of up to 1000
+/// records rebuilt from [`Tier::read`] (so batch boundaries may differ from the ones
+/// appended).
+pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
+    tier: &'a T,
+    topic: &TopicName,
+    from: Offset,
+) -> BoxStream<'a, Result<RecordBatch, TierError>> {
+    let topic = topic.clone();
+    stream::unfold(Some(from), move |next| {
+        let topic = topic.clone();
+        async move {
+            let next = next?;
+            let range = match tier.range(&topic).await {
+                Ok(r) => r,
+                Err(e) => return Some((Err(e), None)),
+            };
+            let from = next.max(range.start);
+            if from >= range.end {
+                return None;
+            }
+            let limit = ReadLimit { max_records: REBUILT_BATCH_RECORDS, max_bytes: REBUILT_BATCH_BYTES };
+            let records = match tier.read(&topic, from, range.end, limit).await {
+                Ok(r) if r.is_empty() => return None,
+                Ok(r) => r,
+                Err(e) => return Some((Err(e), None)),
+            };
+            let end = from + records.len() as u64;
+            Some((RecordBatch::from_records(from, &records), Some(end)))
+        }
+    })
+    .boxed()
+}
+
+/// [`ColdBackend::records_from`] for a tier with nothing better: pages through
+/// [`Tier::read`] one bounded read at a time.
+pub fn paged_records<T: Tier + ?Sized + 'static>(
+    tier: Arc<T>,
+    topic: &TopicName,
+    from: Offset,
+) -> BoxStream<'static, Result<Record, TierError>> {
+    let topic = topic.clone();
+    stream::unfold(Some(from), move |next| {
+        let tier = Arc::clone(&tier);
+        let topic = topic.clone();
+        async move {
+            let next = next?;
+            let range = match tier.range(&topic).await {
+                Ok(r) => r,
+                Err(e) => return Some((Err(e), None)),
+            };
+            if next >= range.end {
+                return None;
+            }
+            match tier.read(&topic, next, range.end, ReadLimit::default()).await {
+                Ok(records) => {
+                    let end = records.last()?.offset + 1;
+                    Some((Ok(records), Some(end)))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        }
+    })
+    .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
+    .try_flatten()
+    .boxed()
+}
+
+/// [`ColdBackend::record_batches_from`] for a tier with nothing better: batches of up to
+/// 1000 records / 4 MiB rebuilt from `records` (a record stream starting at `from`, such
+/// as [`paged_records`]); the first batch starts at `from`, and a record stream that is not
+/// dense from `from` is `Corruption` (context: `kind`, `topic`).
+pub fn rebuilt_batches(
+    kind: tier_core::TierKind,
+    topic: &TopicName,
+    records: BoxStream<'static, Result<Record, TierError>>,
+    from: Offset,
+) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+    let ctx = ErrorContext::tier(kind).topic(topic);
+    let state = Rebuild { records: records.fuse(), next: from, failed: None };
+    stream::unfold(Some(state), move |state| {
+        let ctx = ctx.clone();
+        async move {
+            let mut st = state?;
+            if let Some(e) = st.failed.take() {
+                return Some((Err(e), None));
+            }
+            let mut chunk: Vec<Record> = Vec::new();
+            let mut bytes = 0usize;
+            while chunk.len() < REBUILT_BATCH_RECORDS && bytes < REBUILT_BATCH_BYTES {
+                let want = st.next + chunk.len() as u64;
+                match st.records.next().await {
+                    Some(Ok(r)) if r.offset == want => {
+                        bytes = bytes.saturating_add(r.size());
+                        chunk.push(r);
+                    }
+                    Some(Ok(r)) => {
+                        st.failed = Some(TierError::corruption(
+                            ctx.clone().offset(want),
+                            format!(
+                                "the record stream yielded offset {} where {want} was expected",
+                                r.offset
+                            ),
+                        ));
+                        break;
+                    }
+                    Some(Err(e)) => {
+                        st.failed = Some(e);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            if chunk.is_empty() {
+                // Nothing before the end or the failure: report the failure, if any.
+                return st.failed.take().map(|e| (Err(e), None));
+            }
+            let batch = match RecordBatch::from_records(st.next, &chunk) {
+                Ok(b) => b,
+                Err(e) => return Some((Err(e), None)),
+            };
+            st.next = batch.end_offset();
+            Some((Ok(batch), Some(st)))
+        }
+    })
+    .boxed()
+}
+
+/// [`ColdBackend::store_segment`] for a tier with nothing better: reads the file, checks it
+/// with [`SealedSegment`] and appends each batch `tier` does not hold yet with
+/// [`Tier::append`] (batches already held are skipped).
+pub async fn append_segment<T: Tier + ?Sized>(
+    tier: &T,
+    topic: &TopicName,
+    path: &Path,
+) -> Result<OffsetRange, TierError> {
+    let ctx = || ErrorContext::tier(tier.kind()).topic(topic).location(path.display().to_string());
+    let bytes = tokio::fs::read(path).await.map_err(|e| {
+        TierError::unavailable(ctx(), format!("reading a sealed segment to store it: {e}")).with_source(e)
+    })?;
+    let segment = SealedSegment::open(Bytes::from(bytes)).map_err(|e| {
+        let at = e.position();
+        e.into_tier_error(
+            ErrorContext::tier(tier.kind()).topic(topic).location(format!("{}@{at}", path.display())),
+        )
+    })?;
+    let held = tier.range(topic).await?;
+    for item in segment.batches() {
+        let (_, batch) = item.map_err(|e| {
             let at = e.position();
             e.into_tier_error(
-                ErrorContext::tier(self.kind()).topic(topic).location(format!("{}@{at}", path.display())),
+                ErrorContext::tier(tier.kind()).topic(topic).location(format!("{}@{at}", path.display())),
             )
         })?;
-        let held = self.range(topic).await?;
-        for item in segment.batches() {
-            let (_, batch) = item.map_err(|e| {
-                let at = e.position();
-                e.into_tier_error(
-                    ErrorContext::tier(self.kind()).topic(topic).location(format!("{}@{at}", path.display())),
-                )
-            })?;
-            if !held.is_empty() && batch.end_offset() <= held.end {
-                continue;
-            }
-            self.append(topic, batch).await?;
+        if !held.is_empty() && batch.end_offset() <= held.end {
+            continue;
         }
-        Ok(segment.offset_range())
+        tier.append(topic, batch).await?;
     }
+    Ok(segment.offset_range())
+}
 
-    /// Records offsets `range` of `topic` as lost (the WAL declared them lost with
-    /// [`tier_hot::HotTier::skip_to`]), so that the segment starting at `range.end` may
-    /// continue what the tier holds. Must be idempotent. Reads of the range should fail
-    /// with `NotFound` naming it.
-    ///
-    /// The default refuses (`InvalidInput` naming the backend): a custom tier that cannot
-    /// hold a gap keeps the export of the next segment stopped, which the exporter
-    /// reports and retries, rather than storing a log with a hole in it.
-    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
-        Err(TierError::invalid(
-            ErrorContext::tier(self.kind()).topic(topic).offset(range.start),
-            format!(
-                "the {} tier in the cold position cannot record offsets {range} as lost \
-                 (ColdBackend::record_gap is not implemented for it)",
-                self.kind()
-            ),
-        ))
-    }
+/// [`ColdBackend::record_gap`] for a tier that cannot hold a gap: `InvalidInput` naming
+/// `kind`.
+pub fn refuse_gap(kind: tier_core::TierKind, topic: &TopicName, range: OffsetRange) -> TierError {
+    TierError::invalid(
+        ErrorContext::tier(kind).topic(topic).offset(range.start),
+        format!("the {kind} tier in the cold position cannot record offsets {range} as lost"),
+    )
 }
 
 #[cfg(feature = "warm")]
@@ -311,7 +340,33 @@ mod testkit_impls {
     }
 
     #[async_trait]
-    impl ColdBackend for MemoryTier {}
+    impl ColdBackend for MemoryTier {
+        fn records_from(
+            self: Arc<Self>,
+            topic: &TopicName,
+            from: Offset,
+        ) -> BoxStream<'static, Result<Record, TierError>> {
+            paged_records(self, topic, from)
+        }
+
+        fn record_batches_from(
+            self: Arc<Self>,
+            topic: &TopicName,
+            from: Offset,
+        ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+            let kind = self.kind();
+            rebuilt_batches(kind, topic, paged_records(self, topic, from), from)
+        }
+
+        async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+            append_segment(self, topic, path).await
+        }
+
+        /// A memory tier holds contiguous batches only.
+        async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+            Err(refuse_gap(self.kind(), topic, range))
+        }
+    }
 
     /// Faults apply to the [`Tier`] methods only; trimming and replay are forwarded.
     #[async_trait]
@@ -329,9 +384,31 @@ mod testkit_impls {
         }
     }
 
-    /// Faults apply to the [`Tier`] methods only; recording a gap is forwarded.
+    /// Faults apply to the [`Tier`] methods, so reads and stores go through them (built on
+    /// [`Tier::read`] and [`Tier::append`]); recording a gap is forwarded.
     #[async_trait]
     impl<T: ColdBackend> ColdBackend for FaultyTier<T> {
+        fn records_from(
+            self: Arc<Self>,
+            topic: &TopicName,
+            from: Offset,
+        ) -> BoxStream<'static, Result<Record, TierError>> {
+            paged_records(self, topic, from)
+        }
+
+        fn record_batches_from(
+            self: Arc<Self>,
+            topic: &TopicName,
+            from: Offset,
+        ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+            let kind = self.kind();
+            rebuilt_batches(kind, topic, paged_records(self, topic, from), from)
+        }
+
+        async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+            append_segment(self, topic, path).await
+        }
+
         async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
             self.inner().record_gap(topic, range).await
         }

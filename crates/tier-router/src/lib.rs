@@ -26,11 +26,15 @@ mod lazy_warm;
 mod reader;
 mod recovery;
 mod slice;
+
 mod store;
 mod topic;
 mod writer;
 
-pub use backend::{ColdBackend, WarmBackend};
+pub use backend::{
+    ColdBackend, WarmBackend, append_segment, paged_records, rebuilt_batches, rebuilt_warm_batches,
+    refuse_gap,
+};
 pub use background::ExportedSegment;
 pub use batch_reader::ReadBatch;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};

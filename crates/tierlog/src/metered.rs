@@ -1,8 +1,10 @@
 //! [`Metered`]: a wrapper around the warm or cold tier that records metrics for every
 //! call the router makes (reads per tier, warm WAIT outcomes, exports), since the tier
-//! crates emit none themselves. Every method forwards to the wrapped tier unchanged.
+//! crates emit none themselves. Every method forwards to the wrapped tier unchanged (the
+//! position traits have no default bodies, so a forgotten one does not compile).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -16,7 +18,7 @@ use crate::metrics::{EXPORT_BYTES, EXPORT_ERRORS, EXPORT_SEGMENTS, TIER_READS, W
 
 /// A tier whose calls are counted (see the module docs).
 #[derive(Debug)]
-pub(crate) struct Metered<T>(pub(crate) T);
+pub(crate) struct Metered<T>(pub(crate) Arc<T>);
 
 fn tier_label(kind: TierKind) -> &'static str {
     match kind {
@@ -77,8 +79,35 @@ impl<T: WarmBackend> WarmBackend for Metered<T> {
     }
 }
 
+/// Counts a sequential cold read (one read request to the tier, however many ranged GETs
+/// its read-ahead makes).
+fn counted<I>(stream: BoxStream<'static, I>) -> BoxStream<'static, I> {
+    counter!(TIER_READS, "tier" => "cold").increment(1);
+    stream
+}
+
 #[async_trait]
 impl<T: ColdBackend> ColdBackend for Metered<T> {
+    fn records_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<Record, TierError>> {
+        counted(Arc::clone(&self.0).records_from(topic, from))
+    }
+
+    fn record_batches_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+    ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+        counted(Arc::clone(&self.0).record_batches_from(topic, from))
+    }
+
+    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+        self.0.record_gap(topic, range).await
+    }
+
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
         let bytes = tokio::fs::metadata(path).await.map(|m| m.len()).unwrap_or(0);
         match self.0.store_segment(topic, path).await {

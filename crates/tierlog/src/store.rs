@@ -47,12 +47,12 @@ pub(crate) async fn open(
         .background(background);
     if let Some(warm) = &config.warm {
         let tier = WarmTier::connect(warm.clone()).await.context("warm tier unreachable")?;
-        builder = builder.warm(Arc::new(Metered(tier)));
+        builder = builder.warm(Arc::new(Metered(Arc::new(tier))));
     }
     let mut cold_handle = None;
     if let Some(cold) = &config.cold {
         let tier = open_cold(cold).await?;
-        let tier = Arc::new(Metered(tier));
+        let tier = Arc::new(Metered(Arc::new(tier)));
         cold_handle = Some(Arc::clone(&tier));
         builder = builder.cold(tier);
     }
