@@ -138,16 +138,23 @@ fn no_cold(topic: &TopicName) -> TierError {
 }
 
 impl TieredStore {
-    /// Stores in cold every sealed segment of `topic` that ends beyond what cold holds,
-    /// oldest first. Returns what was stored.
+    /// Stores in cold every sealed segment of `topic` that ends beyond what cold holds
+    /// and at or below the topic's commit point, oldest first — only committed offsets
+    /// are ever exported. Returns what was stored. This is what the background exporter
+    /// runs; unlike [`export_now`](Self::export_now) it neither waits for the writer nor
+    /// rotates the active segment.
     ///
     /// A segment starting beyond cold's end follows offsets the WAL declared lost
     /// ([`tier_hot::HotTier::skip_to`]): when the WAL has a recorded gap exactly from
     /// cold's end to the segment's base, the gap is recorded in cold first
     /// ([`ColdBackend::record_gap`](crate::ColdBackend::record_gap)), then the segment
     /// is stored. Otherwise cold refuses the segment (a hole no one declared lost).
-    pub(crate) async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
+    pub async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
+        let Some(core) = self.inner.topics.lock().await.get(topic).cloned() else {
+            // A topic not open has no known commit point: nothing of it is exported.
+            return Ok(Vec::new());
+        };
         let _serial = self.inner.export_lock.lock().await;
         let held = cold.range(topic).await?;
         let mut cold_end = held.end;
@@ -156,6 +163,10 @@ impl TieredStore {
         for segment in self.hot().sealed_segments(topic) {
             if segment.range.end <= cold_end {
                 continue;
+            }
+            if segment.range.end > *core.hwm.borrow() {
+                // Not committed yet (under `fail`, a batch warm has not confirmed).
+                break;
             }
             if !cold_empty && segment.range.start > cold_end {
                 let lost = OffsetRange::new(cold_end, segment.range.start);
@@ -185,7 +196,10 @@ impl TieredStore {
     }
 
     /// Runs WAL retention now (as of `now`): deletes sealed segments due by age or size
-    /// whose whole range is committed and — when cold is enabled — held by cold. With
+    /// whose whole range is committed, held by warm when warm is enabled (warm's
+    /// back-fill reads the WAL, so a warm outage longer than retention keeps the segments
+    /// warm lacks — bounded by `router.max_unreplicated_bytes` under `degrade`) and — when
+    /// cold is enabled — held by cold. With
     /// cold enabled, a segment ending where a WAL gap starts (offsets declared lost) is
     /// kept until cold holds a segment after the gap: deleting it would also delete the
     /// gap's marker, which the exporter needs to record the gap in cold.
@@ -194,16 +208,16 @@ impl TieredStore {
         type Allowed = (Offset, Option<OffsetRange>, Vec<OffsetRange>);
         let mut allowed: HashMap<TopicName, Allowed> = HashMap::new();
         for core in self.cores().await {
-            if core.warm_unknown.load(std::sync::atomic::Ordering::Acquire) {
-                // Warm's back-fill will read the WAL from warm's end, still unknown.
-                continue;
-            }
             let cold = match &self.inner.tiers.cold {
                 Some(c) => Some(c.range(&core.name).await?),
                 None => None,
             };
             let gaps = self.hot().gaps(&core.name);
-            allowed.insert(core.name.clone(), (*core.hwm.borrow(), cold, gaps));
+            // Warm's back-fill reads the WAL from the first offset warm lacks (0 while
+            // warm's end is unknown).
+            let warm_floor = core.warm_floor.load(std::sync::atomic::Ordering::Acquire);
+            let deletable_below = (*core.hwm.borrow()).min(warm_floor);
+            allowed.insert(core.name.clone(), (deletable_below, cold, gaps));
         }
         let hot = self.hot().clone();
         let deleted = tokio::task::spawn_blocking(move || {

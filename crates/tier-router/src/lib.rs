@@ -26,7 +26,7 @@ mod lazy_warm;
 mod reader;
 mod recovery;
 mod slice;
-
+mod state;
 mod store;
 mod topic;
 mod writer;

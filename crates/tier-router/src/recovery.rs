@@ -1,30 +1,44 @@
-//! Crash recovery of one topic when the store opens it, and the router's checkpoints.
+//! Crash recovery of one topic when the store opens it.
 //!
-//! The WAL is the source of truth while it exists. When it is missing or behind what
-//! warm and cold hold, the topic continues at `max(end of warm, end of cold)` (or the
-//! last checkpointed commit point, when that is further): warm batches beyond the WAL's
-//! end (and cold's end) are replayed into the fresh WAL, and any offsets no tier can
-//! serve are reported in [`RecoveryReport::lost`] — never renumbered. When the WAL
-//! holds nothing of the topic, the durable offset reservation (see the writer) bounds
-//! what may have been acknowledged after the last checkpoint: the topic continues
-//! there and the range is reported in [`RecoveryReport::maybe_lost`]. When warm is
-//! behind an intact WAL (a crash between the WAL write and warm's confirmation), the
-//! missing records are queued for warm again.
-
-use std::path::{Path, PathBuf};
+//! The WAL is the source of truth while it exists and can be trusted. The topic continues
+//! at the end of everything any tier or state file holds: `max(WAL end, warm end, cold
+//! end, checkpointed commit point)`, and — when the WAL cannot vouch for its own end — the
+//! durable offset reservation (see the writer) beyond that. Warm batches beyond the WAL's
+//! end (and cold's end) are replayed into an empty WAL; offsets no tier can serve are
+//! reported in [`RecoveryReport::lost`] (known acknowledged) or
+//! [`RecoveryReport::maybe_lost`] (possibly acknowledged) — never renumbered, and recorded
+//! as a gap in cold when the WAL takes over above cold's end, so the export continues.
+//!
+//! The WAL vouches for its end when it holds the topic and every acknowledged append was
+//! fsynced first (`fsync = always`) or the OS has not restarted since the reservation was
+//! written (its page cache kept every write): see
+//! [`ReservationFile::wal_is_exact`](crate::state::ReservationFile::wal_is_exact).
+//!
+//! When no state file survived, the WAL holds nothing and another tier holds records
+//! (the whole data directory was lost), nothing bounds what was acknowledged: the topic
+//! opens for reads but refuses appends ([`RecoveryReport::end_unknown`]) until an operator
+//! says where to continue ([`TieredStore::resume_topic`](crate::TieredStore::resume_topic)).
+//!
+//! Under [`WarmFailurePolicy::Fail`] the commit point restarts at the last one known (the
+//! checkpoint): the WAL's batches after it are sent to warm again (an identical re-append
+//! only waits for the replicas) and become readable once warm confirms them, so a batch
+//! warm refused — or whose confirmation fell short — is never served after a restart
+//! before warm holds it. Warm batches it lacks are sent from the WAL, or from cold for
+//! offsets the WAL no longer holds, as stored (never rebuilt from records).
 
 use futures::StreamExt;
 use tier_core::{
-    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TierKind,
-    TopicName,
+    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, TopicName,
 };
 use tracing::{error, info, warn};
 
 use crate::config::WarmFailurePolicy;
+use crate::state::{ReservationFile, read_checkpoint, read_reservation};
 use crate::store::Tiers;
 
 /// What opening a topic found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// The topic.
     pub topic: TopicName,
@@ -36,31 +50,36 @@ pub struct RecoveryReport {
     pub cold: Option<OffsetRange>,
     /// Warm batches replayed into the WAL.
     pub replayed: Option<OffsetRange>,
-    /// WAL records queued for warm because warm did not hold them.
+    /// Records queued for warm because warm did not hold them (or, under `fail`, held
+    /// them without a confirmation known to have succeeded).
     pub warm_backfill: Option<OffsetRange>,
     /// Offsets that were acknowledged but that no tier holds: known from the tiers'
     /// ends and the last checkpointed commit point.
     pub lost: Vec<OffsetRange>,
-    /// Offsets that *may* have been acknowledged but that no tier holds: when the WAL
-    /// holds nothing of the topic (lost), the range from the last checkpointed commit point (or the tiers'
-    /// ends, when further) to the offset reservation. Producers may have been
-    /// acknowledged for any of them after the last checkpoint (the process was killed
-    /// before it could write another); they are never reused. Empty after a clean
-    /// shutdown, which leaves the reservation at the commit point.
+    /// Offsets that *may* have been acknowledged but that no tier holds: from what is
+    /// known to the offset reservation, when the WAL cannot vouch for its end (it was
+    /// lost, or a power cut may have taken an unsynced tail), or the range an operator
+    /// skipped with [`TieredStore::resume_topic`](crate::TieredStore::resume_topic).
+    /// They are never reused. Empty after a clean shutdown.
     pub maybe_lost: Vec<OffsetRange>,
     /// Warm could not be reached during recovery and the policy is
     /// [`WarmFailurePolicy::Degrade`]: the topic
     /// opened from the WAL (and cold) alone, `warm` is `None` (its end unknown), and
     /// the writer back-fills warm from its actual end once it answers.
     pub warm_unreachable: bool,
+    /// Nothing that survived bounds the offsets acknowledged: the WAL holds nothing of the
+    /// topic, no state file survived, and another tier holds records. Appends are refused
+    /// (`Fenced`) until [`TieredStore::resume_topic`](crate::TieredStore::resume_topic)
+    /// names the offset to continue at; reads work.
+    pub end_unknown: bool,
     /// The offset the next append gets.
     pub next_offset: Offset,
 }
 
 impl RecoveryReport {
-    /// True when nothing was (or may have been) lost.
+    /// True when nothing was (or may have been) lost and the topic accepts appends.
     pub fn is_clean(&self) -> bool {
-        self.lost.is_empty() && self.maybe_lost.is_empty()
+        self.lost.is_empty() && self.maybe_lost.is_empty() && !self.end_unknown
     }
 }
 
@@ -68,10 +87,12 @@ impl RecoveryReport {
 #[derive(Debug)]
 pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
-    /// Batches in the WAL that warm lacks, in order.
+    /// Batches warm must be sent (it lacks them, or their confirmation is unknown), in order.
     pub(crate) backlog: Vec<RecordBatch>,
-    /// The durable offset reservation found (see [`read_reservation`]).
-    pub(crate) reservation: Option<Offset>,
+    /// The commit point to start from: every offset below it is committed.
+    pub(crate) committed: Offset,
+    /// The durable offset reservation found.
+    pub(crate) reservation: Option<ReservationFile>,
 }
 
 fn ctx(topic: &TopicName) -> ErrorContext {
@@ -81,7 +102,7 @@ fn ctx(topic: &TopicName) -> ErrorContext {
 /// Recovers `topic` (see the module docs).
 pub(crate) async fn recover_topic(
     tiers: &Tiers,
-    state_dir: &Path,
+    state_dir: &std::path::Path,
     topic: &TopicName,
 ) -> Result<Recovered, TierError> {
     let hot = tiers.hot.range(topic).await?;
@@ -113,20 +134,28 @@ pub(crate) async fn recover_topic(
         lost: Vec::new(),
         maybe_lost: Vec::new(),
         warm_unreachable,
+        end_unknown: false,
         next_offset: hot.end,
     };
     let warm_r = warm.unwrap_or_default();
-    let cold_end = cold.map_or(0, |c| c.end);
-    let mut next = hot.end;
+    let cold_r = cold.unwrap_or_default();
+    // The WAL holds nothing of the topic: it was lost (or the topic is new).
+    let wal_lost = hot.end == 0;
 
+    if !wal_lost && hot.end < cold_r.end {
+        return Err(TierError::corruption(
+            ctx(topic).offset(hot.end),
+            format!("the WAL ends at {} but cold already holds offsets up to {}", hot.end, cold_r.end),
+        ));
+    }
     if !warm_r.is_empty() && warm_r.end > hot.end {
         // Warm is ahead of the WAL: replay what the WAL lacks.
         let mut from = hot.end;
-        if hot.is_empty() {
-            from = from.max(cold_end);
+        if wal_lost {
+            from = from.max(cold_r.end);
         }
         if warm_r.start > from {
-            if !hot.is_empty() {
+            if !wal_lost {
                 return Err(TierError::corruption(
                     ctx(topic).offset(hot.end),
                     format!(
@@ -142,60 +171,79 @@ pub(crate) async fn recover_topic(
             from = warm_r.start;
         }
         if from < warm_r.end {
-            let replayed = replay(tiers, topic, from, hot).await?;
-            report.replayed = Some(replayed);
+            report.replayed = Some(replay(tiers, topic, from, hot).await?);
         }
-        next = warm_r.end;
-    } else if hot.is_empty() && cold_end > hot.end {
-        // Lost WAL, nothing to replay: the fresh WAL starts where cold ends.
-        next = cold_end;
-    } else if !hot.is_empty() && cold_end > hot.end {
-        return Err(TierError::corruption(
-            ctx(topic).offset(hot.end),
-            format!("the WAL ends at {} but cold already holds offsets up to {cold_end}", hot.end),
-        ));
     }
+    // Offsets are never reused: continue after everything any tier holds.
+    let mut next = hot.end.max(warm_r.end).max(cold_r.end);
 
     // A checkpointed commit point beyond what the tiers hold: those offsets were handed
-    // out (and maybe acknowledged); they are lost, and never reused.
+    // out and acknowledged; they are lost, and never reused.
     if let Some(cp) = checkpoint
         && cp > next
     {
         report.lost.push(OffsetRange::new(next, cp));
-        skip_wal_to(tiers, topic, cp).await?;
         next = cp;
     }
 
-    // A WAL that holds nothing of the topic (lost) and a reservation beyond everything
-    // known: the process may have acknowledged offsets up to the reservation after its
-    // last checkpoint. Report them as possibly lost and never reuse them. (When the WAL
-    // knows the topic — even emptied by retention — its end is exact.)
-    if hot.end == 0
-        && let Some(reserved) = reservation
-        && reserved > next
+    // A WAL that cannot vouch for its end (lost, or a power cut may have taken an
+    // unsynced tail): offsets up to the reservation may have been acknowledged after the
+    // last checkpoint. Report them and never reuse them.
+    if let Some(res) = &reservation
+        && res.offset > next
+        && (wal_lost || !res.wal_is_exact(&tiers.boot_id))
     {
-        report.maybe_lost.push(OffsetRange::new(next, reserved));
-        // Warm batches replayed into the WAL: it must continue after the gap.
-        skip_wal_to(tiers, topic, reserved).await?;
-        next = reserved;
+        report.maybe_lost.push(OffsetRange::new(next, res.offset));
+        next = res.offset;
     }
 
+    // Nothing survived that bounds the acknowledged end.
+    let other_tier_holds = !warm_r.is_empty() || !cold_r.is_empty();
+    let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
+    if wal_lost && checkpoint.is_none() && reservation.is_none() && other_tier_holds && !warm_bounds_acks {
+        report.end_unknown = true;
+        error!(
+            topic = %topic, next,
+            "recovery: the WAL and the router's state files are gone: nothing bounds the offsets acknowledged \
+             beyond {next}; appends are refused until an operator resumes the topic (tierlog recover --resume-at)"
+        );
+    }
+
+    // The WAL continues at `next`: record the skipped offsets so reads name them and the
+    // export continues across them.
+    skip_wal_to(tiers, topic, next).await?;
+    let wal_first = match tiers.hot.range(topic).await? {
+        r if r.is_empty() => next,
+        r => r.start,
+    };
+    if !report.end_unknown {
+        record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
+    }
+
+    // What warm must be sent, and the commit point to start from.
+    let degrade = tiers.config.warm_failure_policy == WarmFailurePolicy::Degrade;
+    let mut committed = next;
     let mut backlog = Vec::new();
-    if let Some(w) = &warm
-        && !w.is_empty()
-        && w.end < hot.end
-    {
-        if w.end < hot.start {
-            return Err(TierError::corruption(
-                ctx(topic).offset(w.end),
-                format!(
-                    "warm ends at {} but the WAL starts at {}: warm cannot be caught up",
-                    w.end, hot.start
-                ),
-            ));
+    if let Some(w) = warm {
+        // Warm must continue where the WAL ends (or, empty, where it takes over).
+        let target = tiers.hot.range(topic).await?.end.max(if wal_lost { next } else { 0 });
+        // Under `fail`, only what is known committed stays committed: the checkpoint (or,
+        // without one, what warm holds). After a lost WAL, what was replayed from warm is.
+        let known = match checkpoint {
+            _ if wal_lost => target,
+            Some(cp) => cp,
+            None if !w.is_empty() => w.end,
+            None => hot.start,
+        };
+        let unconfirmed = if degrade { target } else { known.clamp(hot.start.min(target), target) };
+        let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
+        if from < target {
+            backlog = batches_for_warm(tiers, topic, OffsetRange::new(from, target)).await?;
+            report.warm_backfill = Some(OffsetRange::new(from, target));
         }
-        backlog = rebuild_from_hot(tiers, topic, OffsetRange::new(w.end, hot.end)).await?;
-        report.warm_backfill = Some(OffsetRange::new(w.end, hot.end));
+        if !degrade && unconfirmed < target {
+            committed = unconfirmed;
+        }
     }
 
     report.next_offset = next;
@@ -211,7 +259,35 @@ pub(crate) async fn recover_topic(
     if report.replayed.is_some() || report.warm_backfill.is_some() {
         info!(topic = %topic, report = ?report, "recovered topic");
     }
-    Ok(Recovered { report, backlog, reservation })
+    Ok(Recovered { report, backlog, committed, reservation })
+}
+
+/// Records offsets `[cold end, wal_first)` as lost in cold when the WAL takes over above
+/// cold's end (they were reported lost or maybe lost), so cold accepts the segments that
+/// follow. A cold tier that cannot hold a gap is left as it is (logged): its export stops
+/// at the gap.
+pub(crate) async fn record_gap_in_cold(
+    tiers: &Tiers,
+    topic: &TopicName,
+    cold: OffsetRange,
+    wal_first: Offset,
+) -> Result<(), TierError> {
+    let Some(c) = &tiers.cold else { return Ok(()) };
+    if cold.is_empty() || cold.end >= wal_first {
+        return Ok(());
+    }
+    let gap = OffsetRange::new(cold.end, wal_first);
+    match c.record_gap(topic, gap).await {
+        Ok(()) => {
+            warn!(topic = %topic, lost = %gap, "recorded the lost offsets in cold; the export continues after them");
+            Ok(())
+        }
+        Err(e) if e.kind() == ErrorKind::InvalidInput => {
+            error!(topic = %topic, lost = %gap, error = %e, "the cold tier cannot record lost offsets; its export stops there");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Decides what an unreachable warm tier (`err`) at recovery means: under `degrade`,
@@ -243,21 +319,23 @@ fn degraded_open(
     .with_source(err))
 }
 
-/// Makes a non-empty WAL continue at `cp` (the offsets before it were lost), recording
-/// the gap durably (`HotTier::skip_to`) so the topic accepts appends at `cp` and reads
+/// Makes a non-empty WAL continue at `next` (the offsets before it were lost), recording
+/// the gap durably (`HotTier::skip_to`) so the topic accepts appends at `next` and reads
 /// into the gap fail naming it. An empty WAL needs nothing: it takes over at the first
 /// append.
-async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, cp: Offset) -> Result<(), TierError> {
-    if tiers.hot.range(topic).await?.is_empty() {
+async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(), TierError> {
+    let held = tiers.hot.range(topic).await?;
+    if held.is_empty() || held.end >= next {
         return Ok(());
     }
-    let gap = tiers.hot.skip_to(topic, cp).await?;
+    let gap = tiers.hot.skip_to(topic, next).await?;
     warn!(topic = %topic, lost = %gap, "recorded the lost offsets in the WAL; it continues after them");
     Ok(())
 }
 
 /// Appends warm's batches from the one holding `from` to the WAL. Returns the offsets
-/// replayed.
+/// replayed. Into an empty WAL, a first batch starting before `from` (a batch that
+/// straddles cold's end) is cut to start at `from`.
 async fn replay(
     tiers: &Tiers,
     topic: &TopicName,
@@ -271,9 +349,12 @@ async fn replay(
     let mut first = None;
     let mut end = from;
     while let Some(batch) = stream.next().await {
-        let batch = batch?;
+        let mut batch = batch?;
         if batch.end_offset() <= from {
             continue;
+        }
+        if batch.base_offset() < from {
+            batch = cut_before(&batch, from)?;
         }
         if !hot.is_empty() && batch.base_offset() != end {
             return Err(TierError::corruption(
@@ -289,96 +370,78 @@ async fn replay(
     Ok(OffsetRange::new(first.unwrap_or(from).min(end), end))
 }
 
-/// The WAL's records in `range`, as batches of at most 1000 records.
-pub(crate) async fn rebuild_from_hot(
+/// The records of `batch` from `from` on, as a batch starting at `from`.
+fn cut_before(batch: &RecordBatch, from: Offset) -> Result<RecordBatch, TierError> {
+    let records: Vec<_> = batch.records_from(from).collect();
+    RecordBatch::from_records(from, &records)
+}
+
+/// The batches holding `range`, as stored — by the WAL where it holds them, by cold below
+/// the WAL's start — for warm's back-fill. A first batch starting before `range.start` (a
+/// warm tier back-filled with rebuilt batches by an older version) is cut to start there.
+pub(crate) async fn batches_for_warm(
     tiers: &Tiers,
     topic: &TopicName,
     range: OffsetRange,
 ) -> Result<Vec<RecordBatch>, TierError> {
     let mut out = Vec::new();
     let mut next = range.start;
+    let wal = tiers.hot.range(topic).await?;
+    // An empty WAL holds nothing below its end.
+    let wal_start = if wal.is_empty() { wal.end.max(range.end) } else { wal.start };
+    if next < wal_start.min(range.end) {
+        let cold_to = wal_start.min(range.end);
+        let Some(cold) = tiers.cold.clone() else {
+            return Err(TierError::trimmed(ctx(topic), next, wal));
+        };
+        let mut stream = cold.record_batches_from(topic, next);
+        while next < cold_to {
+            let Some(batch) = stream.next().await else {
+                return Err(TierError::corruption(
+                    ctx(topic).offset(next),
+                    format!("cold ended at {next} inside the range {range} warm lacks"),
+                ));
+            };
+            let batch = batch?;
+            next = push_from(&mut out, batch, next)?;
+        }
+    }
     while next < range.end {
-        let records = tiers.hot.read(topic, next, range.end, ReadLimit::default()).await?;
-        if records.is_empty() {
+        let batches = tiers.hot.read_batches(topic, next, range.end, tiers.config.read_batch_bytes).await?;
+        if batches.is_empty() {
             return Err(TierError::corruption(
                 ctx(topic).offset(next),
-                "the WAL returned no record inside its range",
+                "the WAL returned no batch inside its range",
             ));
         }
-        out.push(RecordBatch::from_records(next, &records)?);
-        next += records.len() as u64;
+        for batch in batches {
+            if next >= range.end {
+                break;
+            }
+            next = push_from(&mut out, batch, next)?;
+        }
     }
-    warn!(topic = %topic, range = %range, "warm is behind the WAL; queued the missing records for warm");
+    if !out.is_empty() {
+        warn!(topic = %topic, range = %range, "warm lacks these records; queued them for warm");
+    }
     Ok(out)
 }
 
-/// The file under `state_dir` where `topic`'s offset of `kind` is kept.
-fn state_path(state_dir: &Path, topic: &TopicName, kind: &str) -> PathBuf {
-    state_dir.join(format!("{topic}.{kind}"))
-}
-
-/// The last checkpointed commit point of `topic` (`<state_dir>/<topic>.end`), if any.
-pub(crate) fn read_checkpoint(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
-    read_offset(state_dir, topic, CHECKPOINT)
-}
-
-/// `topic`'s durable offset reservation (`<state_dir>/<topic>.reserved`), if any: the
-/// writer never acknowledges an offset at or beyond it.
-pub(crate) fn read_reservation(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
-    read_offset(state_dir, topic, RESERVATION)
-}
-
-/// Records `end` as `topic`'s commit point, durably.
-pub(crate) fn write_checkpoint(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
-    write_offset(state_dir, topic, CHECKPOINT, end)
-}
-
-/// Records `end` as `topic`'s offset reservation, durably (the writer calls it on the
-/// blocking pool before acknowledging offsets beyond the previous reservation).
-pub(crate) fn write_reservation(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
-    write_offset(state_dir, topic, RESERVATION, end)
-}
-
-/// The suffix of checkpoint files.
-const CHECKPOINT: &str = "end";
-/// The suffix of reservation files.
-const RESERVATION: &str = "reserved";
-
-fn read_offset(state_dir: &Path, topic: &TopicName, kind: &str) -> Result<Option<Offset>, TierError> {
-    let path = state_path(state_dir, topic, kind);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => text.trim().parse::<Offset>().map(Some).map_err(|e| {
-            TierError::corruption(
-                ctx(topic).location(path.display().to_string()),
-                format!("bad {kind} file: {e}"),
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(TierError::unavailable(
-            ctx(topic).location(path.display().to_string()),
-            format!("reading the {kind} file: {e}"),
-        )
-        .with_source(e)),
+/// Pushes `batch` (which must hold `next`) onto `out`, cut to start at `next`; returns its
+/// end.
+fn push_from(out: &mut Vec<RecordBatch>, batch: RecordBatch, next: Offset) -> Result<Offset, TierError> {
+    if batch.end_offset() <= next || batch.base_offset() > next {
+        return Err(TierError::corruption(
+            ErrorContext::tier(TierKind::Router).offset(next),
+            format!(
+                "a batch at [{}, {}) does not hold offset {next}",
+                batch.base_offset(),
+                batch.end_offset()
+            ),
+        ));
     }
-}
-
-/// Writes `value` to a temporary file, syncs it, renames it over the state file and
-/// syncs the directory, so a crash leaves either the old or the new value.
-fn write_offset(state_dir: &Path, topic: &TopicName, kind: &str, value: Offset) -> Result<(), TierError> {
-    use std::io::Write;
-    let path = state_path(state_dir, topic, kind);
-    let io = |what: &str, e: std::io::Error| {
-        TierError::unavailable(ctx(topic).location(path.display().to_string()), format!("{what}: {e}"))
-            .with_source(e)
-    };
-    std::fs::create_dir_all(state_dir).map_err(|e| io("creating the state directory", e))?;
-    let tmp = state_dir.join(format!("{topic}.{kind}.tmp"));
-    let mut file = std::fs::File::create(&tmp).map_err(|e| io("creating the state file", e))?;
-    file.write_all(value.to_string().as_bytes()).map_err(|e| io("writing the state file", e))?;
-    file.sync_all().map_err(|e| io("syncing the state file", e))?;
-    drop(file);
-    std::fs::rename(&tmp, &path).map_err(|e| io("renaming the state file", e))?;
-    std::fs::File::open(state_dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|e| io("syncing the state directory", e))
+    let batch = if batch.base_offset() < next { cut_before(&batch, next)? } else { batch };
+    let end = batch.end_offset();
+    out.push(batch);
+    Ok(end)
 }

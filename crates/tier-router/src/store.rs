@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
@@ -16,7 +16,8 @@ use tracing::{error, warn};
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
-use crate::recovery::{RecoveryReport, recover_topic, write_checkpoint};
+use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic};
+use crate::state::{current_boot_id, write_checkpoint};
 use crate::topic::Topic;
 use crate::writer::{Command, Reservation, Writer};
 
@@ -30,6 +31,8 @@ pub(crate) struct Tiers {
     pub(crate) warm: Option<Arc<dyn WarmBackend>>,
     pub(crate) cold: Option<Arc<dyn ColdBackend>>,
     pub(crate) config: RouterConfig,
+    /// The OS boot this store runs in (recorded with each offset reservation).
+    pub(crate) boot_id: String,
 }
 
 /// One open topic: its writer's queue and commit point.
@@ -39,10 +42,11 @@ pub(crate) struct TopicCore {
     pub(crate) tx: Mutex<Option<mpsc::Sender<Command>>>,
     pub(crate) hwm: watch::Receiver<Offset>,
     pub(crate) task: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) report: RecoveryReport,
-    /// True while warm's end is unknown (opened with warm unreachable, `degrade`):
-    /// WAL retention deletes nothing of the topic meanwhile.
-    pub(crate) warm_unknown: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) report: Mutex<RecoveryReport>,
+    /// Warm holds (or will never need) every offset below it: WAL retention deletes no
+    /// segment ending beyond it (warm's back-fill reads them). `u64::MAX` without warm,
+    /// 0 while warm's end is unknown (opened with warm unreachable under `degrade`).
+    pub(crate) warm_floor: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
@@ -78,6 +82,7 @@ pub struct StoreBuilder {
     router: RouterConfig,
     topics: Vec<TopicName>,
     background: bool,
+    boot_id: Option<String>,
 }
 
 impl StoreBuilder {
@@ -120,6 +125,15 @@ impl StoreBuilder {
         self
     }
 
+    /// The identity of the running OS boot, recorded with each offset reservation so that
+    /// recovery knows whether the page cache (and every unsynced WAL write) survived.
+    /// Default: Linux's `/proc/sys/kernel/random/boot_id` (elsewhere none is known, and
+    /// recovery assumes the OS restarted). A simulation of a power cut passes a new one.
+    pub fn boot_id(mut self, id: impl Into<String>) -> Self {
+        self.boot_id = Some(id.into());
+        self
+    }
+
     /// Validates the settings, opens the WAL, recovers every known topic and starts the
     /// background tasks.
     pub async fn open(self) -> Result<TieredStore, TierError> {
@@ -129,7 +143,8 @@ impl StoreBuilder {
             self.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
         });
         let hot = HotTier::open(self.hot).await?;
-        let tiers = Arc::new(Tiers { hot, warm: self.warm, cold: self.cold, config: self.router });
+        let boot_id = self.boot_id.unwrap_or_else(current_boot_id);
+        let tiers = Arc::new(Tiers { hot, warm: self.warm, cold: self.cold, config: self.router, boot_id });
         let (shutdown, _) = watch::channel(false);
         let store = TieredStore {
             inner: Arc::new(StoreInner {
@@ -209,13 +224,47 @@ impl TieredStore {
     /// WAL does not know, after a lost disk) and returns what recovery found.
     pub async fn recover_topic(&self, name: &str) -> Result<RecoveryReport, TierError> {
         let name = TopicName::new(name)?;
-        Ok(self.core(&name).await?.report.clone())
+        Ok(self.core(&name).await?.report.lock().clone())
+    }
+
+    /// The operator's decision for a topic whose acknowledged end is unknown
+    /// ([`RecoveryReport::end_unknown`]: the WAL and the router's state files were lost
+    /// while another tier holds records): appends continue at `at`, which must be at
+    /// least [`RecoveryReport::next_offset`]. Offsets from there to `at` are never used and
+    /// are reported in [`RecoveryReport::maybe_lost`] (and recorded as lost in cold, so
+    /// the export continues). Choose `at` at or beyond the last offset any producer was
+    /// told it holds; `next_offset` itself accepts that offsets beyond it may be handed out
+    /// a second time.
+    ///
+    /// Errors: `InvalidInput` when the topic's end is known, or `at` is below the next
+    /// offset.
+    pub async fn resume_topic(&self, name: &str, at: Offset) -> Result<RecoveryReport, TierError> {
+        let name = TopicName::new(name)?;
+        let core = self.core(&name).await?;
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let closed = || {
+            TierError::unavailable(ErrorContext::tier(TierKind::Router).topic(&name), "the store is closed")
+        };
+        let tx = core.tx.lock().clone().ok_or_else(closed)?;
+        tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;
+        let skipped = answer.await.map_err(|_| closed())??;
+        if let Some(cold) = &self.inner.tiers.cold {
+            let held = cold.range(&name).await?;
+            record_gap_in_cold(&self.inner.tiers, &name, held, at).await?;
+        }
+        let mut report = core.report.lock();
+        if !skipped.is_empty() {
+            report.maybe_lost.push(skipped);
+        }
+        report.end_unknown = false;
+        report.next_offset = at;
+        Ok(report.clone())
     }
 
     /// What recovery found for every open topic, sorted by topic.
     pub async fn recovery_reports(&self) -> Vec<RecoveryReport> {
         let topics = self.inner.topics.lock().await;
-        let mut reports: Vec<_> = topics.values().map(|c| c.report.clone()).collect();
+        let mut reports: Vec<_> = topics.values().map(|c| c.report.lock().clone()).collect();
         reports.sort_by(|a, b| a.topic.cmp(&b.topic));
         reports
     }
@@ -261,19 +310,27 @@ impl TieredStore {
         let tiers = &self.inner.tiers;
         let recovered = recover_topic(tiers, &self.inner.state_dir, name).await?;
         let next = recovered.report.next_offset;
-        let backlog_start = recovered.backlog.first().map(|b| b.base_offset());
-        let committed = match (backlog_start, tiers.config.warm_failure_policy) {
-            (Some(start), crate::WarmFailurePolicy::Fail) => start,
-            _ => next,
-        };
-        let (hwm_tx, hwm) = watch::channel(committed);
-        let reservation = Reservation::new(self.inner.state_dir.clone(), recovered.reservation.unwrap_or(0));
+        let (hwm_tx, hwm) = watch::channel(recovered.committed);
+        let durable = tiers.hot.config().fsync == tier_hot::FsyncPolicy::Always;
+        let reservation = Reservation::new(
+            self.inner.state_dir.clone(),
+            recovered.reservation.map_or(0, |r| r.offset),
+            tiers.boot_id.clone(),
+            durable,
+        );
         let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
         writer.queue_backlog(recovered.backlog);
         if recovered.report.warm_unreachable {
             writer.warm_unknown();
         }
-        let warm_unknown = writer.warm_unknown_flag();
+        if recovered.report.end_unknown {
+            writer.fence(format!(
+                "the WAL and the router's state files of topic '{name}' were lost: nothing bounds the offsets \
+                 acknowledged beyond {next}, which would be reused; resume the topic at an offset at or beyond \
+                 the last one acknowledged (TieredStore::resume_topic, tierlog recover --topic {name} --resume-at N)"
+            ));
+        }
+        let warm_floor = writer.warm_floor();
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let task = tokio::spawn(writer.run(rx));
         let core = Arc::new(TopicCore {
@@ -281,8 +338,8 @@ impl TieredStore {
             tx: Mutex::new(Some(tx)),
             hwm,
             task: Mutex::new(Some(task)),
-            report: recovered.report,
-            warm_unknown,
+            report: Mutex::new(recovered.report),
+            warm_floor,
         });
         topics.insert(name.clone(), Arc::clone(&core));
         Ok(core)
@@ -340,6 +397,32 @@ impl TieredStore {
         }
         if let Err(e) = self.checkpoint().await {
             warn!(error = %e, "writing checkpoints at close failed");
+        }
+        self.inner.tiers.hot.close().await;
+    }
+}
+
+impl TieredStore {
+    /// Stops at once, as a crash (SIGKILL) would: the background tasks and every writer
+    /// are aborted where they are — no queued append is settled, no checkpoint written,
+    /// no reservation lowered. The WAL is closed, which fsyncs what it holds unsynced (a
+    /// killed process leaves it in the OS page cache; a power-cut simulation cuts the
+    /// files back to what it counts as durable). Once every handle of the
+    /// store is dropped, the data directory can be opened again, which runs recovery as
+    /// after a crash. For tests and simulations; [`close`](Self::close) is the shutdown.
+    pub async fn abort(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        let _ = self.inner.shutdown.send(true);
+        let mut tasks: Vec<_> = self.inner.background.lock().drain(..).collect();
+        for core in self.cores().await {
+            core.tx.lock().take();
+            tasks.extend(core.task.lock().take());
+        }
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            let _ = task.await;
         }
         self.inner.tiers.hot.close().await;
     }

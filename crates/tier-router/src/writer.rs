@@ -36,7 +36,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tier_core::{
@@ -46,7 +46,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::config::WarmFailurePolicy;
-use crate::recovery::{rebuild_from_hot, write_reservation};
+use crate::recovery::batches_for_warm;
+use crate::state::{ReservationFile, write_reservation};
 use crate::store::Tiers;
 
 /// The first reservation chunk (offsets reserved beyond a group's end).
@@ -74,12 +75,21 @@ pub(crate) struct Reservation {
     pub(crate) reserved: Offset,
     chunk: u64,
     since: Option<Instant>,
+    /// What each reservation written records besides its offset: this boot, and whether
+    /// the WAL fsyncs every append before it is acknowledged.
+    boot: String,
+    durable: bool,
 }
 
 impl Reservation {
-    /// The reservation found on disk (`reserved`, 0 when none).
-    pub(crate) fn new(state_dir: PathBuf, reserved: Offset) -> Self {
-        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None }
+    /// The reservation found on disk (`reserved`, 0 when none); `boot` and `durable`
+    /// are recorded with each new one.
+    pub(crate) fn new(state_dir: PathBuf, reserved: Offset, boot: String, durable: bool) -> Self {
+        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None, boot, durable }
+    }
+
+    fn file(&self, offset: Offset) -> ReservationFile {
+        ReservationFile { offset, boot: Some(self.boot.clone()), durable: self.durable }
     }
 }
 
@@ -90,6 +100,9 @@ pub(crate) enum Command {
     Append { batch: RecordBatch, done: oneshot::Sender<Result<OffsetRange, TierError>> },
     /// Reply once everything queued before is committed and in every write tier.
     Flush { done: oneshot::Sender<Result<(), TierError>> },
+    /// Lift the fence of a topic whose acknowledged end is unknown: continue at `at`
+    /// (at least the next offset); reply with the offsets skipped.
+    Resume { at: Offset, done: oneshot::Sender<Result<OffsetRange, TierError>> },
 }
 
 /// A numbered batch not yet in every enabled write tier.
@@ -113,9 +126,13 @@ pub(crate) struct Writer {
     warm_behind: bool,
     /// Warm was unreachable when the topic opened: its end is not known yet.
     warm_unknown: bool,
-    /// `warm_unknown`, shared with WAL retention: while warm's end is unknown the WAL
-    /// keeps every segment (the back-fill will read them once warm answers).
-    warm_unknown_shared: Arc<AtomicBool>,
+    /// Shared with WAL retention: warm holds (or will never need) every offset below it,
+    /// so the WAL may delete segments ending at or below it and no lower: warm's
+    /// back-fill reads them. `u64::MAX` without warm; 0 while warm's end is unknown.
+    warm_floor: Arc<AtomicU64>,
+    /// Appends are refused with this reason (the acknowledged end is unknown) until
+    /// [`Command::Resume`].
+    fenced: Option<String>,
     reservation: Reservation,
 }
 
@@ -143,23 +160,41 @@ impl Writer {
             carry: None,
             warm_behind: false,
             warm_unknown: false,
-            warm_unknown_shared: Arc::new(AtomicBool::new(false)),
+            warm_floor: Arc::new(AtomicU64::new(u64::MAX)),
+            fenced: None,
             reservation,
         }
     }
 
-    /// The flag WAL retention reads: true while warm's end is unknown (see
-    /// [`Writer::warm_unknown`]).
-    pub(crate) fn warm_unknown_flag(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.warm_unknown_shared)
+    /// The offset WAL retention must not delete beyond (see the field `warm_floor`).
+    pub(crate) fn warm_floor(&self) -> Arc<AtomicU64> {
+        self.publish_warm_floor();
+        Arc::clone(&self.warm_floor)
+    }
+
+    /// Refuses appends with `why` until the topic is resumed.
+    pub(crate) fn fence(&mut self, why: String) {
+        self.fenced = Some(why);
     }
 
     /// Marks warm's end as unknown (it was unreachable at open): nothing is sent to warm
     /// until it answers a range query, then the WAL's records from its end are queued.
     pub(crate) fn warm_unknown(&mut self) {
         self.warm_unknown = self.tiers.warm.is_some();
-        self.warm_unknown_shared.store(self.warm_unknown, Ordering::Release);
         self.warm_behind = self.warm_unknown;
+        self.publish_warm_floor();
+    }
+
+    /// Recomputes the warm floor WAL retention reads.
+    fn publish_warm_floor(&self) {
+        let floor = if self.tiers.warm.is_none() {
+            u64::MAX
+        } else if self.warm_unknown {
+            0
+        } else {
+            self.pending.iter().find(|p| !p.in_warm).map_or(self.next, |p| p.batch.base_offset())
+        };
+        self.warm_floor.store(floor, Ordering::Release);
     }
 
     /// Makes sure offsets below `end` may be acknowledged: writes a new durable
@@ -171,8 +206,8 @@ impl Writer {
         let r = &mut self.reservation;
         r.chunk = next_chunk(r.chunk, r.since.map(|t| t.elapsed()));
         let target = end.saturating_add(r.chunk);
-        let (dir, topic) = (r.state_dir.clone(), self.topic.clone());
-        tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, target))
+        let (dir, topic, file) = (r.state_dir.clone(), self.topic.clone(), r.file(target));
+        tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file))
             .await
             .map_err(|e| TierError::internal(self.ctx(), format!("reservation task: {e}")))??;
         self.reservation.reserved = target;
@@ -189,7 +224,8 @@ impl Writer {
             return;
         }
         let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());
-        match tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, committed)).await {
+        let file = self.reservation.file(committed);
+        match tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file)).await {
             Ok(Ok(())) => self.reservation.reserved = committed,
             Ok(Err(e)) => warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed"),
             Err(e) => warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed"),
@@ -234,6 +270,7 @@ impl Writer {
             let Some(first) = first else { break };
             let mut group = Vec::new();
             let mut flush = None;
+            let mut resume = None;
             let mut bytes = 0;
             let mut next_cmd = Some(first);
             while let Some(cmd) = next_cmd.take() {
@@ -250,6 +287,10 @@ impl Writer {
                         flush = Some(done);
                         break;
                     }
+                    Command::Resume { at, done } => {
+                        resume = Some((at, done));
+                        break;
+                    }
                 }
                 if bytes < max_group {
                     next_cmd = rx.try_recv().ok();
@@ -260,6 +301,9 @@ impl Writer {
             }
             if let Some(done) = flush {
                 let _ = done.send(self.flush().await);
+            }
+            if let Some((at, done)) = resume {
+                let _ = done.send(self.resume(at).await);
             }
         }
         if !self.pending.is_empty() || self.warm_unknown {
@@ -290,6 +334,34 @@ impl Writer {
         }
     }
 
+    /// Lifts the fence: continues at `at`, durably reserving it first so that a crash
+    /// before the next append still bounds the acknowledged end. Returns the offsets
+    /// skipped.
+    async fn resume(&mut self, at: Offset) -> Result<OffsetRange, TierError> {
+        if self.fenced.is_none() {
+            return Err(TierError::invalid(
+                self.ctx(),
+                "the topic's acknowledged end is known; it needs no resume",
+            ));
+        }
+        if at < self.next {
+            return Err(TierError::invalid(
+                self.ctx().offset(at),
+                format!("cannot resume at {at}: the tiers already hold offsets up to {}", self.next),
+            ));
+        }
+        self.reserve(at).await?;
+        let skipped = OffsetRange::new(self.next, at);
+        self.next = at;
+        if *self.hwm.borrow() < at {
+            self.hwm.send_replace(at);
+        }
+        self.fenced = None;
+        self.publish_warm_floor();
+        warn!(topic = %self.topic, skipped = %skipped, "resumed by the operator; the skipped offsets are never used");
+        Ok(skipped)
+    }
+
     /// Why a new group cannot be accepted now, if it cannot.
     fn refusal(&self) -> Option<(ErrorContext, String)> {
         let first = self.pending.front()?;
@@ -316,6 +388,12 @@ impl Writer {
     ) {
         // Under `degrade`, warm's back-fill is left to the retry timer so that appends
         // do not wait for an unreachable warm tier; the WAL must be complete first.
+        if let Some(why) = &self.fenced {
+            for (_, done) in group {
+                let _ = done.send(Err(TierError::fenced(self.ctx().offset(self.next), why.clone())));
+            }
+            return;
+        }
         let degrade = self.policy() == WarmFailurePolicy::Degrade;
         self.settle(!degrade).await;
         if let Some((ctx, why)) = self.refusal() {
@@ -424,7 +502,7 @@ impl Writer {
     async fn discover_warm(&mut self) -> Result<(), TierError> {
         let Some(warm) = self.tiers.warm.clone() else {
             self.warm_unknown = false;
-            self.warm_unknown_shared.store(false, Ordering::Release);
+            self.publish_warm_floor();
             return Ok(());
         };
         let held = warm.range(&self.topic).await?;
@@ -432,7 +510,7 @@ impl Writer {
         // An empty warm tier accepts any base offset: it takes over at the next batch.
         if !held.is_empty() && held.end < first {
             let backlog =
-                rebuild_from_hot(&self.tiers, &self.topic, OffsetRange::new(held.end, first)).await?;
+                batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(held.end, first)).await?;
             for batch in backlog.into_iter().rev() {
                 self.pending.push_front(Pending { batch, in_wal: true, in_warm: false });
             }
@@ -444,7 +522,7 @@ impl Writer {
         }
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
         self.warm_unknown = false;
-        self.warm_unknown_shared.store(false, Ordering::Release);
+        self.publish_warm_floor();
         Ok(())
     }
 
@@ -470,6 +548,7 @@ impl Writer {
         if hwm > *self.hwm.borrow() {
             self.hwm.send_replace(hwm);
         }
+        self.publish_warm_floor();
     }
 }
 

@@ -212,13 +212,15 @@ async fn a_restart_queues_for_warm_what_the_wal_holds_beyond_it() {
     store.close().await;
     assert_eq!(warm.range(&name).await.unwrap(), r(0, 10));
 
-    // Restart under `fail` with warm still down: [10, 20) is queued for warm and not
-    // readable (committed) until warm holds it.
+    // Restart under `fail` with warm still down: [10, 20) is queued for warm. It was
+    // acknowledged and readable under `degrade`, and a commit is never taken back, so it
+    // stays readable; new appends wait until warm holds it.
     let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Fail).await;
     let report = store.recover_topic("t").await.unwrap();
     assert_eq!(report.warm_backfill, Some(r(10, 20)), "{report:?}");
     assert_eq!(report.next_offset, 20);
-    assert_eq!(topic.high_watermark(), 10);
+    assert_eq!(topic.high_watermark(), 20);
+    assert_eq!(topic.append(vec![rec(20)]).await.unwrap_err().kind(), ErrorKind::Unavailable);
     warm.clear();
     topic.flush().await.unwrap();
     assert_eq!(topic.high_watermark(), 20);

@@ -2,6 +2,7 @@
 //! temporary working directory (so the embedded defaults put data under it).
 
 mod bad_input;
+mod compound;
 mod metrics;
 mod roundtrip;
 mod servers;

@@ -1,0 +1,167 @@
+//! The router's per-topic state files under `state_dir`: the checkpointed commit point
+//! (`<topic>.end`) and the durable offset reservation (`<topic>.reserved`), and the
+//! identity of the running OS boot that tells recovery whether the page cache survived.
+//!
+//! Both files are written to a temporary file, synced, renamed over the old one and the
+//! directory synced, so a crash leaves the old or the new value.
+//!
+//! The reservation file holds `<offset> <boot id> <durable|lazy>`: no offset at or beyond
+//! `offset` was acknowledged; `boot id` is the OS boot during which it was written; `durable`
+//! says the WAL fsynced every append before it was acknowledged (`fsync = always`). A file
+//! holding only `<offset>` (older versions) has neither.
+
+use std::path::{Path, PathBuf};
+
+use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+
+/// The suffix of checkpoint files.
+const CHECKPOINT: &str = "end";
+/// The suffix of reservation files.
+const RESERVATION: &str = "reserved";
+
+/// A durable offset reservation as found on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ReservationFile {
+    /// No offset at or beyond this was acknowledged.
+    pub(crate) offset: Offset,
+    /// The OS boot during which it was written (`None`: unknown).
+    pub(crate) boot: Option<String>,
+    /// Every append acknowledged below `offset` was fsynced first.
+    pub(crate) durable: bool,
+}
+
+impl ReservationFile {
+    /// True when a WAL that survived can be trusted to hold every offset acknowledged
+    /// below this reservation: appends were fsynced before acknowledgement, or the OS has
+    /// not restarted since (its page cache, with every write, survived the process).
+    pub(crate) fn wal_is_exact(&self, current_boot: &str) -> bool {
+        self.durable || self.boot.as_deref().is_some_and(|b| b == current_boot && b != UNKNOWN_BOOT)
+    }
+}
+
+/// The boot identity used when the OS offers none: never equal to a recorded one.
+pub(crate) const UNKNOWN_BOOT: &str = "unknown";
+
+/// The identity of the running OS boot: Linux's `/proc/sys/kernel/random/boot_id`, or
+/// [`UNKNOWN_BOOT`] where there is none (recovery then assumes a restart of the OS).
+pub(crate) fn current_boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
+        .unwrap_or_else(|| UNKNOWN_BOOT.to_owned())
+}
+
+fn ctx(topic: &TopicName) -> ErrorContext {
+    ErrorContext::tier(TierKind::Router).topic(topic)
+}
+
+/// The file under `state_dir` where `topic`'s state of `kind` is kept.
+fn state_path(state_dir: &Path, topic: &TopicName, kind: &str) -> PathBuf {
+    state_dir.join(format!("{topic}.{kind}"))
+}
+
+/// The last checkpointed commit point of `topic` (`<state_dir>/<topic>.end`), if any.
+pub(crate) fn read_checkpoint(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
+    let Some((path, text)) = read_state(state_dir, topic, CHECKPOINT)? else { return Ok(None) };
+    parse_offset(topic, &path, CHECKPOINT, text.trim()).map(Some)
+}
+
+/// `topic`'s durable offset reservation (`<state_dir>/<topic>.reserved`), if any.
+pub(crate) fn read_reservation(
+    state_dir: &Path,
+    topic: &TopicName,
+) -> Result<Option<ReservationFile>, TierError> {
+    let Some((path, text)) = read_state(state_dir, topic, RESERVATION)? else { return Ok(None) };
+    let mut words = text.split_whitespace();
+    let offset = parse_offset(topic, &path, RESERVATION, words.next().unwrap_or(""))?;
+    let boot = words.next().map(str::to_owned);
+    let durable = words.next() == Some("durable");
+    Ok(Some(ReservationFile { offset, boot, durable }))
+}
+
+/// Records `end` as `topic`'s commit point, durably.
+pub(crate) fn write_checkpoint(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
+    write_state(state_dir, topic, CHECKPOINT, &end.to_string())
+}
+
+/// Records `reservation` as `topic`'s offset reservation, durably (the writer calls it on
+/// the blocking pool before acknowledging offsets beyond the previous reservation).
+pub(crate) fn write_reservation(
+    state_dir: &Path,
+    topic: &TopicName,
+    reservation: &ReservationFile,
+) -> Result<(), TierError> {
+    let boot = reservation.boot.as_deref().unwrap_or(UNKNOWN_BOOT);
+    let class = if reservation.durable { "durable" } else { "lazy" };
+    write_state(state_dir, topic, RESERVATION, &format!("{} {boot} {class}\n", reservation.offset))
+}
+
+fn parse_offset(topic: &TopicName, path: &Path, kind: &str, text: &str) -> Result<Offset, TierError> {
+    text.parse::<Offset>().map_err(|e| {
+        TierError::corruption(
+            ctx(topic).location(path.display().to_string()),
+            format!("bad {kind} file: {e}"),
+        )
+    })
+}
+
+fn read_state(
+    state_dir: &Path,
+    topic: &TopicName,
+    kind: &str,
+) -> Result<Option<(PathBuf, String)>, TierError> {
+    let path = state_path(state_dir, topic, kind);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((path, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(TierError::unavailable(
+            ctx(topic).location(path.display().to_string()),
+            format!("reading the {kind} file"),
+        )
+        .with_source(e)),
+    }
+}
+
+/// Writes `value` to a temporary file, syncs it, renames it over the state file and
+/// syncs the directory, so a crash leaves either the old or the new value.
+fn write_state(state_dir: &Path, topic: &TopicName, kind: &str, value: &str) -> Result<(), TierError> {
+    use std::io::Write;
+    let path = state_path(state_dir, topic, kind);
+    let io = |what: &str, e: std::io::Error| {
+        TierError::unavailable(ctx(topic).location(path.display().to_string()), what.to_owned())
+            .with_source(e)
+    };
+    std::fs::create_dir_all(state_dir).map_err(|e| io("creating the state directory", e))?;
+    let tmp = state_dir.join(format!("{topic}.{kind}.tmp"));
+    let mut file = std::fs::File::create(&tmp).map_err(|e| io("creating the state file", e))?;
+    file.write_all(value.as_bytes()).map_err(|e| io("writing the state file", e))?;
+    file.sync_all().map_err(|e| io("syncing the state file", e))?;
+    drop(file);
+    std::fs::rename(&tmp, &path).map_err(|e| io("renaming the state file", e))?;
+    std::fs::File::open(state_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| io("syncing the state directory", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservation_files_round_trip_and_old_ones_parse() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let topic = TopicName::new("t").expect("topic");
+        let r = ReservationFile { offset: 42, boot: Some("b-1".into()), durable: false };
+        write_reservation(dir.path(), &topic, &r).expect("write");
+        assert_eq!(read_reservation(dir.path(), &topic).expect("read"), Some(r.clone()));
+        assert!(r.wal_is_exact("b-1"));
+        assert!(!r.wal_is_exact("b-2"), "another boot: the page cache is gone");
+        let durable = ReservationFile { durable: true, ..r };
+        assert!(durable.wal_is_exact("b-2"), "fsynced before acknowledged");
+        std::fs::write(dir.path().join("t.reserved"), "17").expect("old format");
+        let old = read_reservation(dir.path(), &topic).expect("read").expect("present");
+        assert_eq!(old, ReservationFile { offset: 17, boot: None, durable: false });
+        assert!(!old.wal_is_exact(UNKNOWN_BOOT));
+    }
+}

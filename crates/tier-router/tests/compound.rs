@@ -1,0 +1,356 @@
+//! Compound faults (issue 15): two faults in a row that once reused acknowledged offsets,
+//! served never-acknowledged records, or kept the store from opening. Fast stand-ins
+//! (`MemoryTier` behind `FaultyTier` for warm) beside the real WAL and a real cold tier on
+//! a local directory.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![cfg(all(feature = "warm", feature = "cold"))]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use common::{append_range, r, rec};
+use futures::StreamExt;
+use tier_cold::{ColdConfig, ColdTier};
+use tier_core::{ErrorKind, StartPosition, Tier, TopicName};
+use tier_hot::{FsyncPolicy, HotConfig};
+use tier_router::{ColdBackend, RouterConfig, TieredStore, WarmBackend, WarmFailurePolicy};
+use tier_testkit::faults::Op;
+use tier_testkit::{FaultyTier, MemoryTier};
+
+const T: &str = "t";
+
+fn name() -> TopicName {
+    TopicName::new(T).unwrap()
+}
+
+fn hot(dir: &Path, fsync: FsyncPolicy) -> HotConfig {
+    HotConfig { fsync, segment_age: Duration::from_secs(3600), ..HotConfig::new(dir.join("hot")) }
+}
+
+fn router(policy: WarmFailurePolicy) -> RouterConfig {
+    RouterConfig {
+        warm_failure_policy: policy,
+        warm_retry_interval: Duration::from_millis(20),
+        ..RouterConfig::default()
+    }
+}
+
+/// A store on `dir` without background tasks (the tests drive them).
+async fn open(
+    dir: &Path,
+    fsync: FsyncPolicy,
+    policy: WarmFailurePolicy,
+    warm: Option<Arc<dyn WarmBackend>>,
+    cold: Option<Arc<dyn ColdBackend>>,
+) -> TieredStore {
+    let mut b =
+        TieredStore::builder().hot(hot(dir, fsync)).router(router(policy)).background(false).topics([name()]);
+    if let Some(w) = warm {
+        b = b.warm(w);
+    }
+    if let Some(c) = cold {
+        b = b.cold(c);
+    }
+    b.open().await.unwrap()
+}
+
+fn local_cold(dir: &Path) -> Arc<ColdTier> {
+    Arc::new(ColdTier::open(ColdConfig::local(dir.join("cold"))).unwrap())
+}
+
+fn faulty_warm() -> Arc<FaultyTier<MemoryTier>> {
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    warm
+}
+
+/// The payload served at `offset` (None: nothing within a moment, i.e. not readable).
+async fn served_at(store: &TieredStore, offset: u64) -> Option<bytes::Bytes> {
+    let topic = store.topic(T).await.unwrap();
+    let mut reader = topic.reader(StartPosition::Offset(offset)).await.unwrap();
+    match tokio::time::timeout(Duration::from_millis(300), reader.next()).await {
+        Ok(Some(Ok(record))) => {
+            assert_eq!(record.offset, offset);
+            Some(record.payload)
+        }
+        Ok(Some(Err(e))) => panic!("reading offset {offset}: {e}"),
+        Ok(None) | Err(_) => None,
+    }
+}
+
+/// Case 1. Under `fail` warm refuses batch [10, 20); it stays in the WAL, the idle segment
+/// rotates and the exporter runs. Only committed offsets may be exported: cold must not
+/// receive the refused batch. After a clean close and a lost WAL, the next offset is at
+/// least the end of everything any tier holds, and nothing never acknowledged is served.
+#[tokio::test]
+async fn a_refused_batch_is_never_exported_and_a_lost_wal_continues_after_every_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let cold = local_cold(dir.path());
+    let store =
+        open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), Some(cold.clone()))
+            .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    warm.fail_fraction(1.0);
+    let err = topic.append((10..20).map(rec).collect()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    // The idle segment rotates by age; the exporter uploads what is sealed.
+    store.hot().rotate(&name()).await.unwrap();
+    store.export_sealed(&name()).await.unwrap();
+    assert_eq!(cold.range(&name()).await.unwrap().end, 0, "nothing committed is sealed alone yet");
+    assert!(cold.range(&name()).await.unwrap().end <= 10, "the refused batch is not exported");
+    drop(topic);
+    store.close().await;
+
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    warm.clear();
+    let store =
+        open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), Some(cold.clone()))
+            .await;
+    let report = store.recover_topic(T).await.unwrap();
+    let cold_end = cold.range(&name()).await.unwrap().end;
+    assert!(report.next_offset >= cold_end, "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    let got = topic.append(vec![rec(500)]).await.unwrap();
+    assert!(got.start >= cold_end, "{got} reuses an offset cold holds ({cold_end})");
+    assert_eq!(served_at(&store, got.start).await, Some(rec(500).payload));
+    store.close().await;
+}
+
+/// Case 1, rule 2 alone: cold ahead of a warm tier that lost its newest entry (failover to a
+/// lagging replica), and the WAL lost: the topic continues after cold's end.
+#[tokio::test]
+async fn a_lost_wal_with_warm_behind_cold_continues_after_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(MemoryTier::new());
+    let cold = local_cold(dir.path());
+    let store =
+        open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), Some(cold.clone()))
+            .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    store.export_now(T).await.unwrap();
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, 20));
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    // The warm primary failed over to a replica that holds only the first batch.
+    let lagging = Arc::new(MemoryTier::new());
+    lagging.append(&name(), warm.batches(&name())[0].clone()).await.unwrap();
+    assert_eq!(lagging.range(&name()).await.unwrap(), r(0, 10));
+
+    let store =
+        open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(lagging), Some(cold.clone()))
+            .await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.next_offset, 20, "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(20)]).await.unwrap(), r(20, 21));
+    store.close().await;
+}
+
+/// Case 2. `fsync = never`, a checkpoint at 50, acknowledged records up to 100, then a
+/// power cut: the WAL keeps only [0, 80). The checkpoint is stale, so the acknowledged end is
+/// unknown below the reservation: offsets [80, 100) must not be handed out again, and the
+/// range is reported.
+#[tokio::test]
+async fn a_power_cut_past_a_stale_checkpoint_never_reuses_acknowledged_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 50, 10).await;
+    store.checkpoint().await.unwrap();
+    append_range(&topic, 50, 100, 10).await;
+    let seg = common_active_segment(&dir.path().join("hot"));
+    let sizes = batch_ends(&store).await;
+    // Crash: nothing of the shutdown runs; then the page cache's unsynced tail is lost.
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    let cut = sizes[&80];
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(cut).unwrap();
+
+    let store = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Never))
+        .router(router(WarmFailurePolicy::Fail))
+        .background(false)
+        .boot_id("after-the-power-cut")
+        .open()
+        .await
+        .unwrap();
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.hot, r(0, 80), "{report:?}");
+    assert!(report.next_offset >= 100, "acknowledged offsets [80, 100) would be reused: {report:?}");
+    assert!(
+        report.maybe_lost.iter().chain(&report.lost).any(|l| l.start <= 80 && l.end >= 100),
+        "the range is reported: {report:?}"
+    );
+    let topic = store.topic(T).await.unwrap();
+    assert!(topic.append(vec![rec(7)]).await.unwrap().start >= 100);
+    store.close().await;
+}
+
+/// The active segment of the test topic.
+fn common_active_segment(hot_dir: &Path) -> std::path::PathBuf {
+    let mut files: Vec<_> = std::fs::read_dir(hot_dir.join(T))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    files.sort();
+    files.pop().unwrap()
+}
+
+/// The active segment's file length after each batch, by the offset the batch ends at
+/// (read back from the segment: header, then length-prefixed batches).
+async fn batch_ends(store: &TieredStore) -> std::collections::HashMap<u64, u64> {
+    let seg = common_active_segment(&store.hot().config().data_dir);
+    let bytes = std::fs::read(&seg).unwrap();
+    let (_, mut at) = tier_core::segment::SegmentHeader::decode(&bytes).unwrap();
+    let mut ends = std::collections::HashMap::new();
+    while at < bytes.len() {
+        let rest = bytes::Bytes::copy_from_slice(&bytes[at..]);
+        let Ok(batch) = tier_core::RecordBatch::decode(&rest) else { break };
+        at += batch.encoded_len();
+        ends.insert(batch.end_offset(), at as u64);
+    }
+    ends
+}
+
+/// Case 6. Under `fail` with warm's stream empty, warm refuses [0, 10): the producer is told
+/// "not acknowledged". After a restart (warm still down) those records must not be
+/// served; once warm holds them they are. The same for a batch whose write landed in warm
+/// but whose confirmation fell short (a WAIT that timed out).
+#[tokio::test]
+async fn never_acknowledged_records_are_not_served_after_a_restart() {
+    for landed in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let warm = faulty_warm();
+        let store =
+            open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+        let topic = store.topic(T).await.unwrap();
+        warm.fail_after_append(landed);
+        warm.fail_fraction(1.0);
+        let err = topic.append((0..10).map(rec).collect()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+        assert_eq!(served_at(&store, 0).await, None);
+        drop(topic);
+        store.close().await;
+
+        warm.fail_after_append(false);
+        let store =
+            open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+        let topic = store.topic(T).await.unwrap();
+        assert_eq!(topic.high_watermark(), 0, "landed in warm: {landed}");
+        assert_eq!(served_at(&store, 0).await, None, "served before warm confirmed it (landed: {landed})");
+        // Warm is back: the batch is confirmed at its offsets, then readable.
+        warm.clear();
+        topic.flush().await.unwrap();
+        assert_eq!(topic.high_watermark(), 10);
+        assert_eq!(served_at(&store, 0).await, Some(rec(0).payload));
+        store.close().await;
+    }
+}
+
+/// Case 7. `degrade`: warm is down longer than WAL retention takes to delete exported
+/// segments. Retention must keep what warm lacks, so the store opens afterwards and warm is
+/// back-filled — with warm up at the restart, and with warm still down at the restart.
+#[tokio::test]
+async fn a_degrade_outage_longer_than_retention_does_not_stop_the_store_from_opening() {
+    for down_at_restart in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let warm = faulty_warm();
+        let cold = local_cold(dir.path());
+        let w: Arc<dyn WarmBackend> = warm.clone();
+        let store = open(
+            dir.path(),
+            FsyncPolicy::Never,
+            WarmFailurePolicy::Degrade,
+            Some(w.clone()),
+            Some(cold.clone()),
+        )
+        .await;
+        let topic = store.topic(T).await.unwrap();
+        append_range(&topic, 0, 10, 10).await;
+        store.hot().rotate(&name()).await.unwrap();
+        warm.fail_fraction(1.0);
+        append_range(&topic, 10, 20, 10).await;
+        store.hot().rotate(&name()).await.unwrap();
+        append_range(&topic, 20, 30, 10).await;
+        store.hot().rotate(&name()).await.unwrap();
+        store.export_sealed(&name()).await.unwrap();
+        assert_eq!(cold.range(&name()).await.unwrap(), r(0, 30));
+        let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+        store.run_retention_now(later).await.unwrap();
+        assert!(
+            store.hot().range(&name()).await.unwrap().start <= 10,
+            "retention deleted WAL segments warm never received"
+        );
+        drop(topic);
+        store.close().await;
+
+        if !down_at_restart {
+            warm.clear();
+        }
+        let store = TieredStore::builder()
+            .hot(hot(dir.path(), FsyncPolicy::Never))
+            .router(router(WarmFailurePolicy::Degrade))
+            .warm(w.clone())
+            .cold(cold.clone())
+            .background(false)
+            .open()
+            .await
+            .expect("the store opens");
+        let topic = store.topic(T).await.unwrap();
+        warm.clear();
+        topic.flush().await.expect("warm is back-filled");
+        assert_eq!(warm.range(&name()).await.unwrap(), r(0, 30));
+        assert_eq!(topic.append(vec![rec(30)]).await.unwrap(), r(30, 31));
+        store.close().await;
+    }
+}
+
+/// Case 5. hot+cold with cold elsewhere, and the whole data directory lost (the WAL and the
+/// router's state files beside it): nothing that survived bounds the acknowledged end
+/// (cold holds [0, 100) of 150 acknowledged). The store must not silently hand out offset
+/// 100 again: appends are refused, naming the decision an operator must take, until
+/// `resume_topic` says where to continue; the offsets skipped are reported maybe lost, and
+/// the export continues across them.
+#[tokio::test]
+async fn a_lost_data_directory_never_silently_reuses_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cold = local_cold(dir.path());
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 100, 10).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 100, 150, 10).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(&data).unwrap();
+
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    let got = topic.append(vec![rec(1)]).await;
+    let err = got.expect_err("an offset cold does not hold may have been acknowledged");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    assert!(err.to_string().contains("resume"), "the error names the decision: {err}");
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "{report:?}");
+    assert!(!report.is_clean());
+    // Reads of what cold holds still work.
+    assert_eq!(served_at(&store, 99).await, Some(rec(99).payload));
+
+    let report = store.resume_topic(T, 150).await.unwrap();
+    assert_eq!(report.maybe_lost, vec![r(100, 150)], "{report:?}");
+    assert_eq!(report.next_offset, 150);
+    assert_eq!(topic.append(vec![rec(150)]).await.unwrap(), r(150, 151));
+    assert_eq!(store.export_now(T).await.unwrap().len(), 1, "the export continues after the gap");
+    assert_eq!(cold.range(&name()).await.unwrap().end, 151);
+    store.close().await;
+}
