@@ -27,6 +27,11 @@
 //! The base offset sits outside the CRC, as in Kafka's batch, so the writer can assign
 //! offsets to an encoded batch without touching its bytes ([`RecordBatch::with_base_offset`]);
 //! a wrong base offset is caught by the continuity checks every reader makes instead.
+//!
+//! Every offset a batch holds fits in a `u64`: `base_offset + record_count <= u64::MAX`.
+//! The decoder refuses a batch that breaks this (corruption: a crafted or damaged base
+//! offset) and the builder refuses to build one, so [`RecordBatch::end_offset`] and the
+//! offsets of its records never wrap.
 
 use std::fmt;
 
@@ -192,8 +197,20 @@ impl RecordBatch {
     }
 
     /// One past the last record's offset.
+    ///
+    /// For every batch decoded or built this is `base_offset + record_count` exactly.
+    /// Only [`with_base_offset`](Self::with_base_offset) can renumber a batch past
+    /// `u64::MAX`; its end then saturates at `u64::MAX` instead of wrapping (see
+    /// [`checked_end_offset`](Self::checked_end_offset)).
     pub fn end_offset(&self) -> Offset {
-        self.base_offset + u64::from(self.record_count())
+        self.base_offset.saturating_add(u64::from(self.record_count()))
+    }
+
+    /// One past the last record's offset, or `None` when the batch was renumbered by
+    /// [`with_base_offset`](Self::with_base_offset) so far that its offsets pass
+    /// `u64::MAX` (no tier stores such a batch).
+    pub fn checked_end_offset(&self) -> Option<Offset> {
+        self.base_offset.checked_add(u64::from(self.record_count()))
     }
 
     /// The offsets this batch holds.
@@ -239,9 +256,22 @@ impl RecordBatch {
 
     /// The same batch renumbered to start at `base_offset`. Costs nothing: the base
     /// offset is not covered by the CRC and the body is shared.
+    ///
+    /// The caller must know the offsets fit (`base_offset + record_count <= u64::MAX`),
+    /// as a writer assigning dense offsets does; where they might not, use
+    /// [`try_with_base_offset`](Self::try_with_base_offset). A batch renumbered past
+    /// `u64::MAX` does not wrap ([`end_offset`](Self::end_offset) saturates) and a
+    /// segment writer refuses it ([`SegmentWriterState::note_batch`](crate::segment::SegmentWriterState::note_batch)).
     pub fn with_base_offset(mut self, base_offset: Offset) -> Self {
         self.base_offset = base_offset;
         self
+    }
+
+    /// [`with_base_offset`](Self::with_base_offset), refusing with
+    /// [`TierError::InvalidInput`] a base offset whose records would pass `u64::MAX`.
+    pub fn try_with_base_offset(self, base_offset: Offset) -> Result<Self, TierError> {
+        check_offsets_fit(base_offset, self.record_count())?;
+        Ok(self.with_base_offset(base_offset))
     }
 
     /// The first [`BATCH_PREFIX_LEN`] bytes of the encoding (base offset, length, CRC).
@@ -286,7 +316,16 @@ impl RecordBatch {
         if computed != prefix.crc {
             return Err(DecodeError::Crc { position: 0, stored: prefix.crc, computed });
         }
-        validate_body(&body)?;
+        let count = validate_body(&body)?;
+        if prefix.base_offset.checked_add(u64::from(count)).is_none() {
+            return Err(DecodeError::invalid(
+                0,
+                format!(
+                    "base offset {} with {count} records overflows the 64-bit offset space",
+                    prefix.base_offset
+                ),
+            ));
+        }
         Ok(Self { base_offset: prefix.base_offset, crc: prefix.crc, body })
     }
 
@@ -371,7 +410,9 @@ impl Iterator for RecordIter<'_> {
         let body = &self.batch.body;
         let parsed = parse_record(body, self.pos, self.first_ts)
             .expect("batch records are validated when the batch is built or decoded");
-        let offset = self.batch.base_offset + u64::from(self.index);
+        // Cannot overflow for a decoded or built batch; saturates for one renumbered
+        // past u64::MAX (see `RecordBatch::end_offset`).
+        let offset = self.batch.base_offset.saturating_add(u64::from(self.index));
         self.pos = parsed.end;
         self.index += 1;
         // The common record has no header: skip building (and dropping) an iterator.
@@ -503,7 +544,7 @@ impl RecordBatchBuilder {
     }
 
     /// Finishes the batch with its first record at `base_offset`. Fails if no record
-    /// was pushed.
+    /// was pushed, or if the records' offsets would pass `u64::MAX`.
     pub fn build(mut self, base_offset: Offset) -> Result<RecordBatch, TierError> {
         if self.count == 0 {
             return Err(TierError::invalid(
@@ -511,6 +552,7 @@ impl RecordBatchBuilder {
                 "a record batch needs at least one record",
             ));
         }
+        check_offsets_fit(base_offset, self.count)?;
         let mut head = &mut self.buf[..BATCH_HEADER_LEN - BATCH_PREFIX_LEN];
         head.put_u32_le(self.count);
         head.put_u32_le(0);
@@ -531,17 +573,29 @@ struct ParsedRecord {
     payload: (usize, usize),
 }
 
+/// Refuses a base offset whose `count` records would pass `u64::MAX`.
+fn check_offsets_fit(base_offset: Offset, count: u32) -> Result<(), TierError> {
+    if base_offset.checked_add(u64::from(count)).is_some() {
+        return Ok(());
+    }
+    Err(TierError::invalid(
+        ErrorContext::default().offset(base_offset),
+        format!("a batch of {count} records at offset {base_offset} would pass the last offset, u64::MAX"),
+    ))
+}
+
 /// The CRC-32C (Castagnoli) of a batch body. `crc-fast` picks the fastest kernel the
 /// CPU offers at run time (carry-less multiplication folding where available), about
 /// twice the throughput of the `crc32c` crate on large bodies; the value is the same
 /// CRC-32C every other structure of the format uses.
 #[inline]
-fn body_crc(body: &[u8]) -> u32 {
+pub(crate) fn body_crc(body: &[u8]) -> u32 {
     crc_fast::crc32_iscsi(body)
 }
 
-/// Checks the body (bytes 16.. of a batch): header fields and every record.
-fn validate_body(body: &[u8]) -> Result<(), DecodeError> {
+/// Checks the body (bytes 16.. of a batch): header fields and every record. Returns the
+/// record count.
+fn validate_body(body: &[u8]) -> Result<u32, DecodeError> {
     const HEAD: usize = BATCH_HEADER_LEN - BATCH_PREFIX_LEN;
     if body.len() < HEAD {
         return Err(DecodeError::truncated(BATCH_PREFIX_LEN, HEAD, body.len()));
@@ -586,7 +640,7 @@ fn validate_body(body: &[u8]) -> Result<(), DecodeError> {
     if seen_max != max_ts {
         return Err(DecodeError::invalid(32, format!("max timestamp {max_ts} but records reach {seen_max}")));
     }
-    Ok(())
+    Ok(count)
 }
 
 /// Parses the record at `pos` of `body`; positions in errors are relative to `body`.

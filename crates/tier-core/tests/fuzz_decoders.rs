@@ -1,9 +1,9 @@
 //! A time-boxed fuzz harness for every decoder of the batch and segment formats.
 //!
 //! Feeds random byte strings and mutations of valid segments (bit flips, truncations,
-//! splices, random length fields, with and without fixed-up CRCs so the checks behind
-//! the CRCs are reached too) to every decoder, asserting none panics and none makes an
-//! allocation the input cannot justify. Runs for `TIERLOG_FUZZ_SECS` seconds (default 2;
+//! splices, random length fields, base offsets moved near `u64::MAX`, with and without
+//! fixed-up CRCs so the checks behind the CRCs are reached too) to every decoder,
+//! asserting none panics and none makes an allocation the input cannot justify. Runs for `TIERLOG_FUZZ_SECS` seconds (default 2;
 //! `cargo xtask fuzz` runs it for 60 in release mode). The seed is printed; set
 //! `TIERLOG_FUZZ_SEED` to replay one.
 
@@ -65,9 +65,64 @@ fn corpus() -> Vec<Vec<u8>> {
     let (every_batch, _) = common::build(0, &common::sample_batches(), 0);
     let (one, _) = common::build(u64::MAX / 2, &[vec![(i64::MIN, None, vec![], vec![])]], 64);
     let (empty, _) = common::build(9, &[], 64);
+    // A valid segment whose last offset is u64::MAX - 1: the edge of the offset space.
+    let top = u64::MAX - 13;
+    let (edge, edge_records) = common::build(top, &common::sample_batches(), common::SAMPLE_INTERVAL);
+    assert_eq!(edge_records.last().unwrap().offset, u64::MAX - 1);
     let unsealed =
         sample[..SealedSegment::open(sample.clone()).unwrap().trailer().index_position as usize].to_vec();
-    vec![sample.to_vec(), every_batch.to_vec(), one.to_vec(), empty.to_vec(), unsealed]
+    vec![sample.to_vec(), every_batch.to_vec(), one.to_vec(), empty.to_vec(), unsealed, edge.to_vec()]
+}
+
+/// Offsets near the top of the offset space, where `base + count` overflows.
+fn near_max(rng: &mut XorShift) -> u64 {
+    u64::MAX - rng.below(64) as u64
+}
+
+/// Moves the segment's base offset (header, first batch, trailer) and every batch's
+/// base offset near `u64::MAX`, keeping them consistent with each other so decoding
+/// gets past the continuity checks to the offset arithmetic.
+fn rebase_near_max(rng: &mut XorShift, b: &mut [u8]) {
+    let shift = near_max(rng);
+    let mut add = |at: usize| {
+        if let Some(field) = b.get_mut(at..at + 8) {
+            let v = u64::from_le_bytes(field.try_into().unwrap()).wrapping_add(shift);
+            field.copy_from_slice(&v.to_le_bytes());
+        }
+    };
+    // Header base offset.
+    add(16);
+    let len = b.len();
+    if len < 34 {
+        return;
+    }
+    let header_len = 38 + u16::from_le_bytes([b[32], b[33]]) as usize;
+    let mut data_end = len;
+    if len >= header_len + TRAILER_LEN {
+        let t = len - TRAILER_LEN;
+        let index_pos = u64::from_le_bytes(b[t..t + 8].try_into().unwrap());
+        if index_pos <= t as u64 && index_pos >= header_len as u64 {
+            data_end = index_pos as usize;
+            // Trailer base and end offsets, then each index entry's offset.
+            for at in [t + 8, t + 16] {
+                let v = u64::from_le_bytes(b[at..at + 8].try_into().unwrap()).wrapping_add(shift);
+                b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            let mut e = data_end;
+            while e + 24 <= t {
+                let v = u64::from_le_bytes(b[e..e + 8].try_into().unwrap()).wrapping_add(shift);
+                b[e..e + 8].copy_from_slice(&v.to_le_bytes());
+                e += 24;
+            }
+        }
+    }
+    let mut pos = header_len;
+    while pos + 16 <= data_end {
+        let Ok(prefix) = BatchPrefix::parse(&b[pos..]) else { break };
+        let v = u64::from_le_bytes(b[pos..pos + 8].try_into().unwrap()).wrapping_add(shift);
+        b[pos..pos + 8].copy_from_slice(&v.to_le_bytes());
+        pos += prefix.encoded_len;
+    }
 }
 
 fn put_u32(buf: &mut [u8], at: usize, v: u32) {
@@ -126,7 +181,7 @@ fn mutate(rng: &mut XorShift, corpus: &[Vec<u8>]) -> Vec<u8> {
         if b.is_empty() {
             break;
         }
-        match rng.below(6) {
+        match rng.below(8) {
             0 => {
                 let i = rng.below(b.len());
                 b[i] ^= 1 << rng.below(8);
@@ -145,12 +200,37 @@ fn mutate(rng: &mut XorShift, corpus: &[Vec<u8>]) -> Vec<u8> {
                 let to = from + rng.below(b.len() - from + 1);
                 b.drain(from..to);
             }
+            6 => rebase_near_max(rng, &mut b),
+            7 => {
+                // A base offset near u64::MAX in one offset field: the header's, a
+                // batch's (the segment's first batch, or anywhere), the trailer's.
+                let len = b.len();
+                let header_len =
+                    if len >= 34 { 38 + u16::from_le_bytes([b[32], b[33]]) as usize } else { 16 };
+                let t = len.saturating_sub(TRAILER_LEN);
+                let at = [16, header_len, rng.below(len), t + 8, t + 16][rng.below(5)];
+                let v = near_max(rng).to_le_bytes();
+                let end = (at + 8).min(len);
+                if at < end {
+                    b[at..end].copy_from_slice(&v[..end - at]);
+                }
+            }
             _ => {
                 // A random "length" (or offset, position, count) field.
                 let width = [2, 4, 8][rng.below(3)];
                 let at = rng.below(b.len());
-                let interesting =
-                    [0, 1, 0x7f, 0xff, b.len() as u64, u64::MAX, u64::from(u32::MAX), rng.next_u64()];
+                let interesting = [
+                    0,
+                    1,
+                    0x7f,
+                    0xff,
+                    b.len() as u64,
+                    u64::MAX,
+                    u64::MAX - 1,
+                    u64::MAX - 4,
+                    u64::from(u32::MAX),
+                    rng.next_u64(),
+                ];
                 let v =
                     interesting[rng.below(interesting.len())].wrapping_add(rng.below(3) as u64).to_le_bytes();
                 let end = (at + width).min(b.len());
@@ -195,7 +275,7 @@ fn decode_everything(input: &[u8], rt: &tokio::runtime::Runtime) {
         for t in [i64::MIN, -1, 0, 1000, 1010, 1050, i64::MAX] {
             let _ = seg.offset_for_timestamp(t);
         }
-        let _ = seg.read(seg.offset_range().start + 3, u64::MAX, ReadLimit::records(2));
+        let _ = seg.read(seg.offset_range().start.saturating_add(3), u64::MAX, ReadLimit::records(2));
         for e in seg.index().entries().iter().take(4) {
             let _ = seg.batches_from(e.position).map(|it| it.count());
             let _ = seg.batches_from(e.position + 1).map(|it| it.count());

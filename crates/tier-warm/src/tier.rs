@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use fred::{
     error::Error as FredError,
     prelude::Options,
-    prelude::{Client, ClientLike, ServerInterface, StreamsInterface},
-    types::{ClusterHash, Value, streams::XCapKind, streams::XCapTrim},
+    prelude::{Client, ClientLike, EventInterface, ServerInterface, StreamsInterface},
+    types::{ClusterHash, ClusterStateChange, Value, config::Server, streams::XCapKind, streams::XCapTrim},
     util::redis_keyslot,
 };
 use futures::stream::BoxStream;
@@ -16,6 +16,7 @@ use tier_core::{
     ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
     TopicName,
 };
+use tokio::sync::broadcast;
 
 use crate::{
     client::{bounded, connect},
@@ -33,11 +34,67 @@ use crate::{
 /// appends and trims. Another writer is still caught (Valkey's own ID ordering rejects
 /// a stale append, which is then reported as [`TierError::Fenced`] or accepted as an
 /// identical retry), but `range` may lag what another process did.
+///
+/// The cache is only trusted while nothing suggests the server moved under it: it is
+/// dropped (and the next look-up asks the server) for a topic whose append failed (a
+/// `WAIT` that fell short, a timeout or a lost connection leave the server's state
+/// unknown), and for every topic when the client reconnects or the cluster changes
+/// (a failover to a lagging replica, or a restart without persistence, can lose
+/// entries the cache still counts). An append whose answer depends on the range (an
+/// identical retry, a conflict, an out-of-place base offset) decides on a range just
+/// read from the server, which replaces the cached one (shrinking it when entries were
+/// lost), so the retry of a lost batch re-adds it instead of being refused.
 pub struct WarmTier {
     client: Client,
     config: WarmConfig,
     /// Known range per topic, as last read from the server or updated by this tier.
-    ranges: Mutex<HashMap<TopicName, OffsetRange>>,
+    ranges: Mutex<Ranges>,
+}
+
+/// The cached ranges and the client events that invalidate them.
+struct Ranges {
+    topics: HashMap<TopicName, Cached>,
+    /// Reconnections of the client: after one, no cached range is trusted.
+    reconnects: broadcast::Receiver<Server>,
+    /// Cluster topology changes (a failover moves slots to another primary).
+    cluster_changes: broadcast::Receiver<Vec<ClusterStateChange>>,
+}
+
+/// One topic's cache entry.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cached {
+    /// The range, or `None` when it must be read from the server before use.
+    range: Option<OffsetRange>,
+    /// Bumped by every change this tier makes or learns of (append, trim,
+    /// invalidation): a server reply read while it moved may be older than the cache.
+    version: u64,
+}
+
+impl Ranges {
+    /// Drops every cached range if the client reconnected or the cluster changed since
+    /// the last look (a missed or closed event channel counts as a change).
+    fn drain_events(&mut self) {
+        let reconnected = drained(&mut self.reconnects);
+        let changed = drained(&mut self.cluster_changes);
+        if reconnected || changed {
+            for cached in self.topics.values_mut() {
+                cached.range = None;
+                cached.version += 1;
+            }
+        }
+    }
+}
+
+/// True when `rx` received anything (or lagged, or closed) since the last call.
+fn drained<T: Clone>(rx: &mut broadcast::Receiver<T>) -> bool {
+    let mut any = false;
+    loop {
+        match rx.try_recv() {
+            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => any = true,
+            Err(broadcast::error::TryRecvError::Empty) => return any,
+            Err(broadcast::error::TryRecvError::Closed) => return true,
+        }
+    }
 }
 
 impl fmt::Debug for WarmTier {
@@ -52,7 +109,13 @@ impl WarmTier {
     pub async fn connect(config: WarmConfig) -> Result<Self, TierError> {
         let ctx = ErrorContext::tier(TierKind::Warm);
         let client = connect(&config, &ctx).await?;
-        Ok(Self { client, config, ranges: Mutex::new(HashMap::new()) })
+        // Subscribed after the first connection: only later reconnections are events.
+        let ranges = Ranges {
+            topics: HashMap::new(),
+            reconnects: client.reconnect_rx(),
+            cluster_changes: client.cluster_change_rx(),
+        };
+        Ok(Self { client, config, ranges: Mutex::new(ranges) })
     }
 
     /// The configuration this tier was built from.
@@ -84,28 +147,48 @@ impl WarmTier {
         }
     }
 
+    /// The cached range of `topic`, if it is still trusted.
     fn cached_range(&self, topic: &TopicName) -> Option<OffsetRange> {
-        self.ranges.lock().get(topic).copied()
+        let mut ranges = self.ranges.lock();
+        ranges.drain_events();
+        ranges.topics.get(topic).and_then(|c| c.range)
+    }
+
+    /// Forgets the cached range of `topic`: the next look-up reads it from the server.
+    fn invalidate(&self, topic: &TopicName) {
+        let mut ranges = self.ranges.lock();
+        let cached = ranges.topics.entry(topic.clone()).or_default();
+        cached.range = None;
+        cached.version += 1;
     }
 
     /// Records that `batch` is now the stream's newest entry.
     fn note_appended(&self, topic: &TopicName, batch: &RecordBatch) {
         let mut ranges = self.ranges.lock();
-        let entry = ranges.entry(topic.clone()).or_insert_with(|| batch.offset_range());
-        if entry.is_empty() {
-            *entry = batch.offset_range();
-        } else if batch.end_offset() > entry.end {
-            entry.end = batch.end_offset();
+        let cached = ranges.topics.entry(topic.clone()).or_default();
+        cached.version += 1;
+        match &mut cached.range {
+            // Not known: stays unknown, the next look-up reads it.
+            None => {}
+            Some(range) if range.is_empty() => *range = batch.offset_range(),
+            Some(range) => range.end = range.end.max(batch.end_offset()),
         }
     }
 
-    /// Reads the range from the server and merges it into the cache (never moving a
-    /// cached end or start backwards: a reply that raced with this tier's own appends
-    /// or trims is older than what the tier already knows).
+    /// Reads the range from the server and caches it. The server's answer replaces the
+    /// cached range, shrinking it when entries were lost behind the tier's back,
+    /// unless this tier appended or trimmed while the reply was on its way: that reply
+    /// may be older than what the tier knows, so it is merged without moving a cached
+    /// end or start backwards (or, when the cache was dropped meanwhile, not cached).
     ///
     /// One `XINFO STREAM`, which reports the first entry, the last entry and the
     /// last-generated ID atomically (two separate reads could straddle an append).
     pub(crate) async fn refresh_range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        let version_before = {
+            let mut ranges = self.ranges.lock();
+            ranges.drain_events();
+            ranges.topics.get(topic).map_or(0, |c| c.version)
+        };
         let handle = self.handle(topic);
         let reply: Result<Value, TierError> =
             bounded(&handle.ctx, "XINFO STREAM", self.config.command_timeout, async {
@@ -130,19 +213,25 @@ impl WarmTier {
             }
         };
         let mut ranges = self.ranges.lock();
-        let merged = match ranges.get(topic) {
-            Some(known) => {
-                let end = known.end.max(server.end);
-                let start = if server.is_empty() && server.end < known.end {
-                    known.start
-                } else {
-                    known.start.max(server.start)
-                };
-                OffsetRange::new(start.min(end), end)
-            }
-            None => server,
+        ranges.drain_events();
+        let cached = ranges.topics.entry(topic.clone()).or_default();
+        if cached.version == version_before {
+            cached.range = Some(server);
+            return Ok(server);
+        }
+        let Some(known) = cached.range else {
+            // Dropped while the reply was on its way (a reconnection): the reply may come
+            // from the server as it was before; answer it but do not cache it.
+            return Ok(server);
         };
-        ranges.insert(topic.clone(), merged);
+        let end = known.end.max(server.end);
+        let start = if server.is_empty() && server.end < known.end {
+            known.start
+        } else {
+            known.start.max(server.start)
+        };
+        let merged = OffsetRange::new(start.min(end), end);
+        cached.range = Some(merged);
         Ok(merged)
     }
     /// Removes whole batches below `offset`: every batch whose base offset is smaller
@@ -164,7 +253,9 @@ impl WarmTier {
         )
         .await?;
         let mut ranges = self.ranges.lock();
-        if let Some(r) = ranges.get_mut(topic)
+        let cached = ranges.topics.entry(topic.clone()).or_default();
+        cached.version += 1;
+        if let Some(r) = &mut cached.range
             && r.start < keep.base_offset()
         {
             r.start = keep.base_offset().min(r.end);
@@ -182,6 +273,39 @@ impl WarmTier {
         from: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
         read::recovery_stream(self.handle(topic), from)
+    }
+
+    /// [`Tier::append`] without the invalidation on failure. Decides on the cached
+    /// range when the batch continues it; otherwise (an identical retry, a conflict,
+    /// an out-of-place base offset) on the range just read from the server, so a batch
+    /// whose entry the server lost since (a failover to a lagging replica, a restart
+    /// without persistence) is added again rather than refused as a conflict with
+    /// what the cache still counts.
+    async fn append_checked(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let mut range = self.range(topic).await?;
+        if !append_allowed(range, base) {
+            // The cache may lag another writer or trimmer, or count entries the server
+            // lost: decide on fresh data.
+            range = self.refresh_range(topic).await?;
+        }
+        if range.contains(base) {
+            // A retry of something already held, or a conflict: XADD would refuse the
+            // ID either way; resolve_existing tells which.
+            let handle = self.handle(topic);
+            let bytes = batch.to_bytes();
+            return self.resolve_existing(topic, &handle, &batch, &bytes).await;
+        }
+        if !append_allowed(range, base) {
+            return Err(TierError::invalid(
+                self.ctx(topic).offset(base),
+                format!(
+                    "append at offset {base} but the warm tier holds {range}; the next batch must start at {}",
+                    range.end
+                ),
+            ));
+        }
+        self.xadd_and_wait(topic, &batch).await
     }
 
     /// Appends, assuming the position rules already passed.
@@ -381,29 +505,13 @@ impl Tier for WarmTier {
     }
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
-        let base = batch.base_offset();
-        let mut range = self.range(topic).await?;
-        if !append_allowed(range, base) {
-            // The cache may lag another writer or trimmer: decide on fresh data.
-            range = self.refresh_range(topic).await?;
+        let result = self.append_checked(topic, batch).await;
+        if result.is_err() {
+            // The XADD may or may not have landed, the WAIT may have fallen short, the
+            // server may have moved: whatever the cache says is no longer known.
+            self.invalidate(topic);
         }
-        if base < range.end && base >= range.start {
-            // A retry of something already held, or a conflict: XADD would refuse the
-            // ID either way; resolve_existing tells which.
-            let handle = self.handle(topic);
-            let bytes = batch.to_bytes();
-            return self.resolve_existing(topic, &handle, &batch, &bytes).await;
-        }
-        if !append_allowed(range, base) {
-            return Err(TierError::invalid(
-                self.ctx(topic).offset(base),
-                format!(
-                    "append at offset {base} but the warm tier holds {range}; the next batch must start at {}",
-                    range.end
-                ),
-            ));
-        }
-        self.xadd_and_wait(topic, &batch).await
+        result
     }
 
     async fn read(

@@ -110,3 +110,46 @@ fn varints_round_trip_and_reject_overflow() {
         assert_eq!(unzigzag(zigzag(v)), v);
     }
 }
+
+/// `sample()`'s encoding (3 records) with its base offset patched to `base`: the base
+/// offset is outside the CRC, so a crafted file can carry any value there.
+fn sample_bytes_at(base: Offset) -> Bytes {
+    let mut bytes = sample().to_bytes().to_vec();
+    bytes[..8].copy_from_slice(&base.to_le_bytes());
+    Bytes::from(bytes)
+}
+
+#[test]
+fn a_batch_whose_offsets_overflow_u64_is_corruption() {
+    for base in [u64::MAX - 2, u64::MAX - 1, u64::MAX] {
+        let err = RecordBatch::decode(&sample_bytes_at(base)).unwrap_err();
+        assert!(matches!(err, DecodeError::Invalid { position: 0, .. }), "base {base}: {err}");
+        assert!(err.to_string().contains("overflow"), "{err}");
+        let tier_err = err.into_tier_error(ErrorContext::default());
+        assert_eq!(tier_err.kind(), crate::ErrorKind::Corruption);
+    }
+    // The last offset a batch can hold is u64::MAX - 1: its end is u64::MAX.
+    let last = RecordBatch::decode(&sample_bytes_at(u64::MAX - 3)).unwrap();
+    assert_eq!(last.offset_range(), OffsetRange::new(u64::MAX - 3, u64::MAX));
+    assert_eq!(last.records().last().unwrap().offset, u64::MAX - 1);
+}
+
+#[test]
+fn builders_and_rebasing_refuse_offsets_past_u64_max() {
+    let mut b = RecordBatchBuilder::new();
+    b.push(1, None, &[], b"a").unwrap();
+    b.push(2, None, &[], b"b").unwrap();
+    let err = b.build(u64::MAX - 1).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{err}");
+    let err = sample().try_with_base_offset(u64::MAX - 2).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{err}");
+    let fits = sample().try_with_base_offset(u64::MAX - 3).unwrap();
+    assert_eq!(fits.end_offset(), u64::MAX);
+    assert_eq!(sample().checked_end_offset(), Some(10));
+    // The unchecked rebase cannot wrap: the end saturates, no record offset wraps, and
+    // a segment writer refuses the batch.
+    let wrapped = sample().with_base_offset(u64::MAX - 1);
+    assert_eq!(wrapped.checked_end_offset(), None);
+    assert_eq!(wrapped.end_offset(), u64::MAX);
+    assert!(wrapped.records().all(|r| r.offset >= u64::MAX - 1));
+}

@@ -79,7 +79,7 @@ impl BatchSink for RecordCollector {
             self.bytes = self.bytes.saturating_add(size);
             self.out.push(r);
             if self.out.len() >= self.limit.max_records
-                || self.out.last().is_some_and(|r| r.offset + 1 >= self.to)
+                || self.out.last().is_some_and(|r| r.offset.saturating_add(1) >= self.to)
             {
                 self.full = true;
                 return;
@@ -88,7 +88,7 @@ impl BatchSink for RecordCollector {
     }
 
     fn next_offset(&self) -> Offset {
-        self.out.last().map_or(self.from, |r| r.offset + 1)
+        self.out.last().map_or(self.from, |r| r.offset.saturating_add(1))
     }
 }
 

@@ -7,7 +7,7 @@ use super::{
     SegmentHeader, SegmentIndex, SegmentWriterState, TRAILER_LEN, TRAILER_MAGIC, Trailer, invalid, truncated,
 };
 use crate::RecordBatch;
-use crate::batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError};
+use crate::batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError, body_crc};
 
 /// What [`scan_unsealed`] does with invalid bytes after the last valid batch.
 ///
@@ -15,7 +15,10 @@ use crate::batch::{BATCH_PREFIX_LEN, BatchPrefix, DecodeError};
 /// does not match, or zeros from a preallocated file — with nothing valid after it. An
 /// invalid batch that is followed by an intact batch further on is not a torn tail but
 /// damage in the middle of the data, and truncating there would drop acknowledged
-/// records: both policies refuse it with an error naming the position.
+/// records: both policies refuse it with an error naming the position. So is a batch
+/// that is complete and whose CRC matches but that the grammar rejects (offsets past
+/// `u64::MAX`, unknown attributes, malformed records): a crash does not write a batch
+/// whole with a valid checksum, so it was written that way, and both policies refuse it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecoveryPolicy {
     /// Report an invalid tail in [`ScanOutcome::torn_tail`]; the caller truncates the
@@ -58,7 +61,7 @@ pub fn scan_unsealed(bytes: &[u8], policy: RecoveryPolicy) -> Result<ScanOutcome
         return Ok(outcome);
     }
     let mut state = SegmentWriterState::new(&header);
-    let (data_end, failure) = scan_batches(bytes, header_len, bytes.len(), &mut state);
+    let (data_end, failure) = scan_batches(bytes, header_len, bytes.len(), &mut state)?;
     let torn_tail = match (failure, policy) {
         (None, _) => None,
         (Some(e), RecoveryPolicy::TruncateTornTail) => {
@@ -96,37 +99,50 @@ fn intact_batch_after(bytes: &[u8], from: usize, next_offset: u64) -> Option<usi
 }
 
 /// Notes the batches of `bytes[start..end]` in `state`; returns where the valid ones end
-/// and why the scan stopped early, if it did.
+/// and why the scan stopped early, if it did (what a torn write can leave: a short
+/// batch, an impossible length, a CRC mismatch, a batch not continuing the offsets).
+/// A complete batch whose CRC matches but that does not decode is an error: it was
+/// written whole, so it is not a torn tail (see [`RecoveryPolicy`]).
 fn scan_batches(
     bytes: &[u8],
     start: usize,
     end: usize,
     state: &mut SegmentWriterState,
-) -> (u64, Option<DecodeError>) {
+) -> Result<(u64, Option<DecodeError>), DecodeError> {
     let mut pos = start;
     while pos < end {
         let at = pos as u64;
         let rest = &bytes[pos..end];
         let prefix = match BatchPrefix::parse(rest) {
             Ok(p) => p,
-            Err(e) => return (at, Some(e.shifted(at))),
+            Err(e) => return Ok((at, Some(e.shifted(at)))),
         };
         if rest.len() < prefix.encoded_len {
-            return (
+            return Ok((
                 at,
                 Some(truncated(at + BATCH_PREFIX_LEN as u64, prefix.encoded_len as u64, rest.len() as u64)),
-            );
+            ));
         }
-        let batch = match RecordBatch::decode(&Bytes::copy_from_slice(&rest[..prefix.encoded_len])) {
+        let encoded = &rest[..prefix.encoded_len];
+        let batch = match RecordBatch::decode(&Bytes::copy_from_slice(encoded)) {
             Ok(b) => b,
-            Err(e) => return (at, Some(e.shifted(at))),
+            Err(e) if body_crc(&encoded[BATCH_PREFIX_LEN..]) == prefix.crc => {
+                return Err(invalid(
+                    at,
+                    format!(
+                        "batch at byte {at} is whole and its CRC matches, but it is invalid: {}",
+                        e.shifted(at)
+                    ),
+                ));
+            }
+            Err(e) => return Ok((at, Some(e.shifted(at)))),
         };
         if let Err(e) = state.note_batch(&batch, at) {
-            return (at, Some(invalid(at, e.to_string())));
+            return Ok((at, Some(invalid(at, e.to_string()))));
         }
         pos += prefix.encoded_len;
     }
-    (pos as u64, None)
+    Ok((pos as u64, None))
 }
 
 /// `Some` when `bytes` is a complete sealed segment whose footer matches its data; an
@@ -156,7 +172,7 @@ fn scan_sealed(
     }
     // A valid footer: from here on, a mismatch is corruption of a sealed file.
     let mut state = SegmentWriterState::new(header);
-    let (data_end, failure) = scan_batches(bytes, header_len, index_at, &mut state);
+    let (data_end, failure) = scan_batches(bytes, header_len, index_at, &mut state)?;
     if let Some(e) = failure {
         return Err(e);
     }

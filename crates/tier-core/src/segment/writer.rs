@@ -42,8 +42,8 @@ impl SegmentWriterState {
 
     /// Records that `batch` was written at byte `position`. The batch must start at
     /// [`next_offset`](Self::next_offset) and `position` must be [`size`](Self::size)
-    /// (batches are back to back); otherwise nothing changes and the error is
-    /// [`TierError::InvalidInput`].
+    /// (batches are back to back) and its offsets must not pass `u64::MAX`; otherwise
+    /// nothing changes and the error is [`TierError::InvalidInput`].
     pub fn note_batch(&mut self, batch: &RecordBatch, position: u64) -> Result<(), TierError> {
         let starts_interval = self.check(batch, position)?;
         self.apply(batch, position, starts_interval);
@@ -60,6 +60,16 @@ impl SegmentWriterState {
                     "batch starts at offset {} but the segment continues at {}",
                     batch.base_offset(),
                     self.next_offset
+                ),
+            ));
+        }
+        if batch.checked_end_offset().is_none() {
+            return Err(TierError::invalid(
+                ErrorContext::default().offset(batch.base_offset()),
+                format!(
+                    "batch of {} records at offset {} passes the last offset, u64::MAX",
+                    batch.record_count(),
+                    batch.base_offset()
                 ),
             ));
         }

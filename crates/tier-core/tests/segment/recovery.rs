@@ -49,6 +49,29 @@ fn a_valid_batch_that_breaks_continuity_is_a_torn_tail() {
 }
 
 #[test]
+fn a_whole_batch_with_a_valid_crc_whose_offsets_pass_u64_max_is_refused_not_truncated() {
+    // A segment at u64::MAX - 1 holding a 3-record batch there: the base offset is
+    // outside the CRC, so the batch's CRC still matches.
+    let base = u64::MAX - 1;
+    let mut file = SegmentHeader::new(common::topic(), base, 0).encode();
+    let mut encoded = common::batch(0, &vec![(1, None, vec![], b"a".to_vec()); 3]).to_bytes().to_vec();
+    encoded[..8].copy_from_slice(&base.to_le_bytes());
+    let at = file.len() as u64;
+    file.extend_from_slice(&encoded);
+    for policy in [RecoveryPolicy::TruncateTornTail, RecoveryPolicy::Refuse] {
+        let err = scan_unsealed(&file, policy).unwrap_err();
+        assert_eq!(err.position(), at, "{policy:?}: {err}");
+        assert!(err.to_string().contains("overflows"), "{err}");
+    }
+    // The same batch with its CRC broken is what a torn write leaves: a torn tail.
+    let last = file.len() - 1;
+    file[last] ^= 1;
+    let out = scan_unsealed(&file, RecoveryPolicy::TruncateTornTail).unwrap();
+    assert_eq!(out.data_end, at);
+    assert!(matches!(out.torn_tail, Some((p, DecodeError::Crc { .. })) if p == at));
+}
+
+#[test]
 fn a_corrupt_middle_batch_with_intact_batches_after_it_is_refused_not_truncated() {
     let (mut file, _) = unsealed_sample();
     let seg = SealedSegment::open(common::sample().0).unwrap();
