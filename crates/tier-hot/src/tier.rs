@@ -411,6 +411,18 @@ impl Tier for HotTier {
     }
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        if batch.checked_end_offset().is_none() {
+            // Refused before anything is written: a batch past u64::MAX would be written,
+            // then refused, and poison the writer with bytes that read as corruption.
+            return Err(TierError::invalid(
+                ctx(topic).offset(batch.base_offset()),
+                format!(
+                    "a batch of {} records at offset {} would pass the largest offset (u64::MAX)",
+                    batch.record_count(),
+                    batch.base_offset()
+                ),
+            ));
+        }
         let log = self.topic_or_create(topic)?;
         // An idle writer: write and commit here (see `writer::direct`).
         let batch = match append_direct(&log.writer, batch).await {

@@ -403,12 +403,19 @@ impl Writer {
             return;
         }
         let base = self.next;
-        let merged = match merge(&group) {
-            Ok(batch) => batch.with_base_offset(base),
+        let merged = match merge(&group).and_then(|batch| batch.try_with_base_offset(base)) {
+            Ok(batch) => batch,
             Err(e) => {
-                let msg = e.to_string();
+                // Nothing was numbered: a merge failure, or offsets past u64::MAX.
+                let (kind, msg) = (e.kind(), e.to_string());
                 for (_, done) in group {
-                    let _ = done.send(Err(TierError::internal(self.ctx(), msg.clone())));
+                    let e = match kind {
+                        tier_core::ErrorKind::InvalidInput => {
+                            TierError::invalid(self.ctx().offset(base), msg.clone())
+                        }
+                        _ => TierError::internal(self.ctx(), msg.clone()),
+                    };
+                    let _ = done.send(Err(e));
                 }
                 return;
             }

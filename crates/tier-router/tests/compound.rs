@@ -354,3 +354,25 @@ async fn a_lost_data_directory_never_silently_reuses_offsets() {
     assert_eq!(cold.range(&name()).await.unwrap().end, 151);
     store.close().await;
 }
+
+/// Case 11, in the router: a topic whose WAL continues just below `u64::MAX` (a crafted
+/// segment). An append whose records would pass the largest offset is refused as invalid
+/// input before anything is numbered or written, and the topic stays usable: a batch that
+/// fits still lands, ending exactly at `u64::MAX`.
+#[tokio::test]
+async fn an_append_past_the_largest_offset_is_refused_and_the_topic_stays_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = u64::MAX - 1;
+    let header = tier_core::segment::SegmentHeader::new(name(), base, 1_700_000_000_000);
+    std::fs::create_dir_all(dir.path().join("hot").join(T)).unwrap();
+    let file = dir.path().join("hot").join(T).join(tier_hot::layout::segment_file_name(base));
+    std::fs::write(file, header.encode()).unwrap();
+    let store = open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, None, None).await;
+    let topic = store.topic(T).await.unwrap();
+    let err = topic.append((0..5).map(rec).collect()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(topic.append(vec![rec(0)]).await.unwrap(), r(base, u64::MAX));
+    assert_eq!(topic.append(vec![rec(1)]).await.unwrap_err().kind(), ErrorKind::InvalidInput);
+    assert_eq!(served_at(&store, base).await, Some(rec(0).payload));
+    store.close().await;
+}
