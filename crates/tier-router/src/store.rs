@@ -353,8 +353,15 @@ impl TieredStore {
     /// Writes each open topic's commit point to the router's state directory (used by
     /// recovery to report the range a lost WAL took with it).
     pub async fn checkpoint(&self) -> Result<(), TierError> {
-        let entries: Vec<(TopicName, Offset)> =
-            self.cores().await.iter().map(|c| (c.name.clone(), *c.hwm.borrow())).collect();
+        // A topic whose acknowledged end is unknown writes none: a checkpoint would pass
+        // for evidence of where its offsets end.
+        let entries: Vec<(TopicName, Offset)> = self
+            .cores()
+            .await
+            .iter()
+            .filter(|c| !c.report.lock().end_unknown)
+            .map(|c| (c.name.clone(), *c.hwm.borrow()))
+            .collect();
         let dir = self.inner.state_dir.clone();
         tokio::task::spawn_blocking(move || {
             for (topic, end) in entries {

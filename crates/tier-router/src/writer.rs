@@ -220,7 +220,9 @@ impl Writer {
     /// and live on only in the WAL, whose end is exact while it exists).
     async fn release(&mut self) {
         let committed = *self.hwm.borrow();
-        if self.reservation.reserved <= committed {
+        // Fenced: the acknowledged end is unknown, and a reservation would pass for
+        // evidence of it.
+        if self.fenced.is_some() || self.reservation.reserved <= committed {
             return;
         }
         let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());

@@ -343,6 +343,12 @@ async fn a_lost_data_directory_never_silently_reuses_offsets() {
     let report = store.recover_topic(T).await.unwrap();
     assert!(report.end_unknown, "{report:?}");
     assert!(!report.is_clean());
+    // Closing writes no state file that would pass for evidence: still fenced after it.
+    drop(topic);
+    store.close().await;
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(1)]).await.unwrap_err().kind(), ErrorKind::Fenced);
     // Reads of what cold holds still work.
     assert_eq!(served_at(&store, 99).await, Some(rec(99).payload));
 

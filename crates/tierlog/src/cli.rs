@@ -170,6 +170,12 @@ pub(crate) struct RecoverArgs {
     /// Topics to recover besides those in the WAL (after a lost disk the WAL knows none).
     #[arg(long = "topic", value_name = "TOPIC")]
     pub(crate) topics: Vec<String>,
+    /// After the WAL and the state directory were both lost, nothing bounds the offsets
+    /// producers were acknowledged and the topic refuses appends: continue it at OFFSET
+    /// (at least its next offset; choose one at or past the last offset any producer was
+    /// told it holds). Needs exactly one --topic.
+    #[arg(long, value_name = "OFFSET", requires = "topics")]
+    pub(crate) resume_at: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub(crate) json: bool,

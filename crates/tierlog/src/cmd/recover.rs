@@ -25,6 +25,7 @@ fn report_json(r: &RecoveryReport) -> serde_json::Value {
         "lost": r.lost.iter().map(|l| json!([l.start, l.end])).collect::<Vec<_>>(),
         "maybe_lost": r.maybe_lost.iter().map(|l| json!([l.start, l.end])).collect::<Vec<_>>(),
         "warm_unreachable": r.warm_unreachable,
+        "end_unknown": r.end_unknown,
         "next_offset": r.next_offset,
     })
 }
@@ -32,7 +33,18 @@ fn report_json(r: &RecoveryReport) -> serde_json::Value {
 /// Runs the command. Exit code 3 when some topic lost (or may have lost) offsets.
 pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
     let topics = args.topics.iter().map(|t| store::topic_name(t)).collect::<anyhow::Result<Vec<_>>>()?;
-    let opened = store::open(ctx.config(), topics, false).await?;
+    if args.resume_at.is_some() && topics.len() != 1 {
+        return Err(exit::usage("--resume-at needs exactly one --topic"));
+    }
+    let opened = store::open(ctx.config(), topics.clone(), false).await?;
+    if let (Some(at), [topic]) = (args.resume_at, topics.as_slice()) {
+        let resumed = opened.store.resume_topic(topic.as_str(), at).await;
+        if let Err(e) = resumed {
+            store::close(opened).await;
+            return Err(anyhow::Error::new(e).context(format!("resuming {topic} at {at}")));
+        }
+        eprintln!("RESUMED: {topic} continues at offset {at}; the offsets skipped are never used");
+    }
     let reports = opened.store.recovery_reports().await;
     store::close(opened).await;
     if args.json {
@@ -61,6 +73,14 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
                 "MAYBE LOST: {}: offsets {maybe} may have been acknowledged after the last checkpoint; no tier \
                  holds them and they will not be reused",
                 r.topic
+            );
+        }
+        if r.end_unknown {
+            eprintln!(
+                "END UNKNOWN: {}: the WAL and the state directory are gone; cold/warm hold offsets up to {}, but \
+                 producers may have been acknowledged beyond it. Appends are refused until you run \
+                 `tierlog recover --topic {} --resume-at OFFSET` with OFFSET at or past the last acknowledged one",
+                r.topic, r.next_offset, r.topic
             );
         }
         if r.warm_unreachable {

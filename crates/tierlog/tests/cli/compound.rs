@@ -62,3 +62,36 @@ fn export_continues_after_a_lost_wal_is_recovered() {
     let out = run(d, &["consume", "t", "--from", "10000", "--max", "1"]);
     assert!(!out.status.success(), "the lost range is not served");
 }
+
+/// Case 5: the WAL and the router's state directory beside it lost, cold kept. Nothing
+/// bounds what producers were acknowledged (cold holds [0, 10000) of 10400), so the CLI
+/// must not hand out offset 10000 again: `produce` is refused naming the decision, and
+/// `recover --resume-at` takes it.
+#[test]
+fn a_lost_wal_and_state_directory_need_an_operator_decision() {
+    let dir = workdir();
+    let d = dir.path();
+    ok(d, &["produce", "t", "--count", "10000", "--size", "50", "--batch", "100"]);
+    ok(d, &["export"]);
+    ok(d, &["produce", "t", "--count", "400", "--size", "50", "--batch", "100"]);
+    std::fs::remove_dir_all(d.join("data/hot")).expect("lose the WAL");
+    std::fs::remove_dir_all(d.join("data/router")).expect("lose the state directory");
+
+    let out = run(d, &["recover", "--topic", "t"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("END UNKNOWN"), "{}", stderr(&out));
+    let out = run(d, &["produce", "t", "--count", "1", "--size", "50"]);
+    assert!(!out.status.success(), "an offset cold does not hold may have been acknowledged");
+    assert!(stderr(&out).contains("--resume-at"), "the error names the decision: {}", stderr(&out));
+    let out = run(d, &["recover", "--topic", "t", "--resume-at", "9999"]);
+    assert!(!out.status.success(), "below what cold holds: {}", stderr(&out));
+
+    let out = run(d, &["recover", "--topic", "t", "--resume-at", "10400"]);
+    assert!(stderr(&out).contains("RESUMED"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("[10000, 10400)"), "the skipped range is reported: {}", stderr(&out));
+    ok(d, &["produce", "t", "--count", "1", "--size", "50"]);
+    let last = ok(d, &["consume", "t", "--from", "10400", "--output", "json"]);
+    assert_eq!(last.lines().count(), 1, "{last}");
+    assert!(last.contains("\"offset\":10400"), "{last}");
+    ok(d, &["export"]);
+}
