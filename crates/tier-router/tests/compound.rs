@@ -382,3 +382,51 @@ async fn an_append_past_the_largest_offset_is_refused_and_the_topic_stays_usable
     assert_eq!(served_at(&store, base).await, Some(rec(0).payload));
     store.close().await;
 }
+
+/// Case 12, first item. A warm tier back-filled (by an older version) with batches rebuilt
+/// from records: one straddles cold's end. After a lost WAL the replay must start exactly at
+/// cold's end, or the WAL's first segment overlaps cold and every export is refused.
+#[tokio::test]
+async fn a_replay_of_a_batch_straddling_colds_end_starts_at_colds_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = local_cold(dir.path());
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    store.export_now(T).await.unwrap();
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    // Warm holds [0, 30) as batches [0, 15) and [15, 30): [15, 30) straddles cold's end.
+    let warm = Arc::new(MemoryTier::new());
+    let records = |from: u64, to: u64| -> Vec<tier_core::Record> {
+        (from..to)
+            .map(|o| {
+                let r = rec(o);
+                tier_core::Record {
+                    offset: o,
+                    timestamp: r.timestamp,
+                    key: r.key,
+                    headers: r.headers,
+                    payload: r.payload,
+                }
+            })
+            .collect()
+    };
+    for (from, to) in [(0, 15), (15, 30)] {
+        let batch = tier_core::RecordBatch::from_records(from, &records(from, to)).unwrap();
+        warm.append(&name(), batch).await.unwrap();
+    }
+
+    let store =
+        open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm), Some(cold.clone())).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.replayed, Some(r(20, 30)), "{report:?}");
+    assert!(report.is_clean(), "{report:?}");
+    let exported = store.export_now(T).await.expect("the export continues cold");
+    assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(20, 30)]);
+    for o in [19, 20, 29] {
+        assert_eq!(served_at(&store, o).await, Some(rec(o).payload), "offset {o}");
+    }
+    store.close().await;
+}
