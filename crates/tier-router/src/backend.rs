@@ -76,15 +76,17 @@ pub trait WarmBackend: Tier {
 /// hot tier has sealed it, and serves long sequential reads for consumers catching up.
 #[async_trait]
 pub trait ColdBackend: Tier + 'static {
-    /// Every record of `topic` from `from` to the end of what the tier holds now, in
-    /// order, for a long sequential read. The stream is lazy and owns its handle on the
-    /// tier. The default pages through [`Tier::read`] one bounded read at a time; tiers
-    /// that can read ahead override it (the cold tier keeps several ranged GETs in
-    /// flight).
+    /// Every record of `topic` from `from` below `to` (or to the end of what the tier
+    /// holds now, if sooner), in order, for a long sequential read. The stream is lazy
+    /// and owns its handle on the tier. It never reads at or past `to`, read-ahead
+    /// included, so nothing there can fail it. The default pages through [`Tier::read`]
+    /// one bounded read at a time; tiers that can read ahead override it (the cold tier
+    /// keeps several ranged GETs in flight).
     fn records_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<Record, TierError>> {
         let topic = topic.clone();
         stream::unfold(Some(from), move |next| {
@@ -96,10 +98,11 @@ pub trait ColdBackend: Tier + 'static {
                     Ok(r) => r,
                     Err(e) => return Some((Err(e), None)),
                 };
-                if next >= range.end {
+                let end = range.end.min(to);
+                if next >= end {
                     return None;
                 }
-                match tier.read(&topic, next, range.end, ReadLimit::default()).await {
+                match tier.read(&topic, next, end, ReadLimit::default()).await {
                     Ok(records) => {
                         let end = records.last()?.offset + 1;
                         Some((Ok(records), Some(end)))
@@ -113,10 +116,12 @@ pub trait ColdBackend: Tier + 'static {
         .boxed()
     }
 
-    /// The batches of `topic` holding `from..` to the end of what the tier holds now, in
-    /// order, for a long sequential read that passes batches on (the router's batch
-    /// reader): the first batch may start before `from`, and each batch starts where the
-    /// previous one ended. The stream is lazy and owns its handle on the tier.
+    /// The batches of `topic` holding `from..to` (or to the end of what the tier holds
+    /// now, if sooner), in order, for a long sequential read that passes batches on (the
+    /// router's batch reader): the first batch may start before `from`, the last may end
+    /// after `to`, and each batch starts where the previous one ended. The stream is lazy
+    /// and owns its handle on the tier; like [`records_from`](Self::records_from), it
+    /// never reads a batch starting at or past `to`.
     ///
     /// The default rebuilds batches of up to 1000 records / 4 MiB from
     /// [`records_from`](Self::records_from) (so batch boundaries may differ from the ones
@@ -127,9 +132,10 @@ pub trait ColdBackend: Tier + 'static {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
         let ctx = ErrorContext::tier(self.kind()).topic(topic);
-        let records = self.records_from(topic, from);
+        let records = self.records_from(topic, from, to);
         let state = Rebuild { records: records.fuse(), next: from, failed: None };
         stream::unfold(Some(state), move |state| {
             let ctx = ctx.clone();
@@ -253,9 +259,10 @@ impl ColdBackend for tier_cold::ColdTier {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<Record, TierError>> {
         let topic = topic.clone();
-        stream::once(async move { self.stream_owned(&topic, from).await }).try_flatten().boxed()
+        stream::once(async move { self.stream_owned(&topic, from, to).await }).try_flatten().boxed()
     }
 
     /// [`tier_cold::ColdTier::stream_batches_owned`]: the batches as stored, with the
@@ -264,9 +271,10 @@ impl ColdBackend for tier_cold::ColdTier {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
         let topic = topic.clone();
-        stream::once(async move { self.stream_batches_owned(&topic, from).await }).try_flatten().boxed()
+        stream::once(async move { self.stream_batches_owned(&topic, from, to).await }).try_flatten().boxed()
     }
 
     /// Uploads the file byte for byte ([`tier_cold::ColdTier::export_segment`]).

@@ -8,7 +8,8 @@
 //! first offset not delivered before ([`ReadBatch::from`]). At the commit point the
 //! reader waits for the high watermark to move and reads the new batches from the WAL
 //! ([`tier_hot::HotTier::read_batches`], served from its cache); if the WAL no longer
-//! holds them (retention overtook a slow consumer), it continues from history.
+//! holds them (retention overtook a slow consumer), it continues from history. As in the
+//! record reader, cold's stream ends where cold's slice does.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -53,11 +54,14 @@ impl ReadBatch {
     }
 }
 
-/// An open sequential read of cold (with its read-ahead), kept across slices and
-/// dropped at the hand-off to warm or the WAL.
+/// An open sequential read of cold (with its read-ahead) ending at the end of cold's
+/// slice, kept across slices of the same end and dropped at the hand-off to warm or the
+/// WAL.
 struct ColdStream {
     /// The offset the next batch must start at (or, before the first, hold).
     next: Offset,
+    /// The end the stream was opened with (it reads no batch starting there or after).
+    end: Offset,
     /// No batch has been taken from the stream yet.
     fresh: bool,
     batches: BoxStream<'static, Result<RecordBatch, TierError>>,
@@ -250,13 +254,14 @@ impl BatchReader {
     }
 
     /// Serves `self.next..to` from cold through one long sequential stream of batches
-    /// ([`ColdBackend::record_batches_from`], about `max_bytes` per call), kept open
-    /// across slices so catch-up reads get the cold tier's read-ahead.
+    /// ending at `to` ([`ColdBackend::record_batches_from`], about `max_bytes` per call),
+    /// kept open across slices so catch-up reads get the cold tier's read-ahead, which
+    /// stops where cold's slice does.
     async fn read_cold(&mut self, tier: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
         let n = self.next;
-        if self.cold.as_ref().is_none_or(|c| c.next != n) {
-            let batches = tier.record_batches_from(&self.topic, n);
-            self.cold = Some(ColdStream { next: n, fresh: true, batches });
+        if self.cold.as_ref().is_none_or(|c| c.next != n || c.end != to) {
+            let batches = tier.record_batches_from(&self.topic, n, to);
+            self.cold = Some(ColdStream { next: n, end: to, fresh: true, batches });
         }
         let Some(cold) = self.cold.as_mut() else { return Ok(()) };
         let (mut count, mut bytes) = (0usize, 0usize);

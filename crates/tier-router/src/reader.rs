@@ -7,9 +7,11 @@
 //! (the choice is [`slice::choose`], shared with the batch reader).
 //! Every read is bounded ([`ReadLimit`]) and its first offset must be `n`: a tier that
 //! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
-//! naming the missing range — never skipped. At the commit point the reader switches to
-//! the WAL's live tail from exactly `n` ([`tier_hot::HotTier::subscribe`]) and yields a
-//! record only once the commit point has passed it.
+//! naming the missing range — never skipped. Cold's sequential stream is told where
+//! cold's slice ends, so its read-ahead never fetches what warm or the WAL serves. At the
+//! commit point the reader switches to the WAL's live tail from exactly `n`
+//! ([`tier_hot::HotTier::subscribe`]) and yields a record only once the commit point has
+//! passed it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -57,12 +59,17 @@ struct Reader {
     next: Offset,
     buf: VecDeque<(Source, Record)>,
     live: Option<Subscription>,
-    /// An open sequential read of cold (with its read-ahead) and the offset it yields
-    /// next; kept across slices, dropped at the hand-off to warm or the WAL.
-    cold: Option<(Offset, BoxStream<'static, Result<Record, TierError>>)>,
+    /// An open sequential read of cold (with its read-ahead) ending at the end of cold's
+    /// slice: the offset it yields next, that end, the stream. Kept across slices of the
+    /// same end, dropped at the hand-off to warm or the WAL.
+    cold: Option<ColdStream>,
     limit: ReadLimit,
     done: bool,
 }
+
+/// An open sequential read of cold: the offset it yields next, the end it was opened
+/// with, the records.
+type ColdStream = (Offset, Offset, BoxStream<'static, Result<Record, TierError>>);
 
 fn ctx(topic: &TopicName) -> ErrorContext {
     ErrorContext::tier(TierKind::Router).topic(topic)
@@ -206,14 +213,15 @@ impl Reader {
         }
     }
 
-    /// Serves `self.next..to` from cold through one long sequential stream (bounded by
-    /// the reader's limit per call), so catch-up reads get the cold tier's read-ahead.
+    /// Serves `self.next..to` from cold through one long sequential stream ending at `to`
+    /// (bounded by the reader's limit per call), so catch-up reads get the cold tier's
+    /// read-ahead, and the read-ahead stops where cold's slice does.
     async fn read_cold(&mut self, cold: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
         let n = self.next;
-        if self.cold.as_ref().is_none_or(|(next, _)| *next != n) {
-            self.cold = Some((n, cold.records_from(&self.topic, n)));
+        if self.cold.as_ref().is_none_or(|(next, end, _)| *next != n || *end != to) {
+            self.cold = Some((n, to, cold.records_from(&self.topic, n, to)));
         }
-        let Some((next, records)) = self.cold.as_mut() else { return Ok(()) };
+        let Some((next, _, records)) = self.cold.as_mut() else { return Ok(()) };
         let (mut count, mut bytes) = (0usize, 0usize);
         let mut ended = false;
         while count < self.limit.max_records && bytes < self.limit.max_bytes && *next < to {
@@ -251,7 +259,7 @@ impl Reader {
                 }
             }
         }
-        let reached = self.cold.as_ref().map_or(n, |(next, _)| *next);
+        let reached = self.cold.as_ref().map_or(n, |(next, _, _)| *next);
         if reached >= to || count == 0 || ended {
             // Hand-off to warm or the WAL (or the stream ended): stop reading ahead.
             self.cold = None;
