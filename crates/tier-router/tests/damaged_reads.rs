@@ -1,8 +1,9 @@
-//! Reads across damaged bytes (issue 15, case 10): the record and batch readers never
-//! fail for damage in bytes they do not need (cold's read-ahead past the hand-off to the
-//! WAL). Hot+cold on a local directory and on moto S3; the cold tier as itself (its own
-//! read-ahead) and behind a wrapper that keeps `ColdBackend`'s default `records_from` /
-//! `record_batches_from`.
+//! Reads across damaged bytes (issue 15, cases 10 and 9): the record and batch readers
+//! never fail for damage in bytes they do not need (cold's read-ahead past the hand-off
+//! to the WAL), and a corrupt WAL batch whose offsets cold also holds is served from
+//! cold, the intact records before it from the WAL. Hot+cold on a local directory and on
+//! moto S3; the cold tier as itself (its own read-ahead) and behind a wrapper that keeps
+//! `ColdBackend`'s default `records_from` / `record_batches_from`.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
@@ -18,8 +19,8 @@ use common::{ColdOn, Deployment, Tiers, append_range, check, r};
 use futures::StreamExt;
 use tier_core::segment::SealedSegment;
 use tier_core::{
-    Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierKind,
+    Timestamp, TopicName,
 };
 use tier_router::{ColdBackend, Source, TieredStore, Topic};
 
@@ -206,4 +207,75 @@ async fn s3_cold_read_ahead_past_the_hand_off_never_fails_a_read() {
 #[tokio::test]
 async fn default_cold_streams_past_the_hand_off_never_fail_a_read() {
     read_ahead_past_the_hand_off(ColdOn::Local, true).await;
+}
+
+/// [0, 500) in a sealed WAL segment (exported to cold when there is one), [500, 700) in
+/// the active segment; then, with the store closed, one byte of the sealed batch
+/// [200, 210) damaged. Returns the reopened store.
+async fn damaged_wal_batch(d: &Deployment) -> (TieredStore, Topic) {
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 0, 500, 10).await;
+    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    if d.tiers.cold() {
+        let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
+        assert_eq!(exported, vec![r(0, 500)]);
+    }
+    append_range(&topic, 500, 700, 10).await;
+    store.close().await;
+    damage_batch(&sealed.path, 200);
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    assert_eq!(topic.ranges().await.unwrap().hot, r(0, 700));
+    (store, topic)
+}
+
+/// Both readers from 0 over the WAL's damaged batch [200, 210): the WAL's intact records
+/// before it, then cold from 200 (one read, up to cold's end 500), then the WAL again.
+#[tokio::test]
+async fn a_corrupt_wal_batch_is_served_from_cold() {
+    let d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    let want = [(Source::Hot, r(0, 200)), (Source::Cold, r(200, 500)), (Source::Hot, r(500, 700))];
+    both_readers_serve(&topic, 0, 700, &want).await;
+    // From inside the damaged batch: cold at once.
+    both_readers_serve(&topic, 205, 700, &[(Source::Cold, r(205, 500)), (Source::Hot, r(500, 700))]).await;
+    store.close().await;
+}
+
+/// Reads of 4 records: cold's read from 200 ends inside the damaged batch, so the WAL is
+/// asked again at 204 and 208 (still damaged: cold serves on) and serves from 212.
+#[tokio::test]
+async fn a_corrupt_wal_batch_longer_than_a_read_is_replaced_until_it_ends() {
+    let mut d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
+    d.router.read_batch_records = 4;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    let (records, err) = read_records(&topic, 0, 700).await;
+    assert!(err.is_none(), "{err:?} after {} records", records.len());
+    assert_eq!(
+        runs(0, &records),
+        vec![(Source::Hot, r(0, 200)), (Source::Cold, r(200, 212)), (Source::Hot, r(212, 700))]
+    );
+    store.close().await;
+}
+
+/// Hot only: both readers deliver the WAL's intact records before the damaged batch,
+/// then end with `Corruption`.
+#[tokio::test]
+async fn a_corrupt_wal_batch_no_other_tier_holds_ends_the_read_after_the_intact_records() {
+    let d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    for (reader, (records, err)) in
+        [("record", read_records(&topic, 0, 700).await), ("batch", read_batches(&topic, 0, 700).await)]
+    {
+        assert_eq!(runs(0, &records), vec![(Source::Hot, r(0, 200))], "{reader} reader");
+        let err = err.unwrap_or_else(|| panic!("{reader} reader: no error"));
+        assert_eq!(err.kind(), ErrorKind::Corruption, "{reader} reader: {err}");
+    }
+    // A read starting in the damaged batch fails at once; one after it is served.
+    let (records, err) = read_records(&topic, 205, 700).await;
+    assert!(records.is_empty() && err.is_some_and(|e| e.kind() == ErrorKind::Corruption));
+    both_readers_serve(&topic, 210, 700, &[(Source::Hot, r(210, 700))]).await;
+    store.close().await;
 }
