@@ -1,9 +1,10 @@
 //! Reads across damaged bytes (issue 15, cases 10 and 9): the record and batch readers
 //! never fail for damage in bytes they do not need (cold's read-ahead past the hand-off
-//! to the WAL), and a corrupt WAL batch whose offsets cold also holds is served from
-//! cold, the intact records before it from the WAL. Hot+cold on a local directory and on
-//! moto S3; the cold tier as itself (its own read-ahead) and behind a wrapper that keeps
-//! `ColdBackend`'s default `records_from` / `record_batches_from`.
+//! to the WAL), and a corrupt WAL batch whose offsets cold or warm also holds is served
+//! from that tier, the intact records before it from the WAL. Hot+cold on a local
+//! directory and on moto S3, hot+warm on Valkey; the cold tier as itself (its own
+//! read-ahead) and behind a wrapper that keeps `ColdBackend`'s default `records_from` /
+//! `record_batches_from`.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
@@ -241,6 +242,17 @@ async fn a_corrupt_wal_batch_is_served_from_cold() {
     both_readers_serve(&topic, 0, 700, &want).await;
     // From inside the damaged batch: cold at once.
     both_readers_serve(&topic, 205, 700, &[(Source::Cold, r(205, 500)), (Source::Hot, r(500, 700))]).await;
+    store.close().await;
+}
+
+/// Hot+warm (Valkey): warm holds every batch, so it serves from the damaged batch on, up
+/// to the end of the WAL's slice (the commit point).
+#[tokio::test]
+async fn a_corrupt_wal_batch_is_served_from_warm() {
+    let d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    assert_eq!(topic.ranges().await.unwrap().warm, Some(r(0, 700)));
+    both_readers_serve(&topic, 0, 700, &[(Source::Hot, r(0, 200)), (Source::Warm, r(200, 700))]).await;
     store.close().await;
 }
 
