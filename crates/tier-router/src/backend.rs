@@ -53,27 +53,32 @@ pub trait WarmBackend: Tier {
 /// hot tier has sealed it, and serves long sequential reads for consumers catching up.
 #[async_trait]
 pub trait ColdBackend: Tier + 'static {
-    /// Every record of `topic` from `from` to the end of what the tier holds now, in
-    /// order, for a long sequential read. The stream is lazy and owns its handle on the
-    /// tier. [`paged_records`] pages through [`Tier::read`] one bounded read at a time;
-    /// tiers that can read ahead do better (the cold tier keeps several ranged GETs in
-    /// flight).
+    /// Every record of `topic` from `from` below `to` (or to the end of what the tier
+    /// holds now, if sooner), in order, for a long sequential read. The stream is lazy
+    /// and owns its handle on the tier. It never reads at or past `to`, read-ahead
+    /// included, so nothing there can fail it. [`paged_records`] pages through
+    /// [`Tier::read`] one bounded read at a time; tiers that can read ahead do better (the
+    /// cold tier keeps several ranged GETs in flight).
     fn records_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<Record, TierError>>;
 
-    /// The batches of `topic` holding `from..` to the end of what the tier holds now, in
-    /// order, for a long sequential read that passes batches on (the router's batch
-    /// reader): the first batch may start before `from`, and each batch starts where the
-    /// previous one ended. The stream is lazy and owns its handle on the tier.
-    /// [`rebuilt_batches`] rebuilds batches from [`records_from`](Self::records_from);
-    /// tiers that store batches return them as stored.
+    /// The batches of `topic` holding `from..to` (or to the end of what the tier holds
+    /// now, if sooner), in order, for a long sequential read that passes batches on (the
+    /// router's batch reader): the first batch may start before `from`, the last may end
+    /// after `to`, and each batch starts where the previous one ended. The stream is lazy
+    /// and owns its handle on the tier; like [`records_from`](Self::records_from), it
+    /// never reads a batch starting at or past `to`. [`rebuilt_batches`] rebuilds batches
+    /// from [`records_from`](Self::records_from); tiers that store batches return them as
+    /// stored.
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>>;
 
     /// Stores the sealed segment file at `path` of `topic` and returns its offsets.
@@ -125,11 +130,12 @@ pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
 }
 
 /// [`ColdBackend::records_from`] for a tier with nothing better: pages through
-/// [`Tier::read`] one bounded read at a time.
+/// [`Tier::read`] one bounded read at a time, never at or past `to`.
 pub fn paged_records<T: Tier + ?Sized + 'static>(
     tier: Arc<T>,
     topic: &TopicName,
     from: Offset,
+    to: Offset,
 ) -> BoxStream<'static, Result<Record, TierError>> {
     let topic = topic.clone();
     stream::unfold(Some(from), move |next| {
@@ -141,10 +147,11 @@ pub fn paged_records<T: Tier + ?Sized + 'static>(
                 Ok(r) => r,
                 Err(e) => return Some((Err(e), None)),
             };
-            if next >= range.end {
+            let end = range.end.min(to);
+            if next >= end {
                 return None;
             }
-            match tier.read(&topic, next, range.end, ReadLimit::default()).await {
+            match tier.read(&topic, next, end, ReadLimit::default()).await {
                 Ok(records) => {
                     let end = records.last()?.offset + 1;
                     Some((Ok(records), Some(end)))
@@ -282,9 +289,10 @@ impl ColdBackend for tier_cold::ColdTier {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<Record, TierError>> {
         let topic = topic.clone();
-        stream::once(async move { self.stream_owned(&topic, from).await }).try_flatten().boxed()
+        stream::once(async move { self.stream_owned(&topic, from, to).await }).try_flatten().boxed()
     }
 
     /// [`tier_cold::ColdTier::stream_batches_owned`]: the batches as stored, with the
@@ -293,9 +301,10 @@ impl ColdBackend for tier_cold::ColdTier {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
         let topic = topic.clone();
-        stream::once(async move { self.stream_batches_owned(&topic, from).await }).try_flatten().boxed()
+        stream::once(async move { self.stream_batches_owned(&topic, from, to).await }).try_flatten().boxed()
     }
 
     /// Uploads the file byte for byte ([`tier_cold::ColdTier::export_segment`]).
@@ -345,17 +354,19 @@ mod testkit_impls {
             self: Arc<Self>,
             topic: &TopicName,
             from: Offset,
+            to: Offset,
         ) -> BoxStream<'static, Result<Record, TierError>> {
-            paged_records(self, topic, from)
+            paged_records(self, topic, from, to)
         }
 
         fn record_batches_from(
             self: Arc<Self>,
             topic: &TopicName,
             from: Offset,
+            to: Offset,
         ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
             let kind = self.kind();
-            rebuilt_batches(kind, topic, paged_records(self, topic, from), from)
+            rebuilt_batches(kind, topic, paged_records(self, topic, from, to), from)
         }
 
         async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
@@ -392,17 +403,19 @@ mod testkit_impls {
             self: Arc<Self>,
             topic: &TopicName,
             from: Offset,
+            to: Offset,
         ) -> BoxStream<'static, Result<Record, TierError>> {
-            paged_records(self, topic, from)
+            paged_records(self, topic, from, to)
         }
 
         fn record_batches_from(
             self: Arc<Self>,
             topic: &TopicName,
             from: Offset,
+            to: Offset,
         ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
             let kind = self.kind();
-            rebuilt_batches(kind, topic, paged_records(self, topic, from), from)
+            rebuilt_batches(kind, topic, paged_records(self, topic, from, to), from)
         }
 
         async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {

@@ -8,7 +8,11 @@
 //! first offset not delivered before ([`ReadBatch::from`]). At the commit point the
 //! reader waits for the high watermark to move and reads the new batches from the WAL
 //! ([`tier_hot::HotTier::read_batches`], served from its cache); if the WAL no longer
-//! holds them (retention overtook a slow consumer), it continues from history.
+//! holds them (retention overtook a slow consumer), it continues from history. A
+//! damaged WAL batch and cold's read-ahead are handled as in the record reader: the
+//! WAL's intact batches before the damage, then the damaged range from warm or cold
+//! when one holds it ([`slice::read_wal`], [`slice::instead_of_wal`]); cold's stream
+//! ends where cold's slice does.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -53,11 +57,14 @@ impl ReadBatch {
     }
 }
 
-/// An open sequential read of cold (with its read-ahead), kept across slices and
-/// dropped at the hand-off to warm or the WAL.
+/// An open sequential read of cold (with its read-ahead) ending at the end of cold's
+/// slice, kept across slices of the same end and dropped at the hand-off to warm or the
+/// WAL.
 struct ColdStream {
     /// The offset the next batch must start at (or, before the first, hold).
     next: Offset,
+    /// The end the stream was opened with (it reads no batch starting there or after).
+    end: Offset,
     /// No batch has been taken from the stream yet.
     fresh: bool,
     batches: BoxStream<'static, Result<RecordBatch, TierError>>,
@@ -184,24 +191,41 @@ impl BatchReader {
 
     /// Reads the next batches below `committed` from the tier [`slice::choose`] picks.
     async fn read_slice(&mut self, committed: Offset) -> Result<(), TierError> {
-        match slice::choose(&self.tiers, &self.topic, self.next, committed).await? {
-            Slice::Hot { to } => {
-                // A hand-off away from cold stops its read-ahead.
-                self.cold = None;
-                let source = if self.live { Source::Live } else { Source::Hot };
-                let batches = self.tiers.hot.read_batches(&self.topic, self.next, to, self.max_bytes).await?;
-                self.accept(TierKind::Hot, source, batches)
-            }
-            Slice::Warm { tier, to } => {
-                self.cold = None;
-                self.live = false;
-                self.read_warm(tier, to).await
-            }
-            Slice::Cold { tier, to } => {
-                self.live = false;
-                self.read_cold(tier, to).await
+        let mut chosen = slice::choose(&self.tiers, &self.topic, self.next, committed).await?;
+        // At most twice round: the WAL's failure either ends the read or names the tier
+        // replacing the WAL there, which is never the WAL.
+        loop {
+            match chosen {
+                Slice::Hot { to } => match self.read_hot(to).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        chosen = slice::instead_of_wal(&self.tiers, &self.topic, self.next, to, e).await?
+                    }
+                },
+                Slice::Warm { tier, to } => {
+                    self.cold = None;
+                    self.live = false;
+                    return self.read_warm(tier, to).await;
+                }
+                Slice::Cold { tier, to } => {
+                    self.live = false;
+                    return self.read_cold(tier, to).await;
+                }
             }
         }
+    }
+
+    /// Reads the WAL's batches holding `self.next..to`; on a damaged batch, the intact
+    /// batches before it, or the `Corruption` when the batch holding `self.next` is the
+    /// damaged one.
+    async fn read_hot(&mut self, to: Offset) -> Result<(), TierError> {
+        // A hand-off away from cold stops its read-ahead.
+        self.cold = None;
+        let source = if self.live { Source::Live } else { Source::Hot };
+        let (n, max_bytes) = (self.next, self.max_bytes);
+        let (hot, topic) = (&self.tiers.hot, &self.topic);
+        let batches = slice::read_wal(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
+        self.accept(TierKind::Hot, source, batches)
     }
 
     /// Buffers `batches`, answered by `kind` for `self.next`, after checking that they
@@ -250,13 +274,14 @@ impl BatchReader {
     }
 
     /// Serves `self.next..to` from cold through one long sequential stream of batches
-    /// ([`ColdBackend::record_batches_from`], about `max_bytes` per call), kept open
-    /// across slices so catch-up reads get the cold tier's read-ahead.
+    /// ending at `to` ([`ColdBackend::record_batches_from`], about `max_bytes` per call),
+    /// kept open across slices so catch-up reads get the cold tier's read-ahead, which
+    /// stops where cold's slice does.
     async fn read_cold(&mut self, tier: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
         let n = self.next;
-        if self.cold.as_ref().is_none_or(|c| c.next != n) {
-            let batches = tier.record_batches_from(&self.topic, n);
-            self.cold = Some(ColdStream { next: n, fresh: true, batches });
+        if self.cold.as_ref().is_none_or(|c| c.next != n || c.end != to) {
+            let batches = tier.record_batches_from(&self.topic, n, to);
+            self.cold = Some(ColdStream { next: n, end: to, fresh: true, batches });
         }
         let Some(cold) = self.cold.as_mut() else { return Ok(()) };
         let (mut count, mut bytes) = (0usize, 0usize);

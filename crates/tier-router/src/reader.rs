@@ -7,9 +7,13 @@
 //! (the choice is [`slice::choose`], shared with the batch reader).
 //! Every read is bounded ([`ReadLimit`]) and its first offset must be `n`: a tier that
 //! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
-//! naming the missing range — never skipped. At the commit point the reader switches to
-//! the WAL's live tail from exactly `n` ([`tier_hot::HotTier::subscribe`]) and yields a
-//! record only once the commit point has passed it.
+//! naming the missing range — never skipped. A damaged WAL batch is served from warm or
+//! cold when one holds it, after the WAL's intact records before it
+//! ([`slice::read_wal`], [`slice::instead_of_wal`]). Cold's sequential stream is told
+//! where cold's slice ends, so its read-ahead never fetches what the WAL serves. At the
+//! commit point the reader switches to the WAL's live tail from exactly `n`
+//! ([`tier_hot::HotTier::subscribe`]) and yields a record only once the commit point has
+//! passed it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -57,12 +61,17 @@ struct Reader {
     next: Offset,
     buf: VecDeque<(Source, Record)>,
     live: Option<Subscription>,
-    /// An open sequential read of cold (with its read-ahead) and the offset it yields
-    /// next; kept across slices, dropped at the hand-off to warm or the WAL.
-    cold: Option<(Offset, BoxStream<'static, Result<Record, TierError>>)>,
+    /// An open sequential read of cold (with its read-ahead) ending at the end of cold's
+    /// slice: the offset it yields next, that end, the stream. Kept across slices of the
+    /// same end, dropped at the hand-off to warm or the WAL.
+    cold: Option<ColdStream>,
     limit: ReadLimit,
     done: bool,
 }
+
+/// An open sequential read of cold: the offset it yields next, the end it was opened
+/// with, the records.
+type ColdStream = (Offset, Offset, BoxStream<'static, Result<Record, TierError>>);
 
 fn ctx(topic: &TopicName) -> ErrorContext {
     ErrorContext::tier(TierKind::Router).topic(topic)
@@ -199,21 +208,41 @@ impl Reader {
     }
 
     async fn read_slice(&mut self, committed: Offset) -> Result<(), TierError> {
-        match slice::choose(&self.tiers, &self.topic, self.next, committed).await? {
-            Slice::Hot { to } => self.read_from(&self.tiers.hot.clone(), Source::Hot, to).await,
-            Slice::Warm { tier, to } => self.read_from(tier.as_ref(), Source::Warm, to).await,
-            Slice::Cold { tier, to } => self.read_cold(tier, to).await,
+        let mut chosen = slice::choose(&self.tiers, &self.topic, self.next, committed).await?;
+        // At most twice round: the WAL's failure either ends the read or names the tier
+        // replacing the WAL there, which is never the WAL.
+        loop {
+            match chosen {
+                Slice::Hot { to } => match self.read_hot(to).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        chosen = slice::instead_of_wal(&self.tiers, &self.topic, self.next, to, e).await?
+                    }
+                },
+                Slice::Warm { tier, to } => return self.read_from(tier.as_ref(), Source::Warm, to).await,
+                Slice::Cold { tier, to } => return self.read_cold(tier, to).await,
+            }
         }
     }
 
-    /// Serves `self.next..to` from cold through one long sequential stream (bounded by
-    /// the reader's limit per call), so catch-up reads get the cold tier's read-ahead.
+    /// Serves `self.next..to` from the WAL; on a damaged batch, the intact records before
+    /// it, or the `Corruption` when the batch holding `self.next` is the damaged one.
+    async fn read_hot(&mut self, to: Offset) -> Result<(), TierError> {
+        let (n, limit) = (self.next, self.limit);
+        let (hot, topic) = (&self.tiers.hot, &self.topic);
+        let records = slice::read_wal(n, to, |end| hot.read(topic, n, end, limit)).await?;
+        self.accept(TierKind::Hot, Source::Hot, to, records)
+    }
+
+    /// Serves `self.next..to` from cold through one long sequential stream ending at `to`
+    /// (bounded by the reader's limit per call), so catch-up reads get the cold tier's
+    /// read-ahead, and the read-ahead stops where cold's slice does.
     async fn read_cold(&mut self, cold: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
         let n = self.next;
-        if self.cold.as_ref().is_none_or(|(next, _)| *next != n) {
-            self.cold = Some((n, cold.records_from(&self.topic, n)));
+        if self.cold.as_ref().is_none_or(|(next, end, _)| *next != n || *end != to) {
+            self.cold = Some((n, to, cold.records_from(&self.topic, n, to)));
         }
-        let Some((next, records)) = self.cold.as_mut() else { return Ok(()) };
+        let Some((next, _, records)) = self.cold.as_mut() else { return Ok(()) };
         let (mut count, mut bytes) = (0usize, 0usize);
         let mut ended = false;
         while count < self.limit.max_records && bytes < self.limit.max_bytes && *next < to {
@@ -251,7 +280,7 @@ impl Reader {
                 }
             }
         }
-        let reached = self.cold.as_ref().map_or(n, |(next, _)| *next);
+        let reached = self.cold.as_ref().map_or(n, |(next, _, _)| *next);
         if reached >= to || count == 0 || ended {
             // Hand-off to warm or the WAL (or the stream ended): stop reading ahead.
             self.cold = None;
@@ -267,11 +296,23 @@ impl Reader {
     }
 
     async fn read_from(&mut self, tier: &dyn Tier, source: Source, to: Offset) -> Result<(), TierError> {
+        let records = tier.read(&self.topic, self.next, to, self.limit).await?;
+        self.accept(tier.kind(), source, to, records)
+    }
+
+    /// Buffers `records`, answered by `kind` for `self.next..to`, after checking that
+    /// they continue the read; an empty answer means the tier's range moved.
+    fn accept(
+        &mut self,
+        kind: TierKind,
+        source: Source,
+        to: Offset,
+        records: Vec<Record>,
+    ) -> Result<(), TierError> {
         let n = self.next;
-        let records = tier.read(&self.topic, n, to, self.limit).await?;
         let Some(first) = records.first() else {
             return Err(TierError::trimmed(
-                ErrorContext::tier(tier.kind()).topic(&self.topic).offset(n),
+                ErrorContext::tier(kind).topic(&self.topic).offset(n),
                 n,
                 OffsetRange::empty_at(n),
             ));
@@ -279,7 +320,7 @@ impl Reader {
         let last = records.last().map_or(first.offset, |r| r.offset);
         if first.offset != n || last != n + records.len() as u64 - 1 || last >= to {
             return Err(TierError::corruption(
-                ErrorContext::tier(tier.kind()).topic(&self.topic).offset(n),
+                ErrorContext::tier(kind).topic(&self.topic).offset(n),
                 format!(
                     "asked for offsets from {n} below {to}, got {} records from {} to {last}",
                     records.len(),

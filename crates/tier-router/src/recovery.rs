@@ -394,7 +394,7 @@ pub(crate) async fn batches_for_warm(
         let Some(cold) = tiers.cold.clone() else {
             return Err(TierError::trimmed(ctx(topic), next, wal));
         };
-        let mut stream = cold.record_batches_from(topic, next);
+        let mut stream = cold.record_batches_from(topic, next, cold_to);
         while next < cold_to {
             let Some(batch) = stream.next().await else {
                 return Err(TierError::corruption(

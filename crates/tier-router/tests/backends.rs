@@ -73,17 +73,19 @@ impl ColdBackend for Custom {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<Record, TierError>> {
-        tier_router::paged_records(self, topic, from)
+        tier_router::paged_records(self, topic, from, to)
     }
 
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
         let kind = self.kind();
-        tier_router::rebuilt_batches(kind, topic, tier_router::paged_records(self, topic, from), from)
+        tier_router::rebuilt_batches(kind, topic, tier_router::paged_records(self, topic, from, to), from)
     }
 
     async fn store_segment(
@@ -198,9 +200,19 @@ async fn the_batch_reader_reads_custom_tiers_through_the_default_methods() {
     let r = OffsetRange::new;
 
     // The default rebuilds cold batches from the offset asked, 1000 records at most.
-    let rebuilt: Vec<OffsetRange> =
-        Arc::clone(&cold).record_batches_from(&name, 150).map(|b| b.unwrap().offset_range()).collect().await;
+    let rebuilt: Vec<OffsetRange> = Arc::clone(&cold)
+        .record_batches_from(&name, 150, u64::MAX)
+        .map(|b| b.unwrap().offset_range())
+        .collect()
+        .await;
     assert_eq!(rebuilt, vec![r(150, 1150), r(1150, 2150), r(2150, 3000)]);
+    // Given an end, it reads nothing past it (the last batch stops there).
+    let bounded: Vec<OffsetRange> = Arc::clone(&cold)
+        .record_batches_from(&name, 150, 2000)
+        .map(|b| b.unwrap().offset_range())
+        .collect()
+        .await;
+    assert_eq!(bounded, vec![r(150, 1150), r(1150, 2000)]);
 
     let mut batches = topic.batch_reader(StartPosition::Offset(150)).await.unwrap();
     let mut items = Vec::new();
@@ -211,15 +223,16 @@ async fn the_batch_reader_reads_custom_tiers_through_the_default_methods() {
         next = item.batch.end_offset();
         items.push((item.source, item.batch.offset_range(), item.from));
     }
-    // Cold [150, 2150) crosses warm's start (2000); warm's rebuilt [2150, 3150) crosses
-    // the WAL's (3000); the WAL's batch [3100, 3200) starts before 3150.
+    // Cold's rebuilt batches stop at warm's start (2000), the end of cold's slice;
+    // warm's rebuilt [2000, 3000) ends where the WAL takes over.
     assert_eq!(
         items,
         vec![
             (Source::Cold, r(150, 1150), 150),
-            (Source::Cold, r(1150, 2150), 1150),
-            (Source::Warm, r(2150, 3150), 2150),
-            (Source::Hot, r(3100, 3200), 3150),
+            (Source::Cold, r(1150, 2000), 1150),
+            (Source::Warm, r(2000, 3000), 2000),
+            (Source::Hot, r(3000, 3100), 3000),
+            (Source::Hot, r(3100, 3200), 3100),
             (Source::Hot, r(3200, 3300), 3200),
             (Source::Hot, r(3300, 3400), 3300),
             (Source::Hot, r(3400, 3500), 3400),

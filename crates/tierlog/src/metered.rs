@@ -92,16 +92,18 @@ impl<T: ColdBackend> ColdBackend for Metered<T> {
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<Record, TierError>> {
-        counted(Arc::clone(&self.0).records_from(topic, from))
+        counted(Arc::clone(&self.0).records_from(topic, from, to))
     }
 
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
         from: Offset,
+        to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-        counted(Arc::clone(&self.0).record_batches_from(topic, from))
+        counted(Arc::clone(&self.0).record_batches_from(topic, from, to))
     }
 
     async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {

@@ -1,0 +1,316 @@
+//! Reads across damaged bytes (issue 15, cases 10 and 9): the record and batch readers
+//! never fail for damage in bytes they do not need (cold's read-ahead past the hand-off
+//! to the WAL), and a corrupt WAL batch whose offsets cold or warm also holds is served
+//! from that tier, the intact records before it from the WAL. Hot+cold on a local
+//! directory and on moto S3, hot+warm on Valkey; the cold tier as itself (its own
+//! read-ahead) and behind a wrapper that keeps `ColdBackend`'s default `records_from` /
+//! `record_batches_from`.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![cfg(all(feature = "warm", feature = "cold"))]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use common::{ColdOn, Deployment, Tiers, append_range, check, r};
+use futures::StreamExt;
+use tier_core::segment::SealedSegment;
+use tier_core::{
+    ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierKind,
+    Timestamp, TopicName,
+};
+use tier_router::{ColdBackend, Source, TieredStore, Topic};
+
+const TOPIC: &str = "damaged";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A cold backend that forwards the [`Tier`] methods, `store_segment` and `record_gap` to
+/// the tier it wraps and builds its sequential reads with the helpers on `Tier`
+/// (`paged_records`, `rebuilt_batches`), as a custom cold tier with nothing better does.
+#[derive(Debug)]
+struct Defaults(Arc<dyn ColdBackend>);
+
+#[async_trait]
+impl Tier for Defaults {
+    fn kind(&self) -> TierKind {
+        self.0.kind()
+    }
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        self.0.range(topic).await
+    }
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        self.0.append(topic, batch).await
+    }
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        self.0.read(topic, from, to, limit).await
+    }
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.0.offset_for_timestamp(topic, timestamp).await
+    }
+}
+
+#[async_trait]
+impl ColdBackend for Defaults {
+    fn records_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+    ) -> futures::stream::BoxStream<'static, Result<Record, TierError>> {
+        tier_router::paged_records(self, topic, from, to)
+    }
+
+    fn record_batches_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+    ) -> futures::stream::BoxStream<'static, Result<RecordBatch, TierError>> {
+        let kind = self.kind();
+        tier_router::rebuilt_batches(kind, topic, tier_router::paged_records(self, topic, from, to), from)
+    }
+
+    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+        self.0.store_segment(topic, path).await
+    }
+
+    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+        self.0.record_gap(topic, range).await
+    }
+}
+
+/// Flips one byte inside the records of the batch starting at `base` in the sealed
+/// segment file at `path`, so that the batch's CRC fails (header, index and trailer
+/// stay intact).
+fn damage_batch(path: &Path, base: Offset) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let segment = SealedSegment::open(Bytes::from(bytes.clone())).unwrap();
+    let (position, batch) =
+        segment.batches().map(Result::unwrap).find(|(_, b)| b.base_offset() == base).unwrap();
+    let at = usize::try_from(position).unwrap() + batch.encoded_len() - 3;
+    bytes[at] ^= 0x5a;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The offsets each source served, in runs, after checking every record's content and
+/// that the offsets are dense from `from` (each delivered exactly once).
+fn runs(from: Offset, records: &[(Source, Record)]) -> Vec<(Source, OffsetRange)> {
+    let mut out: Vec<(Source, OffsetRange)> = Vec::new();
+    for (i, (source, record)) in records.iter().enumerate() {
+        assert_eq!(record.offset, from + i as u64, "offsets are dense, each delivered once");
+        check(record);
+        match out.last_mut() {
+            Some((s, run)) if s == source && run.end == record.offset => run.end += 1,
+            _ => out.push((*source, r(record.offset, record.offset + 1))),
+        }
+    }
+    out
+}
+
+/// The record reader's records from `from` below `until`, or the error that ended it
+/// with the records before it.
+async fn read_records(
+    topic: &Topic,
+    from: Offset,
+    until: Offset,
+) -> (Vec<(Source, Record)>, Option<TierError>) {
+    let mut stream = topic.reader_with_source(StartPosition::Offset(from)).await.unwrap();
+    let mut out = Vec::new();
+    while out.last().map_or(from, |(_, r): &(Source, Record)| r.offset + 1) < until {
+        match tokio::time::timeout(WAIT, stream.next()).await.expect("the reader yields").expect("no end") {
+            Ok(item) => out.push(item),
+            Err(e) => return (out, Some(e)),
+        }
+    }
+    (out, None)
+}
+
+/// The batch reader's records from `from` below `until` (each item's records from its
+/// `from`), or the error that ended it with the records before it.
+async fn read_batches(
+    topic: &Topic,
+    from: Offset,
+    until: Offset,
+) -> (Vec<(Source, Record)>, Option<TierError>) {
+    let mut stream = topic.batch_reader(StartPosition::Offset(from)).await.unwrap();
+    let mut out = Vec::new();
+    let mut next = from;
+    while next < until {
+        match tokio::time::timeout(WAIT, stream.next()).await.expect("the reader yields").expect("no end") {
+            Ok(item) => {
+                assert_eq!(item.from, next, "each item continues where the previous one ended");
+                next = item.batch.end_offset();
+                out.extend(item.records().map(|r| (item.source, r)));
+            }
+            Err(e) => return (out, Some(e)),
+        }
+    }
+    out.retain(|(_, r)| r.offset < until);
+    (out, None)
+}
+
+/// Both readers from `from` deliver every record below `until` exactly once, served in
+/// the runs `want`.
+async fn both_readers_serve(topic: &Topic, from: Offset, until: Offset, want: &[(Source, OffsetRange)]) {
+    let (records, err) = read_records(topic, from, until).await;
+    assert!(err.is_none(), "record reader from {from}: {err:?} after {} records", records.len());
+    assert_eq!(runs(from, &records), want, "record reader from {from}");
+    let (records, err) = read_batches(topic, from, until).await;
+    assert!(err.is_none(), "batch reader from {from}: {err:?} after {} records", records.len());
+    assert_eq!(runs(from, &records), want, "batch reader from {from}");
+}
+
+/// Cold holds [0, 800) as one object, exported from a scratch WAL with one byte of its
+/// batch [600, 610) damaged; the store's WAL holds [500, 1000) (its segment [0, 500)
+/// deleted by retention, as cold holds it), so readers hand off from cold to the WAL at
+/// 500 and never need cold's damaged bytes.
+async fn damage_past_the_hand_off(
+    cold_on: ColdOn,
+    default_streams: bool,
+) -> (Deployment, TieredStore, Topic) {
+    let mut d = Deployment::new(Tiers::HotCold, cold_on).await;
+    if default_streams {
+        let cold = d.cold.take().unwrap();
+        d.cold = Some(Arc::new(Defaults(cold)));
+    }
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 0, 500, 10).await;
+    store.hot().rotate(&name).await.unwrap().unwrap();
+    append_range(&topic, 500, 1000, 10).await;
+
+    let scratch = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    let scratch_store = scratch.open(&[TOPIC]).await;
+    append_range(&scratch_store.topic(TOPIC).await.unwrap(), 0, 800, 10).await;
+    let segment = scratch_store.hot().rotate(&name).await.unwrap().unwrap();
+    damage_batch(&segment.path, 600);
+    let cold = store.cold().unwrap();
+    assert_eq!(cold.store_segment(&name, &segment.path).await.unwrap(), r(0, 800));
+    scratch_store.close().await;
+
+    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+    let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
+    assert_eq!(deleted, vec![r(0, 500)]);
+    let ranges = topic.ranges().await.unwrap();
+    assert_eq!((ranges.hot, ranges.cold, ranges.committed), (r(500, 1000), Some(r(0, 800)), 1000));
+    (d, store, topic)
+}
+
+async fn read_ahead_past_the_hand_off(cold_on: ColdOn, default_streams: bool) {
+    let (_d, store, topic) = damage_past_the_hand_off(cold_on, default_streams).await;
+    both_readers_serve(&topic, 499, 1000, &[(Source::Cold, r(499, 500)), (Source::Hot, r(500, 1000))]).await;
+    both_readers_serve(&topic, 0, 1000, &[(Source::Cold, r(0, 500)), (Source::Hot, r(500, 1000))]).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn local_cold_read_ahead_past_the_hand_off_never_fails_a_read() {
+    read_ahead_past_the_hand_off(ColdOn::Local, false).await;
+}
+
+#[tokio::test]
+async fn s3_cold_read_ahead_past_the_hand_off_never_fails_a_read() {
+    read_ahead_past_the_hand_off(ColdOn::S3, false).await;
+}
+
+#[tokio::test]
+async fn default_cold_streams_past_the_hand_off_never_fail_a_read() {
+    read_ahead_past_the_hand_off(ColdOn::Local, true).await;
+}
+
+/// [0, 500) in a sealed WAL segment (exported to cold when there is one), [500, 700) in
+/// the active segment; then, with the store closed, one byte of the sealed batch
+/// [200, 210) damaged. Returns the reopened store.
+async fn damaged_wal_batch(d: &Deployment) -> (TieredStore, Topic) {
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 0, 500, 10).await;
+    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    if d.tiers.cold() {
+        let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
+        assert_eq!(exported, vec![r(0, 500)]);
+    }
+    append_range(&topic, 500, 700, 10).await;
+    store.close().await;
+    damage_batch(&sealed.path, 200);
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    assert_eq!(topic.ranges().await.unwrap().hot, r(0, 700));
+    (store, topic)
+}
+
+/// Both readers from 0 over the WAL's damaged batch [200, 210): the WAL's intact records
+/// before it, then cold from 200 (one read, up to cold's end 500), then the WAL again.
+#[tokio::test]
+async fn a_corrupt_wal_batch_is_served_from_cold() {
+    let d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    let want = [(Source::Hot, r(0, 200)), (Source::Cold, r(200, 500)), (Source::Hot, r(500, 700))];
+    both_readers_serve(&topic, 0, 700, &want).await;
+    // From inside the damaged batch: cold at once.
+    both_readers_serve(&topic, 205, 700, &[(Source::Cold, r(205, 500)), (Source::Hot, r(500, 700))]).await;
+    store.close().await;
+}
+
+/// Hot+warm (Valkey): warm holds every batch, so it serves from the damaged batch on, up
+/// to the end of the WAL's slice (the commit point).
+#[tokio::test]
+async fn a_corrupt_wal_batch_is_served_from_warm() {
+    let d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    assert_eq!(topic.ranges().await.unwrap().warm, Some(r(0, 700)));
+    both_readers_serve(&topic, 0, 700, &[(Source::Hot, r(0, 200)), (Source::Warm, r(200, 700))]).await;
+    store.close().await;
+}
+
+/// Reads of 4 records: cold's read from 200 ends inside the damaged batch, so the WAL is
+/// asked again at 204 and 208 (still damaged: cold serves on) and serves from 212.
+#[tokio::test]
+async fn a_corrupt_wal_batch_longer_than_a_read_is_replaced_until_it_ends() {
+    let mut d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
+    d.router.read_batch_records = 4;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    let (records, err) = read_records(&topic, 0, 700).await;
+    assert!(err.is_none(), "{err:?} after {} records", records.len());
+    assert_eq!(
+        runs(0, &records),
+        vec![(Source::Hot, r(0, 200)), (Source::Cold, r(200, 212)), (Source::Hot, r(212, 700))]
+    );
+    store.close().await;
+}
+
+/// Hot only: both readers deliver the WAL's intact records before the damaged batch,
+/// then end with `Corruption`.
+#[tokio::test]
+async fn a_corrupt_wal_batch_no_other_tier_holds_ends_the_read_after_the_intact_records() {
+    let d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    let (store, topic) = damaged_wal_batch(&d).await;
+    for (reader, (records, err)) in
+        [("record", read_records(&topic, 0, 700).await), ("batch", read_batches(&topic, 0, 700).await)]
+    {
+        assert_eq!(runs(0, &records), vec![(Source::Hot, r(0, 200))], "{reader} reader");
+        let err = err.unwrap_or_else(|| panic!("{reader} reader: no error"));
+        assert_eq!(err.kind(), ErrorKind::Corruption, "{reader} reader: {err}");
+    }
+    // A read starting in the damaged batch fails at once; one after it is served.
+    let (records, err) = read_records(&topic, 205, 700).await;
+    assert!(records.is_empty() && err.is_some_and(|e| e.kind() == ErrorKind::Corruption));
+    both_readers_serve(&topic, 210, 700, &[(Source::Hot, r(210, 700))]).await;
+    store.close().await;
+}
