@@ -47,6 +47,7 @@ macro_rules! fault {
 
 mod cache;
 mod config;
+mod damaged;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 pub mod layout;

@@ -8,7 +8,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{append_records, open, small_config, topic};
+use common::{append_records, open, open_damaged, small_config, topic};
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, segment::SealedSegment, segment::TRAILER_LEN};
 use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, SegmentInfo, layout::gap_file_name};
 
@@ -128,7 +128,7 @@ async fn a_middle_segment_with_a_torn_footer_is_truncated_and_sealed_again() {
     // Under `refuse`, a torn footer is a torn tail: open fails naming the file.
     cut(&middle.path, original.len() as u64 - 10);
     let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config };
-    let err = tier_hot::HotTier::open(refuse).await.unwrap_err();
+    let err = open_damaged(refuse, &topic("torn")).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     assert!(err.to_string().contains(&middle.path.display().to_string()), "{err}");
 }
@@ -143,7 +143,7 @@ async fn records_lost_from_a_middle_segment_are_corruption_unless_a_gap_marker_c
     // The footer and the last byte of the last batch (offsets 35..40) never reached disk.
     cut(&middle.path, data_end(std::fs::read(&middle.path).unwrap()) - 1);
 
-    let err = tier_hot::HotTier::open(config.clone()).await.unwrap_err();
+    let err = open_damaged(config.clone(), &topic("lost")).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     let msg = err.to_string();
     assert!(msg.contains("ends at offset 35") && msg.contains("starts at 40"), "{msg}");
