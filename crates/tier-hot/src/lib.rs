@@ -45,6 +45,15 @@ macro_rules! fault {
     }};
 }
 
+/// The durability hook after a successful fsync of segment file `$path` through `$file`
+/// (see `faults::track_durability`). Without the feature `fault-injection` it is nothing.
+macro_rules! synced {
+    ($path:expr, $file:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        crate::faults::synced($path, $file);
+    }};
+}
+
 mod cache;
 mod config;
 mod damaged;
