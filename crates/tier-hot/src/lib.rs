@@ -15,8 +15,10 @@
 //!   yields every committed record from an offset, catching up from cache or disk.
 //! - **Retention** ([`HotTier::run_retention`]) by age and size, asking a predicate
 //!   before each deletion.
-//! - **Recovery** on [`HotTier::open`]: torn tails truncated (or refused), offsets
-//!   continued exactly.
+//! - **Recovery** on [`HotTier::open`]: torn tails truncated (or refused), torn points
+//!   between segments (a seal a power cut left short) recorded as gaps, offsets
+//!   continued exactly; a topic that cannot be recovered is kept aside as damaged
+//!   ([`HotTier::damaged`]) while the others open.
 //!
 //! The design, every setting and its default are described in `docs/hot.md`.
 //!

@@ -10,7 +10,9 @@
 //! it. Consecutive files must continue each other's offsets; a gap is corruption naming
 //! both files — unless a gap marker (`<from>-<to>.gap`, written by
 //! [`HotTier::skip_to`](crate::HotTier::skip_to)) records exactly that gap, which is then
-//! kept as a recorded gap of the topic. Markers that bridge no discontinuity (below the
+//! kept as a recorded gap of the topic, or the gap follows a file whose seal a crash cut
+//! short (a *torn point*, see `check_continues`), whose lost offsets recovery records
+//! with a marker of its own under `truncate_torn_tail`. Markers that bridge no discontinuity (below the
 //! first segment after retention, or left by a `skip_to` interrupted before its new
 //! segment existed) are removed. The next offset is the active segment's end, so a restart never resets
 //! offsets, even when retention deleted every sealed segment (the active segment, empty
