@@ -22,15 +22,29 @@
 //! # }
 //! ```
 //!
+//! Two more tools reproduce what a **power cut** leaves, with no sleeps:
+//!
+//! - [`hold`]`(dir, point)` makes the next call at `point` under `dir` wait (on the
+//!   blocking thread that made it) until [`release`]; [`wait_held`] returns once a call
+//!   waits there. A background seal held this way is one whose fsync has not happened.
+//! - [`track_durability`]`(dir)` records, for every segment file under `dir`, the length
+//!   its last fsync made durable (the active segment's fsync, a background seal's
+//!   fsyncs, a new segment's creation); [`wait_durable`] waits for a length.
+//!   [`power_cut`] then freezes what is durable, and [`PowerCut::apply`] (once the tier
+//!   is closed or dropped) cuts every segment file back to it — a file never fsynced to
+//!   nothing — as the page cache's loss would.
+//!
 //! Without the feature this module does not exist and the hooks at the call sites
-//! (the `fault!` macro) expand to `Ok(())`: no code, no cost.
+//! (the `fault!` and `synced!` macros) expand to `Ok(())` and nothing: no code, no cost.
 
 use std::{
+    collections::HashMap,
+    fs::File,
     io::{self, IoSlice, Write},
     path::{Path, PathBuf},
 };
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 /// Where a fault can be injected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,9 +101,157 @@ pub fn clear(data_dir: &Path) {
     ARMED.lock().retain(|a| a.dir != data_dir);
 }
 
+/// A call waiting at a held point, or the hold before a call reached it.
+#[derive(Debug)]
+struct Hold {
+    dir: PathBuf,
+    point: FaultPoint,
+    /// A call is waiting here.
+    reached: bool,
+}
+
+/// Every hold of the process, and the condition variable their waiters use.
+static HOLDS: Mutex<Vec<Hold>> = Mutex::new(Vec::new());
+static HOLDS_CHANGED: Condvar = Condvar::new();
+
+/// Makes the calls at `point` on files under `data_dir` wait, from now until
+/// [`release`]: the blocking thread that makes such a call stops in the hook before the
+/// I/O. Meant for points reached on the blocking pool (a background seal's
+/// [`FaultPoint::SealFsync`]); holding a point the test itself waits on deadlocks it.
+pub fn hold(data_dir: &Path, point: FaultPoint) {
+    let mut holds = HOLDS.lock();
+    holds.retain(|h| !(h.dir == data_dir && h.point == point));
+    holds.push(Hold { dir: data_dir.to_owned(), point, reached: false });
+}
+
+/// Blocks until a call waits at the [`hold`] of `point` under `data_dir` (returns at
+/// once when there is no such hold). Call it from a blocking context
+/// (`tokio::task::spawn_blocking`).
+pub fn wait_held(data_dir: &Path, point: FaultPoint) {
+    let mut holds = HOLDS.lock();
+    while holds.iter().any(|h| h.dir == data_dir && h.point == point && !h.reached) {
+        HOLDS_CHANGED.wait(&mut holds);
+    }
+}
+
+/// Ends the hold of `point` under `data_dir`: waiting calls go on.
+pub fn release(data_dir: &Path, point: FaultPoint) {
+    HOLDS.lock().retain(|h| !(h.dir == data_dir && h.point == point));
+    HOLDS_CHANGED.notify_all();
+}
+
+/// Waits while `point` is held for a directory holding `path`.
+fn wait_if_held(point: FaultPoint, path: &Path) {
+    let mut holds = HOLDS.lock();
+    let held = |holds: &mut Vec<Hold>| {
+        let hold = holds.iter_mut().find(|h| h.point == point && path.starts_with(&h.dir));
+        hold.map(|h| h.reached = true).is_some()
+    };
+    if !held(&mut holds) {
+        return;
+    }
+    HOLDS_CHANGED.notify_all();
+    while held(&mut holds) {
+        HOLDS_CHANGED.wait(&mut holds);
+    }
+}
+
+/// The durable lengths of the segment files under one tracked data directory.
+#[derive(Debug)]
+struct Tracked {
+    dir: PathBuf,
+    durable: HashMap<PathBuf, u64>,
+}
+
+static TRACKED: Mutex<Vec<Tracked>> = Mutex::new(Vec::new());
+static DURABLE_CHANGED: Condvar = Condvar::new();
+
+/// Starts recording, for every segment file under `data_dir`, the length its last
+/// fsync made durable (replacing an earlier record of the directory). Files fsynced
+/// before this call count as never fsynced: call it before the tier writes.
+pub fn track_durability(data_dir: &Path) {
+    let mut tracked = TRACKED.lock();
+    tracked.retain(|t| t.dir != data_dir);
+    tracked.push(Tracked { dir: data_dir.to_owned(), durable: HashMap::new() });
+}
+
+/// Blocks until the fsync of `path` (under a tracked directory) has made at least
+/// `len` bytes durable. Call it from a blocking context.
+pub fn wait_durable(path: &Path, len: u64) {
+    let mut tracked = TRACKED.lock();
+    loop {
+        let durable = tracked.iter().find(|t| path.starts_with(&t.dir)).and_then(|t| t.durable.get(path));
+        if durable.is_some_and(|&d| d >= len) {
+            return;
+        }
+        DURABLE_CHANGED.wait(&mut tracked);
+    }
+}
+
+/// The hook after a successful fsync of the segment file `path`: records its length as
+/// durable when its directory is tracked.
+pub(crate) fn synced(path: &Path, file: &File) {
+    let mut tracked = TRACKED.lock();
+    let Some(t) = tracked.iter_mut().find(|t| path.starts_with(&t.dir)) else { return };
+    let Ok(meta) = file.metadata() else { return };
+    t.durable.insert(path.to_owned(), meta.len());
+    DURABLE_CHANGED.notify_all();
+}
+
+/// What a power cut now would leave of `data_dir`'s segment files: each file's durable
+/// length (files not listed were never fsynced). Ends the tracking of `data_dir`, so
+/// fsyncs after the cut (a held seal released to let the tier close) do not count.
+#[must_use = "apply the cut once the tier is closed"]
+pub fn power_cut(data_dir: &Path) -> PowerCut {
+    let mut tracked = TRACKED.lock();
+    let durable = match tracked.iter().position(|t| t.dir == data_dir) {
+        Some(i) => tracked.swap_remove(i).durable,
+        None => HashMap::new(),
+    };
+    PowerCut { dir: data_dir.to_owned(), durable }
+}
+
+/// The durable state of a data directory at a power cut (see [`power_cut`]).
+#[derive(Debug, Clone)]
+pub struct PowerCut {
+    dir: PathBuf,
+    durable: HashMap<PathBuf, u64>,
+}
+
+impl PowerCut {
+    /// The length `path` keeps (0 for a file never fsynced).
+    pub fn durable_len(&self, path: &Path) -> u64 {
+        self.durable.get(path).copied().unwrap_or(0)
+    }
+
+    /// Cuts every segment file (`*.seg`) in the topic directories of the data directory
+    /// back to its durable length. Call it once the tier is closed (or dropped), as the
+    /// machine's restart would find the disk.
+    pub fn apply(&self) -> io::Result<()> {
+        for topic in std::fs::read_dir(&self.dir)? {
+            let topic = topic?.path();
+            if !topic.is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(&topic)? {
+                let path = file?.path();
+                if path.extension().is_some_and(|e| e == "seg") {
+                    let keep = self.durable_len(&path);
+                    let file = std::fs::OpenOptions::new().write(true).open(&path)?;
+                    if file.metadata()?.len() > keep {
+                        file.set_len(keep)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The hook: `Err` when a fault armed for `point` on a directory holding `path` is due
-/// now.
+/// now. Waits first while `point` is [held](hold) for that directory.
 pub(crate) fn check(point: FaultPoint, path: &Path) -> io::Result<()> {
+    wait_if_held(point, path);
     let mut armed = ARMED.lock();
     let Some(a) = armed.iter_mut().find(|a| a.point == point && path.starts_with(&a.dir)) else {
         return Ok(());

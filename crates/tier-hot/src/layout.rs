@@ -11,8 +11,9 @@
 //! (unsealed, appended to); every other one is sealed (footer written, immutable).
 //!
 //! A `.gap` file is an empty *gap marker*: it records that offsets `from..to` were
-//! declared lost by [`HotTier::skip_to`](crate::HotTier::skip_to), so the segment
-//! ending at `from` and the one starting at `to` may follow each other.
+//! declared lost — by [`HotTier::skip_to`](crate::HotTier::skip_to), or by recovery at a
+//! torn point between segments (a seal a crash cut short) — so the segment ending at
+//! `from` and the one starting at `to` may follow each other.
 
 use std::{
     fs::File,
@@ -51,6 +52,21 @@ pub fn gap_file_name(range: OffsetRange) -> String {
 /// (including a marker naming an empty or reversed range).
 pub fn parse_gap_file_name(name: &str) -> Option<OffsetRange> {
     tier_core::segment::parse_gap_marker_name(name)
+}
+
+/// Writes the durable marker recording `range` of `topic` as lost in the topic
+/// directory `dir` (file, then directory fsynced); returns its path. Used by
+/// [`HotTier::skip_to`](crate::HotTier::skip_to) and by recovery at a torn point.
+pub(crate) fn write_gap_marker(
+    topic: &TopicName,
+    dir: &Path,
+    range: OffsetRange,
+) -> Result<PathBuf, TierError> {
+    let marker = dir.join(gap_file_name(range));
+    let file = File::create(&marker).map_err(|e| io_err(topic, &marker, "creating a gap marker", e))?;
+    file.sync_all().map_err(|e| io_err(topic, &marker, "fsyncing a gap marker", e))?;
+    fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
+    Ok(marker)
 }
 
 /// The directory of `topic` under `data_dir`.

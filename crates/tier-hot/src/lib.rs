@@ -15,8 +15,10 @@
 //!   yields every committed record from an offset, catching up from cache or disk.
 //! - **Retention** ([`HotTier::run_retention`]) by age and size, asking a predicate
 //!   before each deletion.
-//! - **Recovery** on [`HotTier::open`]: torn tails truncated (or refused), offsets
-//!   continued exactly.
+//! - **Recovery** on [`HotTier::open`]: torn tails truncated (or refused), torn points
+//!   between segments (a seal a power cut left short) recorded as gaps, offsets
+//!   continued exactly; a topic that cannot be recovered is kept aside as damaged
+//!   ([`HotTier::damaged`]) while the others open.
 //!
 //! The design, every setting and its default are described in `docs/hot.md`.
 //!
@@ -45,8 +47,18 @@ macro_rules! fault {
     }};
 }
 
+/// The durability hook after a successful fsync of segment file `$path` through `$file`
+/// (see `faults::track_durability`). Without the feature `fault-injection` it is nothing.
+macro_rules! synced {
+    ($path:expr, $file:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        crate::faults::synced($path, $file);
+    }};
+}
+
 mod cache;
 mod config;
+mod damaged;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 pub mod layout;

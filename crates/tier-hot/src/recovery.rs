@@ -10,7 +10,9 @@
 //! it. Consecutive files must continue each other's offsets; a gap is corruption naming
 //! both files — unless a gap marker (`<from>-<to>.gap`, written by
 //! [`HotTier::skip_to`](crate::HotTier::skip_to)) records exactly that gap, which is then
-//! kept as a recorded gap of the topic. Markers that bridge no discontinuity (below the
+//! kept as a recorded gap of the topic, or the gap follows a file whose seal a crash cut
+//! short (a *torn point*, see `check_continues`), whose lost offsets recovery records
+//! with a marker of its own under `truncate_torn_tail`. Markers that bridge no discontinuity (below the
 //! first segment after retention, or left by a `skip_to` interrupted before its new
 //! segment existed) are removed. The next offset is the active segment's end, so a restart never resets
 //! offsets, even when retention deleted every sealed segment (the active segment, empty
@@ -31,7 +33,9 @@ use tier_core::{
 use tracing::warn;
 
 use crate::config::{HotConfig, RecoveryPolicy};
-use crate::layout::{at, ctx, fsync_dir, io_err, parse_gap_file_name, parse_segment_file_name};
+use crate::layout::{
+    at, ctx, fsync_dir, io_err, parse_gap_file_name, parse_segment_file_name, write_gap_marker,
+};
 use crate::segment::{ActiveSegment, SealedFile};
 use crate::topic::Gap;
 
@@ -121,29 +125,45 @@ pub(crate) fn recover_topic(
         return Ok(Recovered::default());
     };
     let mut sealed: Vec<Arc<SealedFile>> = Vec::new();
+    // The file since the last sealed segment whose seal a crash cut short, if any: what
+    // follows it may start later (a torn point, see `check_continues`).
+    let mut torn: Option<PathBuf> = None;
     for (base, path) in older {
-        if is_empty_leftover(path) {
-            warn!(topic = %topic, file = ?path, "removing an empty leftover segment");
+        let torn_header = config.recovery == RecoveryPolicy::TruncateTornTail && is_torn_header(path);
+        if torn_header || is_empty_leftover(path) {
+            // No batch of it reached the disk: a seal cut short before anything of it was
+            // durable, or the leftover of a take-over (then the first file: no torn point).
+            warn!(topic = %topic, file = ?path, "removing a segment that holds no batch");
             std::fs::remove_file(path).map_err(|e| io_err(topic, path, "removing an empty segment", e))?;
             fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
+            if !sealed.is_empty() {
+                torn = Some(path.clone());
+            }
             continue;
         }
-        let seg = open_or_reseal(topic, path, config)?;
+        let (seg, resealed) = open_or_reseal(topic, path, config)?;
         check_name(topic, path, *base, seg.info.range.start)?;
-        check_continues(
-            topic,
-            sealed.last().map(|s| (&s.info.path, s.info.range.end)),
-            path,
-            seg.info.range.start,
-            &mut markers,
-        )?;
+        let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
+        let next = (path.as_path(), seg.info.range.start);
+        check_continues(topic, dir, prev, next, torn.take().as_deref(), config, &mut markers)?;
         sealed.push(Arc::new(seg));
+        torn = resealed.then(|| path.clone());
     }
-    let active = recover_last(topic, dir, *last_base, last_path, config, &mut sealed, &mut markers)?;
+    let active =
+        recover_last(topic, dir, *last_base, last_path, config, &mut sealed, &mut torn, &mut markers)?;
     let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
-    check_continues(topic, prev, &active.path, active.state.offset_range().start, &mut markers)?;
+    let next = (active.path.as_path(), active.state.offset_range().start);
+    check_continues(topic, dir, prev, next, torn.as_deref(), config, &mut markers)?;
     markers.remove_unused(topic, dir)?;
     Ok(Recovered { sealed, active: Some(active), gaps: markers.used })
+}
+
+/// True when `path` is too short to hold the segment header it starts (nothing, or a
+/// part of it): a file created without an fsync whose first bytes never reached the
+/// disk, or one torn while it was being created.
+fn is_torn_header(path: &Path) -> bool {
+    let small = std::fs::metadata(path).is_ok_and(|m| m.len() <= MAX_HEADER_LEN as u64);
+    small && std::fs::read(path).is_ok_and(|bytes| header_torn(&bytes))
 }
 
 /// Opens a file that is not the last as a sealed segment. A rotation fsyncs the
@@ -152,11 +172,16 @@ pub(crate) fn recover_topic(
 /// like an unsealed segment; when it does not end with the trailer magic, or what
 /// follows its data is a cut-short footer ([`footer_cut_short`]), it is truncated there (or refused, as [`RecoveryPolicy`]
 /// says) and sealed again (footer written and fsynced). A complete footer that fails
-/// its checks stays `Corruption`. The continuity check that follows catches records
-/// lost from its end.
-fn open_or_reseal(topic: &TopicName, path: &Path, config: &HotConfig) -> Result<SealedFile, TierError> {
+/// its checks stays `Corruption`. Returns the segment and whether it was sealed again;
+/// records lost from the end of such a file make a torn point (see
+/// [`check_continues`]).
+fn open_or_reseal(
+    topic: &TopicName,
+    path: &Path,
+    config: &HotConfig,
+) -> Result<(SealedFile, bool), TierError> {
     let not_sealed = match SealedFile::open(topic, path, None) {
-        Ok(seg) => return Ok(seg),
+        Ok(seg) => return Ok((seg, false)),
         Err(e) if e.kind() == ErrorKind::Corruption => e,
         Err(e) => return Err(e),
     };
@@ -186,8 +211,9 @@ fn open_or_reseal(topic: &TopicName, path: &Path, config: &HotConfig) -> Result<
     file.seek(SeekFrom::Start(outcome.data_end)).map_err(io("positioning in a segment"))?;
     file.write_all(&footer).map_err(io("writing a segment footer"))?;
     file.sync_all().map_err(io("fsyncing a sealed segment"))?;
+    synced!(path, &file);
     drop(file);
-    SealedFile::open(topic, path, None)
+    SealedFile::open(topic, path, None).map(|seg| (seg, true))
 }
 
 /// Page size assumed for torn writes: writeback writes whole pages, so a footer whose
@@ -221,7 +247,8 @@ fn footer_cut_short(file: &[u8], data_end: u64, footer: &[u8]) -> bool {
 }
 
 /// Recovers the last file: the active segment, or a sealed one followed by a new
-/// active segment.
+/// active segment (then `torn` is cleared: the new segment starts at its end).
+#[allow(clippy::too_many_arguments)]
 fn recover_last(
     topic: &TopicName,
     dir: &Path,
@@ -229,6 +256,7 @@ fn recover_last(
     path: &Path,
     config: &HotConfig,
     sealed: &mut Vec<Arc<SealedFile>>,
+    torn: &mut Option<PathBuf>,
     markers: &mut Markers,
 ) -> Result<ActiveSegment, TierError> {
     let io = |what| move |e| io_err(topic, path, what, e);
@@ -254,11 +282,14 @@ fn recover_last(
     }
     if outcome.sealed.is_some() {
         let seg = SealedFile::open(topic, path, None)?;
+        let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
         check_continues(
             topic,
-            sealed.last().map(|s| (&s.info.path, s.info.range.end)),
-            path,
-            seg.info.range.start,
+            dir,
+            prev,
+            (path, seg.info.range.start),
+            torn.take().as_deref(),
+            config,
             markers,
         )?;
         let end = seg.info.range.end;
@@ -271,6 +302,7 @@ fn recover_last(
         warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail");
         file.set_len(outcome.data_end).map_err(io("truncating a torn tail"))?;
         file.sync_all().map_err(io("fsyncing a truncated segment"))?;
+        synced!(path, &file);
     }
     ActiveSegment::from_parts(topic, path.to_owned(), file, outcome.state)
 }
@@ -291,15 +323,37 @@ fn check_name(topic: &TopicName, path: &Path, named: Offset, header: Offset) -> 
     ))
 }
 
+/// Checks that the segment `next` (its path and first offset) continues `prev` (the
+/// previous segment's path and end). A gap is accepted when a marker records exactly
+/// it; or, under [`RecoveryPolicy::TruncateTornTail`], when it follows `torn` — a file
+/// whose seal a crash cut short (re-sealed shorter, or removed for holding no batch):
+/// its lost records and those of any segment between are a *torn point*, which is
+/// recorded as lost with a new durable gap marker (reported in a warning, kept as a
+/// recorded gap) so that the durable segments after it stay and no offset is reused.
+/// Any other gap, or an overlap, is `Corruption` naming both files.
 fn check_continues(
     topic: &TopicName,
+    dir: &Path,
     prev: Option<(&PathBuf, Offset)>,
-    path: &Path,
-    start: Offset,
+    (path, start): (&Path, Offset),
+    torn: Option<&Path>,
+    config: &HotConfig,
     markers: &mut Markers,
 ) -> Result<(), TierError> {
     match prev {
         Some((_, end)) if end < start && markers.bridge(OffsetRange::new(end, start)) => Ok(()),
+        Some((prev_path, end))
+            if end < start && torn.is_some() && config.recovery == RecoveryPolicy::TruncateTornTail =>
+        {
+            let lost = OffsetRange::new(end, start);
+            let marker = write_gap_marker(topic, dir, lost)?;
+            warn!(
+                topic = %topic, lost = %lost, cut_short = ?torn, after = ?prev_path, next = ?path, marker = ?marker,
+                "a seal cut short by a crash lost records between segments; recorded them as lost"
+            );
+            markers.used.push(Gap { range: lost, marker });
+            Ok(())
+        }
         Some((prev_path, end)) if end != start => Err(TierError::corruption(
             ctx(topic).offset(end).location(at(path, 0)),
             format!(

@@ -171,6 +171,7 @@ impl ActiveSegment {
         file.write_all(&header.encode()).map_err(io("writing a segment header"))?;
         if sync {
             file.sync_all().map_err(io("fsyncing a new segment"))?;
+            synced!(&path, &file);
             fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
         }
         Self::from_parts(topic, path.clone(), file, SegmentWriterState::new(&header))
@@ -247,7 +248,9 @@ impl ActiveSegment {
     /// fsyncs the file's data.
     pub(crate) fn sync(&self) -> io::Result<()> {
         fault!(Fsync, &self.path)?;
-        self.file.sync_data()
+        self.file.sync_data()?;
+        synced!(&self.path, &self.file);
+        Ok(())
     }
 
     /// Writes the footer and reopens the file as a sealed segment, *without* fsyncing:
@@ -279,10 +282,12 @@ pub(crate) fn sync_sealed(
     fault!(SealFsync, path)
         .and_then(|()| file.sync_all())
         .map_err(|e| io_err(topic, path, "fsyncing a sealed segment", e))?;
+    synced!(path, file);
     if let Some((next, next_file)) = also {
         fault!(SealFsync, next)
             .and_then(|()| next_file.sync_all())
             .map_err(|e| io_err(topic, next, "fsyncing a new segment", e))?;
+        synced!(next, next_file);
     }
     if let Some(dir) = path.parent() {
         fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;

@@ -20,9 +20,10 @@ use tokio::{
     sync::{broadcast, mpsc, oneshot},
     task::JoinHandle,
 };
-use tracing::warn;
+use tracing::{error, warn};
 
 use crate::config::HotConfig;
+use crate::damaged::Damaged;
 use crate::layout::{ctx, topic_dir};
 use crate::read;
 use crate::recovery::{Recovered, recover_topic};
@@ -61,6 +62,9 @@ pub struct HotTier {
 struct Inner {
     config: Arc<HotConfig>,
     topics: RwLock<HashMap<TopicName, Arc<TopicLog>>>,
+    /// Topics whose recovery failed at open, kept aside (see [`HotTier::damaged`]);
+    /// fixed for the tier's lifetime.
+    damaged: HashMap<TopicName, Damaged>,
     events: broadcast::Sender<SegmentEvent>,
     closed: AtomicBool,
     /// The data directory's exclusive lock, held until [`HotTier::close`] or drop.
@@ -83,10 +87,23 @@ impl HotTier {
     /// [`HotConfig::recovery`], and each topic continues at exactly the offset after
     /// its last valid record.
     ///
+    /// # A topic that cannot be recovered
+    ///
+    /// One topic's failure does not fail the open: a topic whose recovery fails
+    /// (`Corruption` naming the file and byte position — a malformed sealed segment, a
+    /// torn tail under [`RecoveryPolicy::Refuse`](crate::RecoveryPolicy), segments that
+    /// are not contiguous — or `Unavailable` on an I/O failure in its directory) is kept
+    /// aside as *damaged*, listed by [`damaged`](Self::damaged) with that error, and
+    /// every other topic opens and serves. Every operation on a damaged topic (append,
+    /// read, range, subscribe, rotate, `skip_to`, …) answers the recovery's error again,
+    /// with its kind and location: it never looks like an empty topic, so no offset is
+    /// ever handed out twice. Nothing runs for it (no writer, retention or segment
+    /// event) and its files are left as recovery found them, until they are repaired
+    /// and the tier is reopened (see `docs/hot.md`, "A damaged topic").
+    ///
     /// Errors: `Fenced` when another process (or another open `HotTier`) holds the data
-    /// directory's lock; `Corruption` naming the file and byte position (a malformed
-    /// sealed segment, a torn tail under [`RecoveryPolicy::Refuse`](crate::RecoveryPolicy),
-    /// segments that are not contiguous); `Unavailable` on I/O failures.
+    /// directory's lock; `Unavailable` when the data directory itself cannot be created,
+    /// locked or listed.
     pub async fn open(config: HotConfig) -> Result<Self, TierError> {
         let config = Arc::new(config);
         let cfg = Arc::clone(&config);
@@ -94,10 +111,22 @@ impl HotTier {
             TierError::internal(ErrorContext::tier(TierKind::Hot), format!("recovery task failed: {e}"))
         })??;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let mut damaged = HashMap::new();
+        let mut healthy = Vec::new();
+        for (name, recovered) in found {
+            match recovered {
+                Ok(recovered) => healthy.push((name, recovered)),
+                Err(e) => {
+                    error!(topic = %name, error = %e, "recovering a topic failed; it stays closed until repaired");
+                    damaged.insert(name.clone(), Damaged { topic: name, error: Arc::new(e) });
+                }
+            }
+        }
         let tier = Self {
             inner: Arc::new(Inner {
                 config,
                 topics: RwLock::new(HashMap::new()),
+                damaged,
                 events,
                 closed: AtomicBool::new(false),
                 lock: Mutex::new(Some(lock)),
@@ -105,7 +134,7 @@ impl HotTier {
         };
         {
             let mut topics = tier.inner.topics.write();
-            for (name, recovered) in found {
+            for (name, recovered) in healthy {
                 let log = tier.start_topic(name.clone(), recovered);
                 topics.insert(name, log);
             }
@@ -118,11 +147,21 @@ impl HotTier {
         &self.inner.config
     }
 
-    /// The topics the tier knows (on disk or written since it opened), sorted.
+    /// The topics the tier serves (recovered from disk or written since it opened),
+    /// sorted. Damaged topics are not among them: see [`damaged`](Self::damaged).
     pub fn topics(&self) -> Vec<TopicName> {
         let mut names: Vec<TopicName> = self.inner.topics.read().keys().cloned().collect();
         names.sort();
         names
+    }
+
+    /// The topics whose recovery failed at open, sorted, each with the error recovery
+    /// gave (see [`open`](Self::open)): what every operation on the topic answers.
+    pub fn damaged(&self) -> Vec<(TopicName, TierError)> {
+        let mut damaged: Vec<(TopicName, TierError)> =
+            self.inner.damaged.values().map(|d| (d.topic.clone(), d.answer())).collect();
+        damaged.sort_by(|a, b| a.0.cmp(&b.0));
+        damaged
     }
 
     /// A receiver of every topic's segment events (sealed, deleted), from now on.
@@ -160,7 +199,7 @@ impl HotTier {
     /// [`sealed_segments`](Self::sealed_segments), or `None` when the active segment
     /// held no record (nothing to seal).
     pub async fn rotate(&self, topic: &TopicName) -> Result<Option<SegmentInfo>, TierError> {
-        let Some(log) = self.lookup(topic) else { return Ok(None) };
+        let Some(log) = self.serving(topic)? else { return Ok(None) };
         let (done, answer) = oneshot::channel();
         send(topic, &log.tx, Command::Rotate { done }).await?;
         answer.await.map_err(|_| closed(topic))?
@@ -285,10 +324,19 @@ impl HotTier {
         self.inner.topics.read().get(topic).cloned()
     }
 
+    /// The open topic `topic` (`None` when the tier does not know it), or the error of
+    /// a damaged topic.
+    fn serving(&self, topic: &TopicName) -> Result<Option<Arc<TopicLog>>, TierError> {
+        match self.inner.damaged.get(topic) {
+            Some(damaged) => Err(damaged.answer()),
+            None => Ok(self.lookup(topic)),
+        }
+    }
+
     /// The topic a read from `from` goes to, or `None` for the empty answer of a topic
     /// never written read from 0; from elsewhere that is `Trimmed` (its range is `0..0`).
     fn read_target(&self, topic: &TopicName, from: Offset) -> Result<Option<Arc<TopicLog>>, TierError> {
-        match self.lookup(topic) {
+        match self.serving(topic)? {
             Some(log) => Ok(Some(log)),
             None if from == 0 => Ok(None),
             None => Err(TierError::trimmed(ctx(topic).offset(from), from, OffsetRange::empty_at(0))),
@@ -299,7 +347,8 @@ impl HotTier {
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(closed(topic));
         }
-        if let Some(log) = self.lookup(topic) {
+        // A damaged topic is never recreated empty (that would reuse its offsets).
+        if let Some(log) = self.serving(topic)? {
             return Ok(log);
         }
         let mut topics = self.inner.topics.write();
@@ -361,8 +410,12 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError>
     }
 }
 
-/// Takes the data directory's lock and recovers every topic directory under it.
-fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Vec<(TopicName, Recovered)>), TierError> {
+/// What recovering one topic directory gave.
+type Found = Vec<(TopicName, Result<Recovered, TierError>)>;
+
+/// Takes the data directory's lock and recovers every topic directory under it; a
+/// topic's failure is its own entry, not the function's.
+fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Found), TierError> {
     let data_dir = &config.data_dir;
     let hot = || ErrorContext::tier(TierKind::Hot).location(data_dir.display().to_string());
     std::fs::create_dir_all(data_dir).map_err(|e| {
@@ -386,7 +439,7 @@ fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Vec<(TopicName, Rec
                 continue;
             }
         };
-        let recovered = recover_topic(&topic, &path, config)?;
+        let recovered = recover_topic(&topic, &path, config);
         found.push((topic, recovered));
     }
     Ok((lock, found))
@@ -407,7 +460,7 @@ impl Tier for HotTier {
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
-        Ok(self.lookup(topic).map_or(OffsetRange::empty_at(0), |log| log.shared.range()))
+        Ok(self.serving(topic)?.map_or(OffsetRange::empty_at(0), |log| log.shared.range()))
     }
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
@@ -459,7 +512,7 @@ impl Tier for HotTier {
         topic: &TopicName,
         timestamp: Timestamp,
     ) -> Result<Option<Offset>, TierError> {
-        match self.lookup(topic) {
+        match self.serving(topic)? {
             Some(log) => read::offset_for_timestamp(&log.shared, timestamp).await,
             None => Ok(None),
         }

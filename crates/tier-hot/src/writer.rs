@@ -33,7 +33,7 @@ use tokio::{
 use tracing::{debug, warn};
 
 use crate::config::{FsyncPolicy, HotConfig};
-use crate::layout::{ctx, fsync_dir, gap_file_name, io_err};
+use crate::layout::{ctx, fsync_dir, io_err, write_gap_marker};
 use crate::read::{blocking, find_batch};
 use crate::segment::{ActiveSegment, SegmentEvent, SegmentInfo};
 use crate::topic::{ActiveView, Gap, TopicShared};
@@ -315,15 +315,7 @@ impl Writer {
         self.rotate().await?;
         self.reap_seals(0).await?;
         let (topic, dir) = (self.topic().clone(), self.shared.dir.clone());
-        let written = blocking(self.topic(), move || {
-            let marker = dir.join(gap_file_name(gap));
-            let file = std::fs::File::create(&marker)
-                .map_err(|e| io_err(&topic, &marker, "creating a gap marker", e))?;
-            file.sync_all().map_err(|e| io_err(&topic, &marker, "fsyncing a gap marker", e))?;
-            fsync_dir(&dir).map_err(|e| io_err(&topic, &dir, "fsyncing the topic directory", e))?;
-            Ok(marker)
-        })
-        .await;
+        let written = blocking(self.topic(), move || write_gap_marker(&topic, &dir, gap)).await;
         let marker = match written {
             Ok(marker) => marker,
             Err(e) => return Err(self.poison(e)),

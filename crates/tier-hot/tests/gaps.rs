@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, SystemTime};
 
-use common::{append_records, open, small_config, topic};
+use common::{append_records, open, open_damaged, small_config, topic};
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TopicName};
 use tier_hot::{
     HotConfig, HotTier, SegmentEvent,
@@ -132,14 +132,14 @@ async fn an_unrecorded_discontinuity_is_still_refused_at_open() {
     }
     tier.close().await;
     std::fs::remove_file(dir.path().join("hole").join(segment_file_name(10))).unwrap();
-    let err = HotTier::open(config.clone()).await.unwrap_err();
+    let err = open_damaged(config.clone(), &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     assert!(err.to_string().contains("not contiguous"), "{err}");
 
     // A marker for a different range does not excuse it either.
     let wrong = dir.path().join("hole").join(gap_file_name(OffsetRange::new(10, 19)));
     std::fs::write(&wrong, b"").unwrap();
-    let err = HotTier::open(config.clone()).await.unwrap_err();
+    let err = open_damaged(config.clone(), &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
 
     // The exact marker does.

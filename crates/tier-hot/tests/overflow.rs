@@ -44,7 +44,8 @@ async fn a_segment_whose_batch_passes_u64_max_is_corruption_not_a_panic() {
         let before = std::fs::read(&path).unwrap();
         let config = tier_hot::HotConfig { recovery: policy, ..small_config(dir.path()) };
 
-        let err = HotTier::open(config).await.unwrap_err();
+        // The topic is kept aside as damaged (the others would open and serve).
+        let err = common::open_damaged(config, &topic("wrap")).await;
         assert_eq!(err.kind(), ErrorKind::Corruption, "{policy:?}: {err}");
         assert_eq!(err.context().tier, Some(TierKind::Hot), "{err}");
         assert!(err.to_string().contains(&path.display().to_string()), "names the file: {err}");

@@ -8,10 +8,10 @@ mod common;
 
 use std::{fs::OpenOptions, io::Write, time::SystemTime};
 
-use common::{append_records, batch, open, small_config, topic};
+use common::{append_records, batch, open, open_damaged, small_config, topic};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError};
-use tier_hot::{HotConfig, HotTier, RecoveryPolicy, layout::segment_file_name};
+use tier_hot::{HotConfig, RecoveryPolicy, layout::segment_file_name};
 use tier_testkit::conformance::sample_records;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -95,7 +95,7 @@ async fn garbage_after_the_last_batch_is_truncated_or_refused_by_policy() {
     OpenOptions::new().append(true).open(&path).unwrap().write_all(&[0xAB; 37]).unwrap();
 
     let refuse = HotConfig { recovery: RecoveryPolicy::Refuse, ..config.clone() };
-    let err = HotTier::open(refuse).await.unwrap_err();
+    let err = open_damaged(refuse, &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     let location = err.context().location.clone().unwrap();
     let (file, position) = location.rsplit_once('@').unwrap();
@@ -185,7 +185,7 @@ async fn a_corrupt_sealed_segment_is_corruption_naming_the_file() {
     let last = bytes.len() - 20;
     bytes[last] ^= 0xFF;
     std::fs::write(&sealed.path, &bytes).unwrap();
-    let err = HotTier::open(config).await.unwrap_err();
+    let err = open_damaged(config, &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     assert!(err.to_string().contains(&sealed.path.display().to_string()), "{err}");
 }
@@ -205,7 +205,7 @@ async fn a_gap_between_segment_files_is_corruption_naming_both() {
     tier.close().await;
     std::fs::remove_file(&second.path).unwrap();
 
-    let err = HotTier::open(config).await.unwrap_err();
+    let err = open_damaged(config, &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     let msg = err.to_string();
     assert!(msg.contains(&first.path.display().to_string()) && msg.contains("starts at 20"), "{msg}");

@@ -8,7 +8,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{append_records, open, small_config, topic};
+use common::{append_records, open, open_damaged, small_config, topic};
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, segment::SealedSegment, segment::TRAILER_LEN};
 use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, SegmentInfo, layout::gap_file_name};
 
@@ -128,37 +128,74 @@ async fn a_middle_segment_with_a_torn_footer_is_truncated_and_sealed_again() {
     // Under `refuse`, a torn footer is a torn tail: open fails naming the file.
     cut(&middle.path, original.len() as u64 - 10);
     let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config };
-    let err = tier_hot::HotTier::open(refuse).await.unwrap_err();
+    let err = open_damaged(refuse, &topic("torn")).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     assert!(err.to_string().contains(&middle.path.display().to_string()), "{err}");
 }
 
 #[tokio::test]
-async fn records_lost_from_a_middle_segment_are_corruption_unless_a_gap_marker_covers_them() {
+async fn records_lost_from_a_middle_segment_are_a_torn_point_recorded_as_a_gap_or_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = never(dir.path());
     let sealed = three_segments(config.clone(), "lost").await;
     let middle = &sealed[1];
     assert_eq!(middle.range, OffsetRange::new(20, 40));
     // The footer and the last byte of the last batch (offsets 35..40) never reached disk.
-    cut(&middle.path, data_end(std::fs::read(&middle.path).unwrap()) - 1);
+    let cut_at = data_end(std::fs::read(&middle.path).unwrap()) - 1;
+    cut(&middle.path, cut_at);
+    let topic_dir = dir.path().join("lost");
+    let marker = topic_dir.join(gap_file_name(OffsetRange::new(35, 40)));
 
-    let err = tier_hot::HotTier::open(config.clone()).await.unwrap_err();
+    // `refuse`: the torn point is corruption, and nothing is changed.
+    let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config.clone() };
+    let err = open_damaged(refuse, &topic("lost")).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     let msg = err.to_string();
-    assert!(msg.contains("ends at offset 35") && msg.contains("starts at 40"), "{msg}");
+    assert!(msg.contains(&middle.path.display().to_string()), "{msg}");
+    assert_eq!(std::fs::metadata(&middle.path).unwrap().len(), cut_at);
+    assert!(!marker.exists());
 
-    // A recorded gap covering exactly 35..40 makes it a known loss.
-    let topic_dir = dir.path().join("lost");
-    std::fs::File::create(topic_dir.join(gap_file_name(OffsetRange::new(35, 40)))).unwrap();
-    let tier = open(config).await;
+    // `truncate_torn_tail`: the segment is re-sealed shorter and 35..40 recorded as lost
+    // (a durable marker), the segments after it kept.
+    let tier = open(config.clone()).await;
     let t = topic("lost");
+    assert!(marker.exists(), "recovery wrote the gap marker");
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 65));
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(35, 40)]);
     let sealed_now = tier.sealed_segments(&t);
     assert_eq!(sealed_now[1].range, OffsetRange::new(20, 35));
     let before = tier.read(&t, 20, 40, ReadLimit::unbounded()).await.unwrap();
     assert_eq!(before.iter().map(|r| r.offset).collect::<Vec<_>>(), (20..35).collect::<Vec<_>>());
     let err = tier.read(&t, 36, 40, ReadLimit::unbounded()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
+    let after = tier.read(&t, 40, 65, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(after.iter().map(|r| r.offset).collect::<Vec<_>>(), (40..65).collect::<Vec<_>>());
+    tier.close().await;
+
+    // Reopening finds the recorded gap (even under `refuse`).
+    let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config };
+    let tier = open(refuse).await;
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(35, 40)]);
+    tier.close().await;
+}
+
+#[tokio::test]
+async fn a_hole_after_an_intact_segment_is_corruption_unless_a_gap_marker_covers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = never(dir.path());
+    let sealed = three_segments(config.clone(), "hole").await;
+    // The middle file is gone: its neighbours are intact, so this is no torn point.
+    std::fs::remove_file(&sealed[1].path).unwrap();
+    let err = open_damaged(config.clone(), &topic("hole")).await;
+    assert_eq!(err.kind(), ErrorKind::Corruption);
+    let msg = err.to_string();
+    assert!(msg.contains("ends at offset 20") && msg.contains("starts at 40"), "{msg}");
+
+    // A recorded gap covering exactly 20..40 makes it a known loss.
+    std::fs::File::create(dir.path().join("hole").join(gap_file_name(OffsetRange::new(20, 40)))).unwrap();
+    let tier = open(config).await;
+    let t = topic("hole");
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 65));
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(20, 40)]);
     tier.close().await;
 }

@@ -72,6 +72,10 @@ async fn exporter(
                 None => store.hot().topics(),
             };
             for topic in topics {
+                // A topic whose recovery failed is not open: nothing of it is exported.
+                if !store.is_open(&topic).await {
+                    continue;
+                }
                 if !export_with_retry(&store, &topic, &mut shutdown).await {
                     return;
                 }

@@ -53,6 +53,9 @@ pub(crate) struct TopicCore {
 pub(crate) struct StoreInner {
     pub(crate) tiers: Arc<Tiers>,
     pub(crate) topics: tokio::sync::Mutex<HashMap<TopicName, Arc<TopicCore>>>,
+    /// Topics whose last recovery failed, with its error (see
+    /// [`TieredStore::failed_topics`]); never in `topics` at the same time.
+    pub(crate) failed: Mutex<HashMap<TopicName, Arc<TierError>>>,
     pub(crate) background: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) shutdown: watch::Sender<bool>,
     pub(crate) export_lock: tokio::sync::Mutex<()>,
@@ -136,6 +139,13 @@ impl StoreBuilder {
 
     /// Validates the settings, opens the WAL, recovers every known topic and starts the
     /// background tasks.
+    ///
+    /// A topic whose recovery fails (a damaged WAL topic, which the WAL keeps aside —
+    /// see [`HotTier::damaged`] — or a tier that answers an error) does not fail the
+    /// open: it is logged and listed by [`TieredStore::failed_topics`], the other topics
+    /// open and serve, and [`TieredStore::topic`] for it tries its recovery again and
+    /// answers the error while it fails. Errors are those of opening the WAL itself and
+    /// invalid settings.
     pub async fn open(self) -> Result<TieredStore, TierError> {
         let router_ctx = || ErrorContext::tier(TierKind::Router).location("config");
         self.router.validate().map_err(|e| TierError::invalid(router_ctx(), e.to_string()))?;
@@ -150,6 +160,7 @@ impl StoreBuilder {
             inner: Arc::new(StoreInner {
                 tiers,
                 topics: tokio::sync::Mutex::new(HashMap::new()),
+                failed: Mutex::new(HashMap::new()),
                 background: Mutex::new(Vec::new()),
                 shutdown,
                 export_lock: tokio::sync::Mutex::new(()),
@@ -157,16 +168,15 @@ impl StoreBuilder {
                 state_dir,
             }),
         };
-        let mut names = store.inner.tiers.hot.topics();
+        let hot = &store.inner.tiers.hot;
+        let mut names = hot.topics();
+        names.extend(hot.damaged().into_iter().map(|(name, _)| name));
         names.extend(self.topics);
         names.sort();
         names.dedup();
         for name in names {
-            if let Err(e) = store.core(&name).await {
-                error!(topic = %name, error = %e, "recovering a topic failed");
-                store.close().await;
-                return Err(e);
-            }
+            // A failure is the topic's alone: `core` logs and remembers it.
+            let _ = store.core(&name).await;
         }
         if self.background {
             background::spawn_all(&store);
@@ -269,6 +279,24 @@ impl TieredStore {
         reports
     }
 
+    /// The topics whose recovery failed (at open, or at their last
+    /// [`topic`](Self::topic) call), sorted, each with the error it gave. Such a topic is
+    /// not open: no background task runs for it, and `topic` (or
+    /// [`recover_topic`](Self::recover_topic)) tries its recovery again, answering the
+    /// error while it fails. A topic the WAL kept aside as damaged fails until its files
+    /// are repaired and the store reopened (see `docs/hot.md`, "A damaged topic").
+    pub fn failed_topics(&self) -> Vec<(TopicName, Arc<TierError>)> {
+        let mut failed: Vec<_> =
+            self.inner.failed.lock().iter().map(|(name, e)| (name.clone(), Arc::clone(e))).collect();
+        failed.sort_by(|a, b| a.0.cmp(&b.0));
+        failed
+    }
+
+    /// True when topic `name` is open (recovered, with its writer running).
+    pub(crate) async fn is_open(&self, name: &TopicName) -> bool {
+        self.inner.topics.lock().await.contains_key(name)
+    }
+
     /// The open topics, sorted.
     pub async fn topics(&self) -> Vec<TopicName> {
         let mut names: Vec<_> = self.inner.topics.lock().await.keys().cloned().collect();
@@ -308,7 +336,18 @@ impl TieredStore {
             return Ok(Arc::clone(core));
         }
         let tiers = &self.inner.tiers;
-        let recovered = recover_topic(tiers, &self.inner.state_dir, name).await?;
+        let recovered = match recover_topic(tiers, &self.inner.state_dir, name).await {
+            Ok(recovered) => {
+                self.inner.failed.lock().remove(name);
+                recovered
+            }
+            Err(e) => {
+                error!(topic = %name, error = %e, "recovering a topic failed; it stays closed");
+                let e = Arc::new(e);
+                self.inner.failed.lock().insert(name.clone(), Arc::clone(&e));
+                return Err(same_error(&e));
+            }
+        };
         let next = recovered.report.next_offset;
         let (hwm_tx, hwm) = watch::channel(recovered.committed);
         let durable = tiers.hot.config().fsync == tier_hot::FsyncPolicy::Always;
@@ -432,6 +471,21 @@ impl TieredStore {
             let _ = task.await;
         }
         self.inner.tiers.hot.close().await;
+    }
+}
+
+/// An error of the kind, context and message of `e`: what a caller gets for a failure
+/// the store also keeps (`TierError` is not `Clone`; the source stays with the kept one).
+fn same_error(e: &TierError) -> TierError {
+    let ctx = e.context().clone();
+    match e {
+        TierError::Unavailable { message, .. } => TierError::unavailable(ctx, message.clone()),
+        TierError::Corruption { message, .. } => TierError::corruption(ctx, message.clone()),
+        TierError::InvalidInput { message, .. } => TierError::invalid(ctx, message.clone()),
+        TierError::Fenced { message, .. } => TierError::fenced(ctx, message.clone()),
+        TierError::NotFound { message, .. } => TierError::not_found(ctx, message.clone()),
+        TierError::Trimmed { requested, held, .. } => TierError::trimmed(ctx, *requested, *held),
+        other => TierError::internal(ctx, other.to_string()),
     }
 }
 

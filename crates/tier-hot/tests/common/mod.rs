@@ -45,3 +45,18 @@ pub async fn append_records(
 pub fn batch(records: &[Record]) -> RecordBatch {
     batch_of(records)
 }
+
+/// Opens `config`, which must find `topic` (and only it) damaged; checks that the
+/// topic's operations answer its error, closes the tier and returns the error.
+pub async fn open_damaged(config: HotConfig, topic: &TopicName) -> tier_core::TierError {
+    use tier_core::Tier;
+    let tier = HotTier::open(config).await.expect("a damaged topic does not fail the open");
+    let mut damaged = tier.damaged();
+    assert_eq!(damaged.iter().map(|(t, _)| t).collect::<Vec<_>>(), vec![topic], "{damaged:?}");
+    assert!(!tier.topics().contains(topic), "a damaged topic is not served");
+    let answer = tier.range(topic).await.expect_err("a damaged topic answers its error");
+    assert_eq!(answer.kind(), damaged[0].1.kind(), "{answer}");
+    assert_eq!(answer.to_string(), damaged[0].1.to_string());
+    tier.close().await;
+    damaged.remove(0).1
+}
