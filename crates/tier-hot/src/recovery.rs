@@ -46,6 +46,9 @@ pub(crate) struct Recovered {
     pub(crate) active: Option<ActiveSegment>,
     /// Recorded gaps between consecutive segments, in order.
     pub(crate) gaps: Vec<Gap>,
+    /// Recovery cut the log back: it truncated a torn tail, re-sealed a segment whose seal
+    /// was cut short, or removed a segment none of whose batches reached the disk.
+    pub(crate) cut_back: bool,
 }
 
 /// The gap markers of a topic directory, and those found to bridge a discontinuity.
@@ -128,6 +131,7 @@ pub(crate) fn recover_topic(
     // The file since the last sealed segment whose seal a crash cut short, if any: what
     // follows it may start later (a torn point, see `check_continues`).
     let mut torn: Option<PathBuf> = None;
+    let mut cut_back = false;
     for (base, path) in older {
         let torn_header = config.recovery == RecoveryPolicy::TruncateTornTail && is_torn_header(path);
         if torn_header || is_empty_leftover(path) {
@@ -138,10 +142,12 @@ pub(crate) fn recover_topic(
             fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
             if !sealed.is_empty() {
                 torn = Some(path.clone());
+                cut_back = true;
             }
             continue;
         }
         let (seg, resealed) = open_or_reseal(topic, path, config)?;
+        cut_back |= resealed;
         check_name(topic, path, *base, seg.info.range.start)?;
         let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
         let next = (path.as_path(), seg.info.range.start);
@@ -149,13 +155,17 @@ pub(crate) fn recover_topic(
         sealed.push(Arc::new(seg));
         torn = resealed.then(|| path.clone());
     }
+    let last_len = std::fs::metadata(last_path).map(|m| m.len()).ok();
     let active =
         recover_last(topic, dir, *last_base, last_path, config, &mut sealed, &mut torn, &mut markers)?;
+    // The last file lost bytes (a torn tail), or went (a torn header), or was re-sealed.
+    let last_len_now = std::fs::metadata(last_path).map(|m| m.len()).ok();
+    cut_back |= torn.is_some() || last_len_now.is_none_or(|now| last_len.is_some_and(|before| now < before));
     let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
     let next = (active.path.as_path(), active.state.offset_range().start);
     check_continues(topic, dir, prev, next, torn.as_deref(), config, &mut markers)?;
     markers.remove_unused(topic, dir)?;
-    Ok(Recovered { sealed, active: Some(active), gaps: markers.used })
+    Ok(Recovered { sealed, active: Some(active), gaps: markers.used, cut_back })
 }
 
 /// True when `path` is too short to hold the segment header it starts (nothing, or a

@@ -188,6 +188,14 @@ impl HotTier {
             .unwrap_or_default()
     }
 
+    /// True when opening the tier cut `topic`'s log back: a torn tail truncated, a
+    /// segment whose seal was cut short re-sealed, or a torn point recorded. Its end may
+    /// then be below what was acknowledged (media damage, or a power cut under
+    /// `fsync = never/interval`); the router then does not trust it as exact.
+    pub fn cut_back_at_open(&self, topic: &TopicName) -> bool {
+        self.lookup(topic).is_some_and(|log| log.shared.state.read().cut_back)
+    }
+
     /// Counters of `topic`'s writer since the tier opened (`None` for an unknown
     /// topic).
     pub fn write_stats(&self, topic: &TopicName) -> Option<WriteStats> {
@@ -365,6 +373,7 @@ impl HotTier {
         let mut state = TopicState::new(config.cache_bytes);
         state.sealed = recovered.sealed;
         state.gaps = recovered.gaps;
+        state.cut_back = recovered.cut_back;
         if let Some(active) = &recovered.active {
             state.active = Some(ActiveView::of(active));
             state.end = active.state.next_offset();

@@ -94,6 +94,9 @@ pub(crate) struct TopicState {
     pub(crate) cache: BatchCache,
     /// Recorded gaps (offsets declared lost by `skip_to`) inside the range, in order.
     pub(crate) gaps: Vec<Gap>,
+    /// Opening the tier cut this topic's log back: a torn tail truncated, a seal cut
+    /// short re-sealed, a torn point recorded (see [`HotTier::cut_back_at_open`](crate::HotTier::cut_back_at_open)).
+    pub(crate) cut_back: bool,
 }
 
 /// Offsets declared lost by [`HotTier::skip_to`](crate::HotTier::skip_to), and the
@@ -154,6 +157,7 @@ impl TopicState {
             end: 0,
             cache: BatchCache::new(cache_bytes),
             gaps: Vec::new(),
+            cut_back: false,
         }
     }
 

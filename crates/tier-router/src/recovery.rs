@@ -9,9 +9,10 @@
 //! [`RecoveryReport::maybe_lost`] (possibly acknowledged) — never renumbered, and recorded
 //! as a gap in cold when the WAL takes over above cold's end, so the export continues.
 //!
-//! The WAL vouches for its end when it holds the topic and every acknowledged append was
-//! fsynced first (`fsync = always`) or the OS has not restarted since the reservation was
-//! written (its page cache kept every write): see
+//! The WAL vouches for its end when it holds the topic, opening it cut nothing back (no
+//! torn tail, see [`HotTier::cut_back_at_open`](tier_hot::HotTier::cut_back_at_open)), and
+//! every acknowledged append was fsynced first (`fsync = always`) or the OS has not
+//! restarted since the reservation was written (its page cache kept every write): see
 //! [`ReservationFile::wal_is_exact`](crate::state::ReservationFile::wal_is_exact).
 //!
 //! When no state file survived, the WAL holds nothing and another tier holds records
@@ -186,12 +187,13 @@ pub(crate) async fn recover_topic(
         next = cp;
     }
 
-    // A WAL that cannot vouch for its end (lost, or a power cut may have taken an
-    // unsynced tail): offsets up to the reservation may have been acknowledged after the
-    // last checkpoint. Report them and never reuse them.
+    // A WAL that cannot vouch for its end (lost, cut back at open — media damage or a torn
+    // write — or a power cut may have taken an unsynced tail): offsets up to the
+    // reservation may have been acknowledged after the last checkpoint. Report them and
+    // never reuse them.
     if let Some(res) = &reservation
         && res.offset > next
-        && (wal_lost || !res.wal_is_exact(&tiers.boot_id))
+        && (wal_lost || !res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
     {
         report.maybe_lost.push(OffsetRange::new(next, res.offset));
         next = res.offset;

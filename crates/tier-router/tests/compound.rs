@@ -430,3 +430,32 @@ async fn a_replay_of_a_batch_straddling_colds_end_starts_at_colds_end() {
     }
     store.close().await;
 }
+
+/// Case 2, media damage: `fsync = always` and no reboot, but the acknowledged tail after the
+/// last checkpoint is damaged (a torn last batch, truncated at open). The WAL cannot vouch
+/// for its end once recovery cut it back: [90, 100) must not be handed out again.
+#[tokio::test]
+async fn a_damaged_tail_past_a_stale_checkpoint_never_reuses_acknowledged_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, None, None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 50, 10).await;
+    store.checkpoint().await.unwrap();
+    append_range(&topic, 50, 100, 10).await;
+    let seg = common_active_segment(&dir.path().join("hot"));
+    let ends = batch_ends(&store).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    // The last batch loses its last bytes: a CRC failure, truncated as a torn tail.
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(ends[&100] - 5).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, None, None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.hot, r(0, 90), "{report:?}");
+    assert!(report.next_offset >= 100, "acknowledged offsets [90, 100) would be reused: {report:?}");
+    assert!(report.maybe_lost.iter().any(|l| l.start == 90 && l.end >= 100), "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert!(topic.append(vec![rec(7)]).await.unwrap().start >= 100);
+    store.close().await;
+}
