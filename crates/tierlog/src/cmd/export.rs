@@ -1,7 +1,7 @@
 //! `tierlog export`: seals each topic's active WAL segment and uploads every sealed
 //! segment the cold tier does not hold yet.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 use crate::cli::ExportArgs;
 use crate::cmd::{Ctx, inspect, status};
@@ -22,9 +22,17 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
     let result = async {
         let bar = ctx.progress.bar(Some(topics.len() as u64), "exporting", "topics");
         let mut lines = Vec::new();
+        let mut failed = Vec::new();
         for name in &topics {
-            let exported =
-                opened.store.export_now(name.as_str()).await.with_context(|| format!("exporting {name}"))?;
+            // One topic that cannot be exported (damaged, say) does not stop the others.
+            let exported = match opened.store.export_now(name.as_str()).await {
+                Ok(exported) => exported,
+                Err(e) => {
+                    failed.push(anyhow::Error::new(e).context(format!("exporting {name}")));
+                    bar.inc(1);
+                    continue;
+                }
+            };
             let topic = opened.store.topic(name.as_str()).await?;
             status::record_export_lag(&topic).await;
             let cold_end = topic.ranges().await?.cold.map_or(0, |c| c.end);
@@ -38,14 +46,24 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        anyhow::Ok(lines)
+        anyhow::Ok((lines, failed))
     }
     .await;
     let uploaded = opened.cold.as_ref().map_or(0, |c| c.0.stats().put_bytes);
     store::close(opened).await;
-    for line in result? {
+    let (lines, failed) = result?;
+    for line in lines {
         println!("{line}");
     }
     println!("uploaded {}", format_size(uploaded));
-    Ok(exit::OK)
+    match failed.len() {
+        0 => Ok(exit::OK),
+        1 if topics.len() == 1 => Err(failed.into_iter().next().expect("one failure")),
+        _ => {
+            for e in &failed {
+                eprintln!("FAILED: {e:#}");
+            }
+            Ok(exit::PROBLEMS)
+        }
+    }
 }

@@ -46,10 +46,14 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         eprintln!("RESUMED: {topic} continues at offset {at}; the offsets skipped are never used");
     }
     let reports = opened.store.recovery_reports().await;
+    let failed = opened.store.failed_topics();
     store::close(opened).await;
+    for (topic, e) in &failed {
+        eprintln!("FAILED: {topic}: its recovery failed and it is not served: {e}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports.iter().map(report_json).collect::<Vec<_>>())?);
-    } else if reports.is_empty() {
+    } else if reports.is_empty() && failed.is_empty() {
         println!("no topics to recover");
     }
     for r in &reports {
@@ -90,5 +94,6 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    Ok(if reports.iter().all(RecoveryReport::is_clean) { exit::OK } else { exit::PROBLEMS })
+    let clean = failed.is_empty() && reports.iter().all(RecoveryReport::is_clean);
+    Ok(if clean { exit::OK } else { exit::PROBLEMS })
 }

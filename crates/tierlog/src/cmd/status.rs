@@ -59,7 +59,9 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     names.sort();
     names.dedup();
     let opened = store::open(config, names.clone(), false).await?;
-    let result = collect(&opened, &names, &config.hot.data_dir).await;
+    let failed = opened.store.failed_topics();
+    let healthy: Vec<TopicName> = names.into_iter().filter(|n| !failed.iter().any(|(f, _)| f == n)).collect();
+    let result = collect(&opened, &healthy, &config.hot.data_dir).await;
     store::close(opened).await;
     let rows = result?;
     if args.json {
@@ -67,7 +69,11 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     } else {
         print_table(&rows);
     }
-    Ok(exit::OK)
+    // A topic that could not be opened is reported, not a reason to show nothing.
+    for (topic, e) in &failed {
+        eprintln!("DAMAGED: {topic}: {e}");
+    }
+    Ok(if failed.is_empty() { exit::OK } else { exit::PROBLEMS })
 }
 
 async fn collect(

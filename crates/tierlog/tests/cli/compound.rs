@@ -95,3 +95,46 @@ fn a_lost_wal_and_state_directory_need_an_operator_decision() {
     assert!(last.contains("\"offset\":10400"), "{last}");
     ok(d, &["export"]);
 }
+
+/// Case 9: one flipped footer byte in one sealed segment of topic `a` used to make every
+/// command on every topic fail ("opening the store: … corruption"). The damaged topic is
+/// reported and isolated; `b` is produced, consumed, exported and shown.
+#[test]
+fn a_damaged_topic_does_not_block_the_others() {
+    let dir = workdir();
+    let d = dir.path();
+    let small = |args: &[&str]| {
+        let out = crate::support::tierlog(d).env("TIERLOG_HOT__SEGMENT_BYTES", "64KiB").args(args).output();
+        out.expect("the tierlog binary runs")
+    };
+    for t in ["a", "b"] {
+        let out = small(&["produce", t, "--count", "3000", "--size", "100", "--batch", "100"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let mut sealed: Vec<PathBuf> = std::fs::read_dir(d.join("data/hot/a"))
+        .expect("a's WAL")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    sealed.sort();
+    assert!(sealed.len() >= 2, "a has a sealed segment: {sealed:?}");
+    let mut bytes = std::fs::read(&sealed[0]).expect("segment");
+    let at = bytes.len() - 20;
+    bytes[at] ^= 0x40;
+    std::fs::write(&sealed[0], bytes).expect("damage the footer");
+
+    ok(d, &["produce", "b", "--count", "1", "--size", "100"]);
+    let last = ok(d, &["consume", "b", "--from", "3000", "--output", "json"]);
+    assert_eq!(last.lines().count(), 1, "{last}");
+    let out = run(d, &["status"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains('b'), "b is shown");
+    assert!(stderr(&out).contains("DAMAGED: a"), "{}", stderr(&out));
+    let out = run(d, &["export"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("b: exported"), "b is exported");
+    assert!(stderr(&out).contains("exporting a"), "{}", stderr(&out));
+    let out = run(d, &["consume", "a"]);
+    assert!(!out.status.success(), "the damaged topic answers its error");
+    assert!(stderr(&out).contains("orruption"), "{}", stderr(&out));
+}
