@@ -28,11 +28,16 @@ impl Progress {
         };
         let template = match total {
             Some(_) => {
-                format!("{what} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, eta {{eta}})")
+                format!("{what} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{rate}}, eta {{eta}})")
             }
-            None => format!("{what} {{spinner}} {{human_pos}} {unit} ({{per_sec}})"),
+            None => format!("{what} {{spinner}} {{human_pos}} {unit} ({{rate}})"),
         };
         if let Ok(style) = ProgressStyle::with_template(&template) {
+            // indicatif's own `per_sec` prints four decimals (`412,876.8384/s`).
+            let style =
+                style.with_key("rate", |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&crate::units::format_rate(state.per_sec()));
+                });
             bar.set_style(style.progress_chars("=> "));
         }
         bar.enable_steady_tick(Duration::from_millis(200));

@@ -65,6 +65,32 @@ pub(crate) fn format_size(bytes: u64) -> String {
     if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", NAMES[unit]) }
 }
 
+/// `n` and `noun`, plural when `n` is not 1: `1 segment`, `3 segments`.
+pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
+/// A rate as a whole number with thousands separators: `412,877/s` (below 10/s, one
+/// decimal: `2.5/s`).
+pub(crate) fn format_rate(per_sec: f64) -> String {
+    if !per_sec.is_finite() || per_sec < 0.0 {
+        return "-/s".to_owned();
+    }
+    if per_sec < 10.0 {
+        return format!("{per_sec:.1}/s");
+    }
+    let digits = format!("{:.0}", per_sec);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{out}/s")
+}
+
 /// Records/s and MB/s (10^6 bytes) of `records` and `bytes` done in `secs` seconds.
 pub(crate) fn rates(records: u64, bytes: u64, secs: f64) -> (f64, f64) {
     let secs = secs.max(1e-9);
@@ -93,6 +119,19 @@ mod tests {
             let err = parse_size(bad).expect_err(bad);
             assert!(err.contains("invalid size"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn counts_and_rates_read_as_a_person_writes_them() {
+        assert_eq!(count(1u64, "segment"), "1 segment");
+        assert_eq!(count(0u64, "problem"), "0 problems");
+        assert_eq!(count(12u64, "topic"), "12 topics");
+        assert_eq!(format_rate(412_876.838_4), "412,877/s");
+        assert_eq!(format_rate(1_000.0), "1,000/s");
+        assert_eq!(format_rate(999.6), "1,000/s");
+        assert_eq!(format_rate(42.2), "42/s");
+        assert_eq!(format_rate(2.54), "2.5/s");
+        assert_eq!(format_rate(f64::NAN), "-/s");
     }
 
     #[test]

@@ -37,8 +37,8 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
             status::record_export_lag(&topic).await;
             let cold_end = topic.ranges().await?.cold.map_or(0, |c| c.end);
             lines.push(format!(
-                "{name}: exported {} segments, cold holds offsets up to {cold_end}",
-                exported.len()
+                "{name}: exported {}, cold holds offsets up to {cold_end}",
+                crate::units::count(exported.len() as u64, "segment")
             ));
             for seg in exported {
                 lines.push(format!("  {} {}", seg.topic, seg.range));

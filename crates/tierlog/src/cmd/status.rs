@@ -111,7 +111,11 @@ fn cell(t: Option<&TierStatus>) -> [String; 3] {
     match t {
         None => ["disabled".into(), "-".into(), "-".into()],
         Some(t) => [
-            if t.start == t.end { format!("empty@{}", t.end) } else { format!("[{}, {})", t.start, t.end) },
+            if t.start == t.end {
+                format!("empty, next {}", t.end)
+            } else {
+                format!("[{}, {})", t.start, t.end)
+            },
             t.segments.map_or_else(|| "-".into(), |s| s.to_string()),
             t.bytes.map_or_else(|| "-".into(), format_size),
         ],

@@ -14,6 +14,7 @@ use tier_warm::WarmTier;
 
 use crate::cli::VerifyArgs;
 use crate::cmd::{Ctx, inspect};
+use crate::units::count;
 use crate::{exit, store};
 
 /// What was checked and what was wrong.
@@ -77,16 +78,16 @@ pub(crate) async fn run(ctx: &Ctx, args: VerifyArgs) -> anyhow::Result<u8> {
         println!("{p}");
     }
     let summary = format!(
-        "verified {} WAL segment files and {} cold objects of {} topics",
-        report.wal_files,
-        report.cold_objects,
-        topics.len()
+        "verified {} and {} of {}",
+        count(report.wal_files as u64, "WAL segment file"),
+        count(report.cold_objects as u64, "cold object"),
+        count(topics.len() as u64, "topic")
     );
     if report.problems.is_empty() {
         println!("{summary}: no problems");
         Ok(exit::OK)
     } else {
-        eprintln!("{summary}: {} problems", report.problems.len());
+        eprintln!("{summary}: {}", count(report.problems.len() as u64, "problem"));
         Ok(exit::PROBLEMS)
     }
 }

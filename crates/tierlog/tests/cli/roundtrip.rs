@@ -87,7 +87,7 @@ fn status_export_and_recover_after_losing_the_wal() {
     assert_eq!(status[0]["export_lag"], 1000);
 
     let said = ok(dir.path(), &["export"]);
-    assert!(said.contains("t: exported 1 segments"), "{said}");
+    assert!(said.contains("t: exported 1 segment,"), "{said}");
     let table = ok(dir.path(), &["status"]);
     let row = table.lines().find(|l| l.starts_with("t ")).expect("a row for t");
     assert!(row.contains("[0, 1000)") && row.trim_end().ends_with(" 0"), "{table}");
