@@ -113,8 +113,14 @@ pub(crate) struct ProduceArgs {
 pub(crate) struct ConsumeArgs {
     /// The topic.
     pub(crate) topic: String,
-    /// Start position: earliest, latest or an offset.
-    #[arg(long, value_name = "earliest|latest|OFFSET", default_value = "earliest", conflicts_with = "at")]
+    /// Start position: earliest, latest, an offset, or -N for the last N records.
+    #[arg(
+        long,
+        value_name = "earliest|latest|OFFSET|-N",
+        default_value = "earliest",
+        conflicts_with = "at",
+        allow_hyphen_values = true
+    )]
     pub(crate) from: String,
     /// Start at the first record at or after this time (RFC 3339 or ms since the epoch).
     #[arg(long, value_name = "TIME")]

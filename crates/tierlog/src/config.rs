@@ -99,7 +99,7 @@ pub(crate) fn load(
         Origin::File(p) => p.display().to_string(),
     };
     let mut table: Table = toml::from_str(&text).map_err(|e| {
-        let message = e.message().to_owned();
+        let message = plain_toml_message(e.message());
         let line = e.span().map(|s| text[..s.start].lines().count().max(1));
         match line {
             Some(line) => anyhow!("config {name}, line {line}: {message}"),
@@ -163,13 +163,51 @@ pub(crate) fn from_table(mut table: Table) -> anyhow::Result<StoreConfig> {
             t.insert(field.to_owned(), Value::Integer(bytes));
         }
     }
-    let deserializer = Value::Table(table);
+    let forms = |path: &str| ENUM_FORMS.iter().find(|(p, _)| *p == path).map(|(_, f)| *f);
+    let found = |path: &str| {
+        let mut value: Option<&Value> = None;
+        let mut current = Some(&table);
+        for part in path.split('.') {
+            value = current.and_then(|t| t.get(part));
+            current = value.and_then(Value::as_table);
+        }
+        value.map(ToString::to_string)
+    };
+    let deserializer = Value::Table(table.clone());
     serde_path_to_error::deserialize::<_, StoreConfig>(deserializer).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let message = inner.message().trim().to_owned();
+        let mut message = inner.message().trim().to_owned();
+        // serde's words for a wrong value of an enum ("invalid type: unit variant, expected
+        // string only") say nothing to a user: name the values the key takes.
+        if let Some(forms) = forms(&path)
+            && (message.starts_with("invalid type") || message.starts_with("unknown variant"))
+        {
+            message = match found(&path) {
+                Some(v) => format!("expected {forms}, found {v}"),
+                None => format!("expected {forms}"),
+            };
+        }
         if path == "." || path.is_empty() { anyhow!("{message}") } else { anyhow!("{path}: {message}") }
     })
+}
+
+/// The settings that take one of a few forms, and those forms as written in TOML.
+const ENUM_FORMS: &[(&str, &str)] = &[
+    ("hot.fsync", r#""always", "never" or { interval = "100ms" }"#),
+    ("hot.recovery", r#""truncate_torn_tail" or "refuse""#),
+    ("router.warm_failure_policy", r#""fail" or "degrade""#),
+];
+
+/// The TOML parser's message, with its words for an integer it cannot hold ("invalid
+/// type: integer `…` as i128, expected any valid TOML value") made plain.
+fn plain_toml_message(message: &str) -> String {
+    let message = message.trim();
+    if message.contains("as i128") {
+        let number = message.split('`').nth(1).unwrap_or("the number");
+        return format!("{number} is too large for a setting (the largest is {})", i64::MAX);
+    }
+    message.to_owned()
 }
 
 fn apply_data_dir(config: &mut StoreConfig, dir: &Path) {

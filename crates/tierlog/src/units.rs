@@ -23,6 +23,9 @@ const UNITS: &[(&str, u64)] = &[
 /// allowed). The number may have a fraction when the result is a whole number of bytes.
 pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("invalid size {t:?}: a size cannot be negative"));
+    }
     let lower = t.to_ascii_lowercase();
     let split = lower.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(lower.len());
     let (number, unit) = lower.split_at(split);
@@ -119,6 +122,7 @@ mod tests {
             let err = parse_size(bad).expect_err(bad);
             assert!(err.contains("invalid size"), "{bad}: {err}");
         }
+        assert!(parse_size("-1MiB").expect_err("negative").contains("cannot be negative"));
     }
 
     #[test]

@@ -18,14 +18,25 @@ use crate::cmd::Ctx;
 use crate::metrics::{READ_BYTES, READ_RECORDS, SEEK_BYTES, SEEK_REQUESTS, SEEK_SECONDS};
 use crate::{exit, store};
 
-/// Parses `--from`.
-pub(crate) fn parse_from(text: &str) -> anyhow::Result<StartPosition> {
+/// Where `--from` starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FromArg {
+    /// A start position of the log.
+    At(StartPosition),
+    /// `-N`: the last N committed records (as of when the read starts).
+    Last(u64),
+}
+
+/// Parses `--from`: `earliest`, `latest`, an offset, or `-N` for the last N records.
+pub(crate) fn parse_from(text: &str) -> anyhow::Result<FromArg> {
+    let bad = || exit::usage(format!("invalid --from {text:?}: expected earliest, latest, an offset or -N"));
     match text {
-        "earliest" => Ok(StartPosition::Earliest),
-        "latest" => Ok(StartPosition::Latest),
-        _ => text.parse::<Offset>().map(StartPosition::Offset).map_err(|_| {
-            exit::usage(format!("invalid --from {text:?}: expected earliest, latest or an offset"))
-        }),
+        "earliest" => Ok(FromArg::At(StartPosition::Earliest)),
+        "latest" => Ok(FromArg::At(StartPosition::Latest)),
+        _ => match text.strip_prefix('-') {
+            Some(n) => n.parse::<u64>().map(FromArg::Last).map_err(|_| bad()),
+            None => text.parse::<Offset>().map(|o| FromArg::At(StartPosition::Offset(o))).map_err(|_| bad()),
+        },
     }
 }
 
@@ -118,7 +129,7 @@ fn write_record(out: &mut dyn Write, format: Output, record: &Record) -> std::io
 pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
     let start = match &args.at {
-        Some(at) => StartPosition::Timestamp(parse_time(at)?),
+        Some(at) => FromArg::At(StartPosition::Timestamp(parse_time(at)?)),
         None => parse_from(&args.from)?,
     };
     let mut out: Box<dyn Write> = match &args.out {
@@ -152,11 +163,15 @@ async fn consume(
     ctx: &Ctx,
     opened: &store::Opened,
     args: &ConsumeArgs,
-    start: StartPosition,
+    start: FromArg,
     out: &mut dyn Write,
 ) -> anyhow::Result<u64> {
     let topic = opened.store.topic(&args.topic).await?;
     let end = topic.high_watermark();
+    let start = match start {
+        FromArg::At(start) => start,
+        FromArg::Last(n) => StartPosition::Offset(end.saturating_sub(n)),
+    };
     crate::cmd::status::record_export_lag(&topic).await;
     if let StartPosition::Offset(o) = start
         && o > end

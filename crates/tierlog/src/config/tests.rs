@@ -70,6 +70,23 @@ fn errors_name_the_key() {
 }
 
 #[test]
+fn errors_say_what_a_person_can_fix() {
+    let err = parse("[hot]\nfsync = 3\n", &[]).expect_err("a number for an enum").to_string();
+    assert_eq!(err, r#"hot.fsync: expected "always", "never" or { interval = "100ms" }, found 3"#);
+    let err =
+        parse("[router]\nwarm_failure_policy = \"sometimes\"\n", &[]).expect_err("bad variant").to_string();
+    assert!(err.contains(r#"expected "fail" or "degrade", found "sometimes""#), "{err}");
+    let err = parse("[hot]\nsegment_bytes = \"-1MiB\"\n", &[]).expect_err("negative").to_string();
+    assert!(err.contains("cannot be negative"), "{err}");
+    assert_eq!(
+        plain_toml_message(
+            "invalid type: integer `123456789012345678901` as i128, expected any valid TOML value"
+        ),
+        "123456789012345678901 is too large for a setting (the largest is 9223372036854775807)"
+    );
+}
+
+#[test]
 fn redacted_output_hides_secrets_and_round_trips() {
     let text = "[warm]\nurls = [\"redis://app:hunter2@127.0.0.1:6379\"]\npassword = \"hunter3\"\n\
                 [cold]\nbackend = { kind = \"s3\", bucket = \"b\", secret_access_key = \"hunter4\" }\n";

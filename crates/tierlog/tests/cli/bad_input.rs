@@ -94,3 +94,31 @@ fn an_unreachable_s3_is_one_clear_error() {
     .expect("write");
     assert_one_error_line(&run(dir.path(), &["--config", "s3.toml", "status"]), 1, "unreachable");
 }
+
+#[test]
+fn a_config_file_with_a_huge_number_names_the_line_and_the_limit() {
+    let dir = crate::support::workdir();
+    std::fs::write(dir.path().join("t.toml"), "[hot]\nsegment_bytes = 123456789012345678901\n")
+        .expect("write");
+    let out = crate::support::run(dir.path(), &["--config", "t.toml", "config"]);
+    assert!(!out.status.success());
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("line 2") && err.contains("too large for a setting"), "{err}");
+}
+
+#[test]
+fn consume_from_minus_n_reads_the_last_n_records() {
+    let dir = crate::support::workdir();
+    crate::support::lines_file(dir.path(), "in.txt", 20);
+    crate::support::ok(dir.path(), &["produce", "t", "--file", "in.txt"]);
+    let out = crate::support::ok(dir.path(), &["consume", "t", "--from", "-5", "--output", "json"]);
+    let offsets: Vec<u64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("json")["offset"].as_u64().expect("offset")
+        })
+        .collect();
+    assert_eq!(offsets, vec![15, 16, 17, 18, 19]);
+    let out = crate::support::ok(dir.path(), &["consume", "t", "--from", "-500", "--output", "json"]);
+    assert_eq!(out.lines().count(), 20, "more than the topic holds: everything");
+}
