@@ -93,7 +93,12 @@ async fn append_batches(store: &TieredStore, batches: u64, seq: &mut u64) -> Res
 /// Reads `[0, hwm)` through the store; `Ok(n)` when all `n` records were served intact,
 /// `Err(message)` with the first error (a bad payload served is reported as such).
 async fn read_all(store: &TieredStore) -> Result<Result<u64, String>, ChaosError> {
-    let topic = store.topic(TOPIC).await.map_err(tier("opening the topic"))?;
+    let topic = match store.topic(TOPIC).await {
+        Ok(topic) => topic,
+        // Kept aside as damaged at open (the other topics serve): the error names the file.
+        Err(e) if e.kind() == ErrorKind::Corruption => return Ok(Err(e.to_string())),
+        Err(e) => return Err(tier("opening the topic")(e)),
+    };
     let end = topic.high_watermark();
     let mut reader = topic.reader(StartPosition::Offset(0)).await.map_err(tier("opening a reader"))?;
     let mut n = 0;
@@ -293,6 +298,27 @@ pub async fn run(base: &Path) -> Result<ScenarioResult, ChaosError> {
             r.notes.push(format!("mid-active-segment flip refused at open: {e}"));
         }
         Err(e) => r.fail(format!("opening after a mid-active-segment flip: unexpected error {e}")),
+        Ok(store)
+            if store
+                .failed_topics()
+                .iter()
+                .any(|(t, e)| *t == setup.name && e.kind() == ErrorKind::Corruption) =>
+        {
+            // The damaged topic was kept aside at open (one damaged topic never blocks the
+            // others): refused, naming the file.
+            let (_, e) =
+                store.failed_topics().into_iter().find(|(t, _)| *t == setup.name).expect("just found");
+            store.close().await;
+            if e.to_string().contains(&file_name(active)) {
+                r.corruptions_detected += 1;
+                r.notes.push(format!("mid-active-segment flip refused at open (topic kept aside): {e}"));
+            } else {
+                r.fail(format!(
+                    "a mid-active-segment flip was refused without naming {}: {e}",
+                    file_name(active)
+                ));
+            }
+        }
         Ok(store) => {
             let end = Tier::range(store.hot(), &setup.name).await.map_err(tier("WAL range"))?.end;
             let read = read_all(&store).await?;
