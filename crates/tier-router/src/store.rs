@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, ErrorKind, Offset, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -175,8 +175,15 @@ impl StoreBuilder {
         names.sort();
         names.dedup();
         for name in names {
-            // A failure is the topic's alone: `core` logs and remembers it.
-            let _ = store.core(&name).await;
+            // A failure of the topic's own data or of a tier that may come back is the
+            // topic's alone: `core` logs and remembers it. Anything else says the store
+            // is set up wrong (a missing bucket, refused credentials) and fails the open.
+            if let Err(e) = store.core(&name).await
+                && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Unavailable | ErrorKind::Trimmed)
+            {
+                store.close().await;
+                return Err(e);
+            }
         }
         if self.background {
             background::spawn_all(&store);
@@ -362,6 +369,7 @@ impl TieredStore {
         if recovered.report.warm_unreachable {
             writer.warm_unknown();
         }
+        writer.settle_backlog().await;
         if recovered.report.end_unknown {
             writer.fence(format!(
                 "the WAL and the router's state files of topic '{name}' were lost: nothing bounds the offsets \

@@ -234,6 +234,15 @@ impl Writer {
         }
     }
 
+    /// Sends the recovered backlog to warm once, before the topic is handed out, so that
+    /// what warm confirms (under `fail`, the acknowledged batches after the checkpoint)
+    /// is readable as soon as the topic opens; what it refuses stays queued.
+    pub(crate) async fn settle_backlog(&mut self) {
+        if !self.pending.is_empty() && !self.warm_unknown {
+            self.settle(true).await;
+        }
+    }
+
     /// Queues batches the WAL holds but warm lacks (found by recovery), in order.
     pub(crate) fn queue_backlog(&mut self, backlog: Vec<RecordBatch>) {
         let has_warm = self.tiers.warm.is_some();

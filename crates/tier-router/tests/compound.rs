@@ -459,3 +459,28 @@ async fn a_damaged_tail_past_a_stale_checkpoint_never_reuses_acknowledged_offset
     assert!(topic.append(vec![rec(7)]).await.unwrap().start >= 100);
     store.close().await;
 }
+
+/// Case 6's fix must not hide acknowledged records: after a crash under `fail` with warm up,
+/// the batches after the checkpoint are confirmed again while the topic opens, so every
+/// acknowledged record is readable at once (the chaos crash rows read right after opening).
+#[tokio::test]
+async fn acknowledged_records_after_the_checkpoint_are_readable_as_soon_as_the_topic_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(MemoryTier::new());
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 50, 10).await;
+    store.checkpoint().await.unwrap();
+    append_range(&topic, 50, 100, 10).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.warm_backfill, Some(r(50, 100)), "re-confirmed with warm: {report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.high_watermark(), 100, "every acknowledged record is readable at once");
+    assert_eq!(served_at(&store, 99).await, Some(rec(99).payload));
+    store.close().await;
+}
