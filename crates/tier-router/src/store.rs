@@ -175,11 +175,11 @@ impl StoreBuilder {
         names.sort();
         names.dedup();
         for name in names {
-            // A failure of the topic's own data or of a tier that may come back is the
-            // topic's alone: `core` logs and remembers it. Anything else says the store
-            // is set up wrong (a missing bucket, refused credentials) and fails the open.
+            // A failure of the topic's own data is the topic's alone: `core` logs and
+            // remembers it. Anything else — a tier unreachable, a missing bucket, refused
+            // credentials — concerns every topic and fails the open.
             if let Err(e) = store.core(&name).await
-                && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Unavailable | ErrorKind::Trimmed)
+                && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Trimmed)
             {
                 store.close().await;
                 return Err(e);
