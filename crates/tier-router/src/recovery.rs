@@ -140,6 +140,7 @@ pub(crate) async fn recover_topic(
     };
     let warm_r = warm.unwrap_or_default();
     let cold_r = cold.unwrap_or_default();
+    let mut replayed_unconfirmed: Vec<RecordBatch> = Vec::new();
     // The WAL holds nothing of the topic: it was lost (or the topic is new).
     let wal_lost = hot.end == 0;
 
@@ -172,7 +173,15 @@ pub(crate) async fn recover_topic(
             from = warm_r.start;
         }
         if from < warm_r.end {
-            report.replayed = Some(replay(tiers, topic, from, hot).await?);
+            // Under `fail`, warm's batches after the checkpoint may lack their confirmation:
+            // keep them, as warm stores them, to confirm again (an identical re-append).
+            let keep_after = match tiers.config.warm_failure_policy {
+                WarmFailurePolicy::Fail => checkpoint,
+                WarmFailurePolicy::Degrade => None,
+            };
+            let (range, kept) = replay(tiers, topic, from, hot, keep_after).await?;
+            report.replayed = Some(range);
+            replayed_unconfirmed = kept;
         }
     }
     // Offsets are never reused: continue after everything any tier holds.
@@ -230,16 +239,24 @@ pub(crate) async fn recover_topic(
         // Warm must continue where the WAL ends (or, empty, where it takes over).
         let target = tiers.hot.range(topic).await?.end.max(if wal_lost { next } else { 0 });
         // Under `fail`, only what is known committed stays committed: the checkpoint (or,
-        // without one, what warm holds). After a lost WAL, what was replayed from warm is.
+        // without one, what warm holds — all a lost WAL leaves to go by). Warm may hold a
+        // batch whose confirmation fell short: after a lost WAL it was replayed, and is
+        // confirmed again like any batch after the checkpoint.
+        let wal_now = tiers.hot.range(topic).await?;
         let known = match checkpoint {
-            _ if wal_lost => target,
             Some(cp) => cp,
+            None if wal_lost => target,
             None if !w.is_empty() => w.end,
             None => hot.start,
         };
-        let unconfirmed = if degrade { target } else { known.clamp(hot.start.min(target), target) };
+        let unconfirmed = if degrade { target } else { known.clamp(wal_now.start.min(target), target) };
         let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
-        if from < target {
+        if let Some(first) = replayed_unconfirmed.first() {
+            // After a lost WAL: the replayed batches after the checkpoint, as warm holds
+            // them (warm holds everything replayed, so nothing else is missing).
+            report.warm_backfill = Some(OffsetRange::new(first.base_offset().max(from), target));
+            backlog = std::mem::take(&mut replayed_unconfirmed);
+        } else if from < target {
             backlog = batches_for_warm(tiers, topic, OffsetRange::new(from, target)).await?;
             report.warm_backfill = Some(OffsetRange::new(from, target));
         }
@@ -336,24 +353,30 @@ async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(
 }
 
 /// Appends warm's batches from the one holding `from` to the WAL. Returns the offsets
-/// replayed. Into an empty WAL, a first batch starting before `from` (a batch that
-/// straddles cold's end) is cut to start at `from`.
+/// replayed and, as warm holds them, the batches ending after `keep_after`. Into an empty
+/// WAL, a first batch starting before `from` (a batch that straddles cold's end) is cut to
+/// start at `from`.
 async fn replay(
     tiers: &Tiers,
     topic: &TopicName,
     from: Offset,
     hot: OffsetRange,
-) -> Result<OffsetRange, TierError> {
+    keep_after: Option<Offset>,
+) -> Result<(OffsetRange, Vec<RecordBatch>), TierError> {
     let Some(warm) = &tiers.warm else {
-        return Ok(OffsetRange::empty_at(from));
+        return Ok((OffsetRange::empty_at(from), Vec::new()));
     };
     let mut stream = warm.batches_from(topic, from);
     let mut first = None;
     let mut end = from;
+    let mut kept = Vec::new();
     while let Some(batch) = stream.next().await {
         let mut batch = batch?;
         if batch.end_offset() <= from {
             continue;
+        }
+        if keep_after.is_some_and(|cp| batch.end_offset() > cp) {
+            kept.push(batch.clone());
         }
         if batch.base_offset() < from {
             batch = cut_before(&batch, from)?;
@@ -369,7 +392,7 @@ async fn replay(
         first.get_or_insert(base);
         end = batch_end;
     }
-    Ok(OffsetRange::new(first.unwrap_or(from).min(end), end))
+    Ok((OffsetRange::new(first.unwrap_or(from).min(end), end), kept))
 }
 
 /// The records of `batch` from `from` on, as a batch starting at `from`.
@@ -408,8 +431,12 @@ pub(crate) async fn batches_for_warm(
             next = push_from(&mut out, batch, next)?;
         }
     }
-    while next < range.end {
-        let batches = tiers.hot.read_batches(topic, next, range.end, tiers.config.read_batch_bytes).await?;
+    // Offsets the WAL declared lost cannot be sent: stop before the first gap (warm then
+    // refuses the batch after it; see docs/reliability.md, "Warm that cannot be continued").
+    let wal_to =
+        tiers.hot.gaps(topic).iter().find(|g| g.end > next).map_or(range.end, |g| g.start.min(range.end));
+    while next < wal_to {
+        let batches = tiers.hot.read_batches(topic, next, wal_to, tiers.config.read_batch_bytes).await?;
         if batches.is_empty() {
             return Err(TierError::corruption(
                 ctx(topic).offset(next),
@@ -417,7 +444,7 @@ pub(crate) async fn batches_for_warm(
             ));
         }
         for batch in batches {
-            if next >= range.end {
+            if next >= wal_to {
                 break;
             }
             next = push_from(&mut out, batch, next)?;

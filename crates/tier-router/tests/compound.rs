@@ -484,3 +484,35 @@ async fn acknowledged_records_after_the_checkpoint_are_readable_as_soon_as_the_t
     assert_eq!(served_at(&store, 99).await, Some(rec(99).payload));
     store.close().await;
 }
+
+/// Case 6 after a lost WAL: warm holds a batch whose `WAIT` fell short (never
+/// acknowledged), the store closes cleanly, then the WAL is lost. The replay brings the
+/// batch back into the WAL, but it must stay unreadable until warm confirms it.
+#[tokio::test]
+async fn a_replayed_unconfirmed_batch_is_not_served_after_a_lost_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    warm.fail_after_append(true);
+    warm.fail_fraction(1.0);
+    assert_eq!(topic.append((10..20).map(rec).collect()).await.unwrap_err().kind(), ErrorKind::Unavailable);
+    assert_eq!(warm.inner().range(&name()).await.unwrap(), r(0, 20), "the batch landed in warm");
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    warm.fail_after_append(false);
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.replayed, Some(r(0, 20)), "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.high_watermark(), 10, "the unconfirmed batch is not committed: {report:?}");
+    assert_eq!(served_at(&store, 10).await, None);
+    warm.clear();
+    topic.flush().await.unwrap();
+    assert_eq!(topic.high_watermark(), 20);
+    assert_eq!(served_at(&store, 10).await, Some(rec(10).payload));
+    store.close().await;
+}
