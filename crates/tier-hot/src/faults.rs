@@ -22,10 +22,24 @@
 //! # }
 //! ```
 //!
+//! **Durability tracking** (for power-cut simulation): after [`track_durability`]`(dir)`,
+//! every successful fsync of a segment file under `dir` records the file's length at
+//! that moment; [`durable_lengths`] returns them. A simulated power cut may then cut
+//! each file back to its durable length or to any byte past it (what a real power cut
+//! can leave), and nothing before. A file never fsynced has no entry. A background
+//! seal's fsync of the *next* active segment (under `never`/`interval`) is not recorded:
+//! appends into that segment run concurrently with it, so which of them it covers is a
+//! race, and counting none of them keeps a simulated power cut deterministic (and on
+//! the safe side: those appends were acknowledged without an fsync anyway). For the
+//! same reason the `interval` timer's fsync (and the one when the writer stops) is not
+//! recorded: a cut below it is the state a crash just before the timer leaves.
+//!
 //! Without the feature this module does not exist and the hooks at the call sites
 //! (the `fault!` macro) expand to `Ok(())`: no code, no cost.
 
 use std::{
+    collections::HashMap,
+    fs::File,
     io::{self, IoSlice, Write},
     path::{Path, PathBuf},
 };
@@ -123,4 +137,37 @@ pub(crate) fn torn_write(path: &Path, file: &mut impl Write, slices: &[IoSlice<'
         left -= n;
     }
     Err(injected)
+}
+
+/// Directories whose fsyncs are tracked, each with the durable length of every segment
+/// file fsynced under it (see the module docs).
+static DURABLE: Mutex<Vec<(PathBuf, HashMap<PathBuf, u64>)>> = Mutex::new(Vec::new());
+
+/// Starts recording, for every segment file under `data_dir`, its length at each
+/// successful fsync (replacing what was recorded for `data_dir` before).
+pub fn track_durability(data_dir: &Path) {
+    let mut durable = DURABLE.lock();
+    durable.retain(|(dir, _)| dir != data_dir);
+    durable.push((data_dir.to_owned(), HashMap::new()));
+}
+
+/// The length of every file under `data_dir` at its last successful fsync since
+/// [`track_durability`] (empty when not tracked).
+pub fn durable_lengths(data_dir: &Path) -> HashMap<PathBuf, u64> {
+    DURABLE.lock().iter().find(|(dir, _)| dir == data_dir).map(|(_, files)| files.clone()).unwrap_or_default()
+}
+
+/// Stops tracking `data_dir` and forgets what was recorded.
+pub fn untrack_durability(data_dir: &Path) {
+    DURABLE.lock().retain(|(dir, _)| dir != data_dir);
+}
+
+/// The hook after a successful fsync of `file` at `path`: records its length when a
+/// tracked directory holds `path`.
+pub(crate) fn synced(path: &Path, file: &File) {
+    let mut durable = DURABLE.lock();
+    let Some((_, files)) = durable.iter_mut().find(|(dir, _)| path.starts_with(dir)) else { return };
+    if let Ok(meta) = file.metadata() {
+        files.insert(path.to_owned(), meta.len());
+    }
 }

@@ -45,6 +45,15 @@ macro_rules! fault {
     }};
 }
 
+/// The durability hook (see the `faults` module): records `file`'s length as durable
+/// after a successful fsync of `path`. Without the feature `fault-injection` it is nothing.
+macro_rules! synced {
+    ($path:expr, $file:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        crate::faults::synced($path, $file);
+    }};
+}
+
 mod cache;
 mod config;
 #[cfg(feature = "fault-injection")]

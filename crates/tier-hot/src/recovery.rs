@@ -186,6 +186,7 @@ fn open_or_reseal(topic: &TopicName, path: &Path, config: &HotConfig) -> Result<
     file.seek(SeekFrom::Start(outcome.data_end)).map_err(io("positioning in a segment"))?;
     file.write_all(&footer).map_err(io("writing a segment footer"))?;
     file.sync_all().map_err(io("fsyncing a sealed segment"))?;
+    synced!(path, &file);
     drop(file);
     SealedFile::open(topic, path, None)
 }
@@ -271,6 +272,7 @@ fn recover_last(
         warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail");
         file.set_len(outcome.data_end).map_err(io("truncating a torn tail"))?;
         file.sync_all().map_err(io("fsyncing a truncated segment"))?;
+        synced!(path, &file);
     }
     ActiveSegment::from_parts(topic, path.to_owned(), file, outcome.state)
 }

@@ -171,6 +171,7 @@ impl ActiveSegment {
         file.write_all(&header.encode()).map_err(io("writing a segment header"))?;
         if sync {
             file.sync_all().map_err(io("fsyncing a new segment"))?;
+            synced!(&path, &file);
             fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
         }
         Self::from_parts(topic, path.clone(), file, SegmentWriterState::new(&header))
@@ -244,8 +245,18 @@ impl ActiveSegment {
         Ok(())
     }
 
-    /// fsyncs the file's data.
+    /// fsyncs the file's data (an acknowledgement waits for it: recorded as durable by
+    /// the fault-injection feature's durability tracking).
     pub(crate) fn sync(&self) -> io::Result<()> {
+        self.sync_untracked()?;
+        synced!(&self.path, &self.file);
+        Ok(())
+    }
+
+    /// fsyncs the file's data without recording it as durable: the `interval` timer's
+    /// fsync, which races with appends on the blocking pool, so which of them it covers
+    /// is timing (see `faults`' durability tracking).
+    pub(crate) fn sync_untracked(&self) -> io::Result<()> {
         fault!(Fsync, &self.path)?;
         self.file.sync_data()
     }
@@ -279,10 +290,13 @@ pub(crate) fn sync_sealed(
     fault!(SealFsync, path)
         .and_then(|()| file.sync_all())
         .map_err(|e| io_err(topic, path, "fsyncing a sealed segment", e))?;
+    synced!(path, file);
     if let Some((next, next_file)) = also {
         fault!(SealFsync, next)
             .and_then(|()| next_file.sync_all())
             .map_err(|e| io_err(topic, next, "fsyncing a new segment", e))?;
+        // Not recorded as durable: appends into the new segment run concurrently with
+        // this fsync, so how much of them it covers is a race (see `faults`).
     }
     if let Some(dir) = path.parent() {
         fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;

@@ -1,0 +1,191 @@
+//! `sim-runner`: runs simulation schedules (see `docs/simulation.md`); `cargo xtask sim`
+//! builds and runs it. Prints a table and, for each invariant broken, a seed, the
+//! violation and the shrunk schedule; exits non-zero on any violation.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use parking_lot::Mutex;
+use tier_sim::{DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, shrink::shrink};
+
+#[derive(Debug, Parser)]
+#[command(name = "sim-runner", about = "tierlog's deterministic simulation")]
+struct Args {
+    /// Run this many schedules (default: as many as fit in --secs).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// Replay one schedule verbosely (twice, checking the replay is exact).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// With --seed: keep only these step indices (a shrunk schedule), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    keep: Option<Vec<u32>>,
+    /// How long to run, in seconds, when --seeds is not given.
+    #[arg(long, default_value_t = 60)]
+    secs: u64,
+    /// Steps per schedule.
+    #[arg(long, default_value_t = DEFAULT_STEPS)]
+    steps: u32,
+    /// The first seed of the run (default: from the clock; printed).
+    #[arg(long)]
+    start: Option<u64>,
+    /// Threads, one runtime each.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Runs allowed to shrink each reported violation.
+    #[arg(long, default_value_t = 200)]
+    shrink_budget: usize,
+    /// Skip the regression seeds.
+    #[arg(long)]
+    no_regressions: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(seed) = args.seed {
+        return replay(seed, &args);
+    }
+    let mut total = Stats::default();
+    let mut failures: BTreeMap<&'static str, Vec<(u64, Violation)>> = BTreeMap::new();
+    let started = Instant::now();
+    if !args.no_regressions && !REGRESSION_SEEDS.is_empty() {
+        println!("sim: replaying {} regression seeds", REGRESSION_SEEDS.len());
+        for (seed, case) in REGRESSION_SEEDS {
+            let outcome = run(&Schedule::generate(*seed, args.steps), false);
+            total.add(&outcome.stats);
+            let verdict = outcome.violations.first().map_or("passes".to_owned(), |v| format!("FAILS: {v}"));
+            println!("sim:   seed {seed} ({case}): {verdict}");
+            for v in outcome.violations {
+                failures.entry(v.invariant).or_default().push((*seed, v));
+            }
+        }
+    }
+    let start = args.start.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    println!("sim: first seed {start}, {} steps per schedule, {} threads", args.steps, args.threads);
+    let next = Arc::new(AtomicU64::new(0));
+    let shared_stats = Arc::new(Mutex::new(Stats::default()));
+    let shared_fail = Arc::new(Mutex::new(Vec::<(u64, Violation)>::new()));
+    let deadline = started + Duration::from_secs(args.secs);
+    let main_started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..args.threads.max(1) {
+            let (next, stats, fail) =
+                (Arc::clone(&next), Arc::clone(&shared_stats), Arc::clone(&shared_fail));
+            let steps = args.steps;
+            let limit = args.seeds;
+            scope.spawn(move || {
+                loop {
+                    let n = next.fetch_add(1, Ordering::SeqCst);
+                    if limit.map_or(Instant::now() >= deadline, |l| n >= l) {
+                        return;
+                    }
+                    let seed = start.wrapping_add(n);
+                    let outcome = run(&Schedule::generate(seed, steps), false);
+                    stats.lock().add(&outcome.stats);
+                    let mut f = fail.lock();
+                    for v in outcome.violations {
+                        f.push((seed, v));
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = main_started.elapsed();
+    let main_stats = shared_stats.lock().clone();
+    total.add(&main_stats);
+    for (seed, v) in shared_fail.lock().drain(..) {
+        failures.entry(v.invariant).or_default().push((seed, v));
+    }
+    print_table(&total, &main_stats, elapsed, &failures);
+    if failures.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for (invariant, list) in &failures {
+        let mut seeds: Vec<u64> = list.iter().map(|(s, _)| *s).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        let (seed, v) = &list[0];
+        println!(
+            "\nVIOLATION {invariant}: {} schedule(s), e.g. seeds {:?}",
+            seeds.len(),
+            &seeds[..seeds.len().min(5)]
+        );
+        println!("  seed {seed}: {v}");
+        let schedule = Schedule::generate(*seed, args.steps);
+        let (short, runs) = shrink(&schedule, invariant, args.shrink_budget);
+        println!("  shrunk to {} steps ({runs} runs):", short.steps.len());
+        for line in short.to_string().lines() {
+            println!("    {line}");
+        }
+        println!("  replay: cargo xtask sim --seed {seed} --steps {} --keep {}", args.steps, short.indices());
+    }
+    ExitCode::FAILURE
+}
+
+fn print_table(
+    total: &Stats,
+    main: &Stats,
+    elapsed: Duration,
+    failures: &BTreeMap<&'static str, Vec<(u64, Violation)>>,
+) {
+    let per_min = main.schedules as f64 / elapsed.as_secs_f64().max(1e-9) * 60.0;
+    println!("\n| sim                                  | value |");
+    println!("|--------------------------------------|-------|");
+    println!("| schedules                            | {} |", total.schedules);
+    println!("| steps                                | {} |", total.steps);
+    println!("| schedules per minute (random seeds)  | {per_min:.0} |");
+    println!("| acknowledged records                 | {} |", total.acked);
+    println!("| acknowledged records checked         | {} |", total.checked);
+    println!("| schedules ended on damaged data      | {} |", total.ended_on_damage);
+    for (kind, n) in &total.faults {
+        println!("| faults: {kind:<28} | {n} |");
+    }
+    let schedules: usize = {
+        let mut s: Vec<u64> = failures.values().flatten().map(|(s, _)| *s).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    };
+    println!(
+        "| violations                           | {} in {schedules} schedule(s) |",
+        failures.values().map(Vec::len).sum::<usize>()
+    );
+    for (invariant, list) in failures {
+        println!("|   {invariant:<34} | {} |", list.len());
+    }
+}
+
+fn replay(seed: u64, args: &Args) -> ExitCode {
+    let mut schedule = Schedule::generate(seed, args.steps);
+    if let Some(keep) = &args.keep {
+        schedule = schedule.keep(keep);
+    }
+    print!("{schedule}");
+    let first = run(&schedule, true);
+    for line in &first.log {
+        println!("  {line}");
+    }
+    let second = run(&schedule, true);
+    let exact = first.trace == second.trace && first.violations == second.violations;
+    if let Some(i) =
+        (0..first.log.len().max(second.log.len())).find(|i| first.log.get(*i) != second.log.get(*i))
+    {
+        println!("sim: the replay first differs at log line {i}:");
+        println!("  first:  {:?}", first.log.get(i));
+        println!("  replay: {:?}", second.log.get(i));
+    }
+    println!(
+        "sim: replayed twice: {}",
+        if exact { "identical" } else { "DIFFERENT (the simulation is not deterministic here)" }
+    );
+    for v in &first.violations {
+        println!("VIOLATION {v}");
+    }
+    if first.violations.is_empty() && exact { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
