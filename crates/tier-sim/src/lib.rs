@@ -28,6 +28,84 @@ pub use schedule::Schedule;
 /// Steps per schedule by default.
 pub const DEFAULT_STEPS: u32 = 200;
 
-/// Seeds that found a bug, with the case of issue 15 each showed on 3892a13 (see
-/// `docs/simulation.md`, "Bugs found on 3892a13"). Every run replays them first.
-pub const REGRESSION_SEEDS: &[(u64, &str)] = &[];
+/// A schedule that found a bug: a seed, the steps its shrunk schedule keeps, the case of
+/// issue 15 it showed on 3892a13 and the invariant it broke there.
+#[derive(Clone, Copy, Debug)]
+pub struct Regression {
+    /// The seed (with [`DEFAULT_STEPS`] steps generated).
+    pub seed: u64,
+    /// The generation indices of the steps kept (the shrunk schedule).
+    pub keep: &'static [u32],
+    /// What it showed.
+    pub case: &'static str,
+    /// The invariant it broke on 3892a13.
+    pub invariant: &'static str,
+}
+
+impl Regression {
+    /// The shrunk schedule.
+    pub fn schedule(&self) -> Schedule {
+        Schedule::generate(self.seed, DEFAULT_STEPS).keep(self.keep)
+    }
+}
+
+/// Schedules that found issue 15's cases 1–7 on 3892a13 (see `docs/simulation.md`, "Bugs
+/// found on 3892a13"). Every run replays them first; each must pass once its case is
+/// fixed. The schedules depend on the generator in [`schedule`]: a change to it that
+/// changes what a seed generates must re-find them.
+pub const REGRESSION_SEEDS: &[Regression] = &[
+    Regression {
+        seed: 20297,
+        keep: &[78, 79, 80, 81, 84, 98, 181, 182, 184],
+        case: "case 1: an unconfirmed, age-rotated batch exported; after a lost disk its offsets are handed out again",
+        invariant: model::inv::TWO_CONTENTS,
+    },
+    Regression {
+        seed: 1030,
+        keep: &[97, 98, 99, 107],
+        case: "case 1: the background exporter uploads a batch warm refused (never committed)",
+        invariant: model::inv::EXPORT_UNCOMMITTED,
+    },
+    Regression {
+        seed: 20001,
+        keep: &[6, 8, 9, 10],
+        case: "case 2: a power cut tears acknowledged records off the WAL; their offsets are reused, nothing reported",
+        invariant: model::inv::TWO_CONTENTS,
+    },
+    Regression {
+        seed: 20039,
+        keep: &[29, 30, 49, 78, 81],
+        case: "case 3: hot+cold, lost WAL: the new WAL starts above cold's end without a gap; export wedged",
+        invariant: model::inv::LIVENESS_EXPORT,
+    },
+    Regression {
+        seed: 5240,
+        keep: &[53, 55, 61, 62, 65, 80, 81],
+        case: "case 4: torn tail, then export through a cold backend on ColdBackend's defaults: record_gap refused forever",
+        invariant: model::inv::LIVENESS_EXPORT,
+    },
+    Regression {
+        seed: 20009,
+        keep: &[85, 86, 91, 92, 97],
+        case: "case 5: whole data directory lost, cold holds a prefix: the next append reuses an acknowledged offset",
+        invariant: model::inv::TWO_CONTENTS,
+    },
+    Regression {
+        seed: 20017,
+        keep: &[96, 98, 99, 157, 161, 162],
+        case: "case 6: fail, warm empty and down: refused records served after a restart",
+        invariant: model::inv::UNACKED_SERVED,
+    },
+    Regression {
+        seed: 20017,
+        keep: &[157, 159, 160, 173],
+        case: "case 6: fail, WAIT short: a batch warm never confirmed is served after a crash",
+        invariant: model::inv::UNACKED_SERVED,
+    },
+    Regression {
+        seed: 5037,
+        keep: &[59, 94, 95, 106, 107, 115, 116],
+        case: "case 7: degrade, warm behind longer than retention: the store refuses to open",
+        invariant: model::inv::OPEN_FAILED,
+    },
+];

@@ -1,18 +1,28 @@
 //! Shrinking a failing schedule: drop chunks of steps (halves, quarters, … single steps)
-//! while the schedule still breaks the same invariant, within a budget of runs.
+//! while the schedule still breaks the same invariant (and, optionally, its log still
+//! mentions a given text, to keep a shrunk schedule on one cause), within a budget of
+//! runs.
 
 use crate::run::run;
 use crate::schedule::Schedule;
 
-/// The shortest schedule found that still breaks `invariant`, and the runs it took.
-pub fn shrink(schedule: &Schedule, invariant: &str, budget: usize) -> (Schedule, usize) {
-    let fails = |s: &Schedule| run(s, false).violations.iter().any(|v| v.invariant == invariant);
+/// The shortest schedule found that still breaks `invariant` (with `text` in its log,
+/// when given; `a && b` asks for both), and the runs it took.
+pub fn shrink(schedule: &Schedule, invariant: &str, budget: usize, text: Option<&str>) -> (Schedule, usize) {
+    let fails = |s: &Schedule| {
+        let outcome = run(s, text.is_some());
+        outcome.violations.iter().any(|v| v.invariant == invariant)
+            && text.is_none_or(|t| t.split("&&").all(|t| outcome.log.iter().any(|l| l.contains(t.trim()))))
+    };
     let mut best = schedule.clone();
     let mut runs = 0;
     // Steps after the first violation cannot matter (unless it was found by the final
     // checks): cut there first.
     let first = run(&best, false);
     runs += 1;
+    if !fails(&best) {
+        return (best, runs + 1);
+    }
     if let Some(step) = first.violations.iter().find(|v| v.invariant == invariant).and_then(|v| v.step) {
         let mut cut = best.clone();
         cut.steps.retain(|(i, _)| *i <= step);

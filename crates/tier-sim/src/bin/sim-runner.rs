@@ -42,6 +42,18 @@ struct Args {
     /// Skip the regression seeds.
     #[arg(long)]
     no_regressions: bool,
+    /// Shrink up to this many failing seeds per invariant (default 1), in parallel.
+    #[arg(long, default_value_t = 1)]
+    shrink_each: usize,
+    /// With --seed: shrink the schedule for this invariant (e.g. "step hung").
+    #[arg(long)]
+    shrink_invariant: Option<String>,
+    /// With --shrink-invariant: only keep schedules whose log mentions this text.
+    #[arg(long)]
+    shrink_text: Option<String>,
+    /// Print every violation as it is found (`seed<TAB>invariant<TAB>detail`).
+    #[arg(long)]
+    list: bool,
 }
 
 fn main() -> ExitCode {
@@ -53,14 +65,18 @@ fn main() -> ExitCode {
     let mut failures: BTreeMap<&'static str, Vec<(u64, Violation)>> = BTreeMap::new();
     let started = Instant::now();
     if !args.no_regressions && !REGRESSION_SEEDS.is_empty() {
-        println!("sim: replaying {} regression seeds", REGRESSION_SEEDS.len());
-        for (seed, case) in REGRESSION_SEEDS {
-            let outcome = run(&Schedule::generate(*seed, args.steps), false);
+        println!("sim: replaying {} regression schedules", REGRESSION_SEEDS.len());
+        for r in REGRESSION_SEEDS {
+            let outcome = run(&r.schedule(), false);
             total.add(&outcome.stats);
-            let verdict = outcome.violations.first().map_or("passes".to_owned(), |v| format!("FAILS: {v}"));
-            println!("sim:   seed {seed} ({case}): {verdict}");
+            let verdict = match outcome.violations.iter().find(|v| v.invariant == r.invariant) {
+                Some(v) => format!("FAILS: {v}"),
+                None if outcome.violations.is_empty() => "passes".to_owned(),
+                None => format!("FAILS differently: {}", outcome.violations[0]),
+            };
+            println!("sim:   seed {} --keep {:?} ({}): {verdict}", r.seed, r.keep, r.case);
             for v in outcome.violations {
-                failures.entry(v.invariant).or_default().push((*seed, v));
+                failures.entry(v.invariant).or_default().push((r.seed, v));
             }
         }
     }
@@ -79,6 +95,7 @@ fn main() -> ExitCode {
                 (Arc::clone(&next), Arc::clone(&shared_stats), Arc::clone(&shared_fail));
             let steps = args.steps;
             let limit = args.seeds;
+            let list = args.list;
             scope.spawn(move || {
                 loop {
                     let n = next.fetch_add(1, Ordering::SeqCst);
@@ -90,6 +107,9 @@ fn main() -> ExitCode {
                     stats.lock().add(&outcome.stats);
                     let mut f = fail.lock();
                     for v in outcome.violations {
+                        if list {
+                            println!("{seed}\t{}\t{}", v.invariant, v.detail);
+                        }
                         f.push((seed, v));
                     }
                 }
@@ -106,19 +126,42 @@ fn main() -> ExitCode {
     if failures.is_empty() {
         return ExitCode::SUCCESS;
     }
+    let mut jobs: Vec<(&'static str, u64, Violation, usize)> = Vec::new();
     for (invariant, list) in &failures {
         let mut seeds: Vec<u64> = list.iter().map(|(s, _)| *s).collect();
         seeds.sort_unstable();
         seeds.dedup();
-        let (seed, v) = &list[0];
         println!(
             "\nVIOLATION {invariant}: {} schedule(s), e.g. seeds {:?}",
             seeds.len(),
             &seeds[..seeds.len().min(5)]
         );
-        println!("  seed {seed}: {v}");
-        let schedule = Schedule::generate(*seed, args.steps);
-        let (short, runs) = shrink(&schedule, invariant, args.shrink_budget);
+        for seed in seeds.iter().take(args.shrink_each.max(1)) {
+            if let Some((_, v)) = list.iter().find(|(s, _)| s == seed) {
+                jobs.push((invariant, *seed, v.clone(), seeds.len()));
+            }
+        }
+    }
+    let results = Mutex::new(Vec::new());
+    let next_job = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..args.threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next_job.fetch_add(1, Ordering::SeqCst) as usize;
+                    let Some((invariant, seed, _, _)) = jobs.get(i) else { return };
+                    let schedule = Schedule::generate(*seed, args.steps);
+                    let shrunk = shrink(&schedule, invariant, args.shrink_budget, None);
+                    results.lock().push((i, shrunk));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner();
+    results.sort_by_key(|(i, _)| *i);
+    for (i, (short, runs)) in results {
+        let (invariant, seed, v, _) = &jobs[i];
+        println!("\n{invariant} — seed {seed}: {v}");
         println!("  shrunk to {} steps ({runs} runs):", short.steps.len());
         for line in short.to_string().lines() {
             println!("    {line}");
@@ -186,6 +229,14 @@ fn replay(seed: u64, args: &Args) -> ExitCode {
     );
     for v in &first.violations {
         println!("VIOLATION {v}");
+    }
+    if let Some(invariant) = &args.shrink_invariant {
+        let (short, runs) = shrink(&schedule, invariant, args.shrink_budget, args.shrink_text.as_deref());
+        println!("\nshrunk for {invariant:?} to {} steps ({runs} runs):", short.steps.len());
+        for line in short.to_string().lines() {
+            println!("    {line}");
+        }
+        println!("  replay: cargo xtask sim --seed {seed} --steps {} --keep {}", args.steps, short.indices());
     }
     if first.violations.is_empty() && exact { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
