@@ -97,6 +97,9 @@ pub struct Model {
     /// For each entry of `wal_destroyed`: true when it was byte damage (the store cannot
     /// know before reading), false for a lost directory or a power cut.
     pub wal_damage: Vec<bool>,
+    /// For each entry of `wal_destroyed`: cold's end when it happened (offsets of a
+    /// damaged segment at or beyond it can reach cold only as a copy of the damage).
+    pub wal_cold_end: Vec<Offset>,
     /// Cold objects damaged: their offsets.
     pub cold_damaged: Vec<OffsetRange>,
     /// Violations found.
@@ -164,9 +167,25 @@ impl Model {
         self.wal_destroyed.iter().skip(a.epoch).any(|r| r.contains(offset))
     }
 
-    /// True when the schedule damaged the cold object holding `offset`.
+    /// True when the schedule damaged the cold object holding `offset`, or the WAL
+    /// segment it was exported from after the damage (an export uploads the file as it
+    /// is).
     pub fn cold_copy_damaged(&self, offset: Offset) -> bool {
         self.cold_damaged.iter().any(|r| r.contains(offset))
+            || self
+                .wal_destroyed
+                .iter()
+                .zip(&self.wal_damage)
+                .zip(&self.wal_cold_end)
+                .any(|((r, damage), cold_end)| *damage && r.contains(offset) && offset >= *cold_end)
+    }
+
+    /// Records a WAL destruction of `range` (`damage`: byte damage, else a loss), with
+    /// cold's end at the time.
+    pub fn destroy_wal(&mut self, range: OffsetRange, damage: bool, cold_end: Offset) {
+        self.wal_destroyed.push(range);
+        self.wal_damage.push(damage);
+        self.wal_cold_end.push(cold_end);
     }
 }
 

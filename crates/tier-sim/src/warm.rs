@@ -205,9 +205,16 @@ impl Tier for SimWarm {
                 "simulated WAIT short: the entry is on the primary, the replica did not confirm it",
             ));
         }
-        // The replica confirms, catching up on everything the primary holds up to here.
-        let upto = batch.end_offset().max(log.replica_end);
-        log.replica_end = upto.min(log.end);
+        // The replica confirms, catching up on everything the primary holds up to here:
+        // a met `WAIT` confirms every earlier write too, so earlier batches the replica
+        // had not confirmed count as confirmed now.
+        let upto = batch.end_offset().max(log.replica_end).min(log.end);
+        log.replica_end = upto;
+        let caught_up: Vec<RecordBatch> =
+            log.batches.iter().filter(|b| b.end_offset() <= upto).cloned().collect();
+        for b in &caught_up {
+            confirm(&mut s, b);
+        }
         confirm(&mut s, &batch);
         Ok(())
     }
