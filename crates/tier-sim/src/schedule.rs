@@ -228,6 +228,27 @@ impl Schedule {
         self
     }
 
+    /// Without the steps that destroy data or make warm misbehave (losses, power cuts,
+    /// damage, warm faults): what a correct store must pass with no excuse needed. A
+    /// sanity check of the model (`sim-runner --benign`).
+    pub fn benign(mut self) -> Self {
+        self.steps.retain(|(_, s)| {
+            !matches!(
+                s,
+                Step::Crash { power_cut: true }
+                    | Step::LoseWal { .. }
+                    | Step::LoseState { .. }
+                    | Step::LoseDataDir { .. }
+                    | Step::DamageSegment
+                    | Step::DamageCold
+                    | Step::WarmOutage(_)
+                    | Step::WarmWaitShort(_)
+                    | Step::WarmFailover
+            )
+        });
+        self
+    }
+
     /// The indices of the steps, comma-separated (for `--keep`).
     pub fn indices(&self) -> String {
         self.steps.iter().map(|(i, _)| i.to_string()).collect::<Vec<_>>().join(",")

@@ -51,6 +51,10 @@ struct Args {
     /// With --shrink-invariant: only keep schedules whose log mentions this text.
     #[arg(long)]
     shrink_text: Option<String>,
+    /// Leave out the steps that destroy data or disturb warm (a sanity check of the
+    /// model: a correct store needs no excuse).
+    #[arg(long)]
+    benign: bool,
     /// Print every violation as it is found (`seed<TAB>invariant<TAB>detail`).
     #[arg(long)]
     list: bool,
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
             let steps = args.steps;
             let limit = args.seeds;
             let list = args.list;
+            let benign = args.benign;
             scope.spawn(move || {
                 loop {
                     let n = next.fetch_add(1, Ordering::SeqCst);
@@ -103,7 +108,11 @@ fn main() -> ExitCode {
                         return;
                     }
                     let seed = start.wrapping_add(n);
-                    let outcome = run(&Schedule::generate(seed, steps), false);
+                    let mut schedule = Schedule::generate(seed, steps);
+                    if benign {
+                        schedule = schedule.benign();
+                    }
+                    let outcome = run(&schedule, false);
                     stats.lock().add(&outcome.stats);
                     let mut f = fail.lock();
                     for v in outcome.violations {
