@@ -160,17 +160,20 @@ fn main() -> ExitCode {
                     let i = next_job.fetch_add(1, Ordering::SeqCst) as usize;
                     let Some((invariant, seed, _, _)) = jobs.get(i) else { return };
                     let schedule = Schedule::generate(*seed, args.steps);
+                    // Replayed twice: a failing seed must reproduce exactly.
+                    let exact = run(&schedule, false).trace == run(&schedule, false).trace;
                     let shrunk = shrink(&schedule, invariant, args.shrink_budget, None);
-                    results.lock().push((i, shrunk));
+                    results.lock().push((i, shrunk, exact));
                 }
             });
         }
     });
     let mut results = results.into_inner();
-    results.sort_by_key(|(i, _)| *i);
-    for (i, (short, runs)) in results {
+    results.sort_by_key(|(i, _, _)| *i);
+    for (i, (short, runs), exact) in results {
         let (invariant, seed, v, _) = &jobs[i];
         println!("\n{invariant} — seed {seed}: {v}");
+        println!("  replays exactly: {}", if exact { "yes" } else { "NO (non-deterministic)" });
         println!("  shrunk to {} steps ({runs} runs):", short.steps.len());
         for line in short.to_string().lines() {
             println!("    {line}");
