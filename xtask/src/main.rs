@@ -7,6 +7,7 @@
 //! - `servers`: starts the shared test servers and keeps them up until Ctrl-C.
 //! - `bench`: builds and runs `tier-bench` (release), tierlog against same-run baselines.
 //! - `chaos`: builds and runs `tier-chaos`'s fault scenarios (`--quick` is part of `test`).
+//! - `sim`: builds and runs `tier-sim`'s deterministic simulation (60 s of it is part of `test`).
 
 mod bench;
 mod chaos;
@@ -16,6 +17,7 @@ mod fuzz;
 mod matrix;
 mod report;
 mod servers;
+mod sim;
 mod test;
 mod testout;
 
@@ -52,6 +54,8 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Run the chaos scenarios (crash, lost disk, corruption, bad input) and print the table.
     Chaos(chaos::ChaosArgs),
+    /// Run the deterministic simulation (seeded fault schedules against a model).
+    Sim(sim::SimArgs),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -75,6 +79,10 @@ fn main() -> anyhow::Result<ExitCode> {
         Task::Bench(args) => bench::run(&root, &args).map(|()| ExitCode::SUCCESS),
         Task::Chaos(args) => {
             let captured = chaos::run(&root, &args)?;
+            Ok(if captured.status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Task::Sim(args) => {
+            let captured = sim::run(&root, &args)?;
             Ok(if captured.status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }

@@ -2,8 +2,8 @@
 //!
 //! Lint steps (deps, fmt, clippy, deny, feature builds) fail fast: after the first failure
 //! the rest are reported as skipped (unless `--keep-going`). The test steps (workspace
-//! tests against shared servers, doctests, a short fuzz run, the quick chaos run) all run
-//! even if one fails.
+//! tests against shared servers, a 60-second simulation run, doctests, a short fuzz run,
+//! the quick chaos run) all run even if one fails.
 //! The summary table is always printed, and its very last line is `N passed, N failed`.
 
 use std::{
@@ -17,7 +17,7 @@ use anyhow::Result;
 use crate::{
     chaos, cmd, deps, fuzz, matrix,
     report::{self, Outcome, StepReport},
-    servers,
+    servers, sim,
     testout::{self, TestTally},
 };
 
@@ -86,7 +86,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> Result<ExitCode> {
     if lints_ok || args.keep_going {
         run_tests(&mut run, args.fuzz_secs);
     } else {
-        for name in ["servers", "tests", "doctests", "fuzz", "chaos"] {
+        for name in ["servers", "tests", "sim", "doctests", "fuzz", "chaos"] {
             run.skip(name, "a lint step failed");
         }
     }
@@ -197,7 +197,8 @@ fn with_limit(prefix: &str, items: &[String], limit: usize) -> Vec<String> {
     lines
 }
 
-/// Shared servers, workspace tests, doctests, the quick fuzz run, then the quick chaos run.
+/// Shared servers, workspace tests, the simulation, doctests, the quick fuzz run, then the
+/// quick chaos run.
 fn run_tests(run: &mut Run, fuzz_secs: u64) {
     let mut shared = None;
     run.step("servers", || {
@@ -222,6 +223,12 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
     }
     // Stops every server process by its PID (the harness kills and reaps them on drop).
     drop(shared);
+
+    // 60 seconds of the deterministic simulation (no server needed).
+    run.step("sim", || {
+        let captured = sim::run(&crate::workspace_root(), &sim::SimArgs::for_test())?;
+        Ok(StepResult { ok: captured.status.success(), details: sim::summary_lines(&captured) })
+    });
 
     let mut doc_tally = TestTally::default();
     run.step("doctests", || {

@@ -34,6 +34,15 @@
 //!   is closed or dropped) cuts every segment file back to it — a file never fsynced to
 //!   nothing — as the page cache's loss would.
 //!
+//! The simulation (`cargo xtask sim`) reads the same records with [`durable_lengths`]
+//! and cuts each file back to its durable length *or to any byte past it* (what a real
+//! power cut can leave). Two fsyncs are not recorded, so that a simulated power cut stays
+//! deterministic: a background seal's fsync of the *next* active segment (appends into it
+//! run concurrently with that fsync, so which of them it covers is a race) and the
+//! `interval` timer's fsync (a cut below it is the state a crash just before the timer
+//! leaves). Both keep the simulation on the safe side: those appends were acknowledged
+//! without an fsync.
+//!
 //! Without the feature this module does not exist and the hooks at the call sites
 //! (the `fault!` and `synced!` macros) expand to `Ok(())` and nothing: no code, no cost.
 
@@ -196,6 +205,17 @@ pub(crate) fn synced(path: &Path, file: &File) {
     let Ok(meta) = file.metadata() else { return };
     t.durable.insert(path.to_owned(), meta.len());
     DURABLE_CHANGED.notify_all();
+}
+
+/// The length of every segment file under `data_dir` at its last recorded fsync since
+/// [`track_durability`] (empty when not tracked).
+pub fn durable_lengths(data_dir: &Path) -> HashMap<PathBuf, u64> {
+    TRACKED.lock().iter().find(|t| t.dir == data_dir).map(|t| t.durable.clone()).unwrap_or_default()
+}
+
+/// Stops tracking `data_dir` and forgets what was recorded.
+pub fn untrack_durability(data_dir: &Path) {
+    TRACKED.lock().retain(|t| t.dir != data_dir);
 }
 
 /// What a power cut now would leave of `data_dir`'s segment files: each file's durable

@@ -431,7 +431,7 @@ impl Writer {
         let Some(active) = self.active.take() else { return };
         let topic = self.topic().clone();
         let result = blocking(self.topic(), move || {
-            let r = active.sync().map_err(|e| io_err(&topic, &active.path, "fsyncing the WAL", e));
+            let r = active.sync_untracked().map_err(|e| io_err(&topic, &active.path, "fsyncing the WAL", e));
             Ok((active, r))
         })
         .await;

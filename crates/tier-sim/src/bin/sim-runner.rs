@@ -1,0 +1,254 @@
+//! `sim-runner`: runs simulation schedules (see `docs/simulation.md`); `cargo xtask sim`
+//! builds and runs it. Prints a table and, for each invariant broken, a seed, the
+//! violation and the shrunk schedule; exits non-zero on any violation.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use parking_lot::Mutex;
+use tier_sim::{DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, shrink::shrink};
+
+#[derive(Debug, Parser)]
+#[command(name = "sim-runner", about = "tierlog's deterministic simulation")]
+struct Args {
+    /// Run this many schedules (default: as many as fit in --secs).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// Replay one schedule verbosely (twice, checking the replay is exact).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// With --seed: keep only these step indices (a shrunk schedule), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    keep: Option<Vec<u32>>,
+    /// How long to run, in seconds, when --seeds is not given.
+    #[arg(long, default_value_t = 60)]
+    secs: u64,
+    /// Steps per schedule.
+    #[arg(long, default_value_t = DEFAULT_STEPS)]
+    steps: u32,
+    /// The first seed of the run (default: from the clock; printed).
+    #[arg(long)]
+    start: Option<u64>,
+    /// Threads, one runtime each.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Runs allowed to shrink each reported violation.
+    #[arg(long, default_value_t = 200)]
+    shrink_budget: usize,
+    /// Skip the regression seeds.
+    #[arg(long)]
+    no_regressions: bool,
+    /// Shrink up to this many failing seeds per invariant (default 1), in parallel.
+    #[arg(long, default_value_t = 1)]
+    shrink_each: usize,
+    /// With --seed: shrink the schedule for this invariant (e.g. "step hung").
+    #[arg(long)]
+    shrink_invariant: Option<String>,
+    /// With --shrink-invariant: only keep schedules whose log mentions this text.
+    #[arg(long)]
+    shrink_text: Option<String>,
+    /// Leave out the steps that destroy data or disturb warm (a sanity check of the
+    /// model: a correct store needs no excuse).
+    #[arg(long)]
+    benign: bool,
+    /// Print every violation as it is found (`seed<TAB>invariant<TAB>detail`).
+    #[arg(long)]
+    list: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(seed) = args.seed {
+        return replay(seed, &args);
+    }
+    let mut total = Stats::default();
+    let mut failures: BTreeMap<&'static str, Vec<(u64, Violation)>> = BTreeMap::new();
+    let started = Instant::now();
+    if !args.no_regressions && !REGRESSION_SEEDS.is_empty() {
+        println!("sim: replaying {} regression schedules", REGRESSION_SEEDS.len());
+        for r in REGRESSION_SEEDS {
+            let outcome = run(&r.schedule(), false);
+            total.add(&outcome.stats);
+            let verdict = match outcome.violations.iter().find(|v| v.invariant == r.invariant) {
+                Some(v) => format!("FAILS: {v}"),
+                None if outcome.violations.is_empty() => "passes".to_owned(),
+                None => format!("FAILS differently: {}", outcome.violations[0]),
+            };
+            println!("sim:   seed {} --keep {:?} ({}): {verdict}", r.seed, r.keep, r.case);
+            for v in outcome.violations {
+                failures.entry(v.invariant).or_default().push((r.seed, v));
+            }
+        }
+    }
+    let start = args.start.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    println!("sim: first seed {start}, {} steps per schedule, {} threads", args.steps, args.threads);
+    let next = Arc::new(AtomicU64::new(0));
+    let shared_stats = Arc::new(Mutex::new(Stats::default()));
+    let shared_fail = Arc::new(Mutex::new(Vec::<(u64, Violation)>::new()));
+    let deadline = started + Duration::from_secs(args.secs);
+    let main_started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..args.threads.max(1) {
+            let (next, stats, fail) =
+                (Arc::clone(&next), Arc::clone(&shared_stats), Arc::clone(&shared_fail));
+            let steps = args.steps;
+            let limit = args.seeds;
+            let list = args.list;
+            let benign = args.benign;
+            scope.spawn(move || {
+                loop {
+                    let n = next.fetch_add(1, Ordering::SeqCst);
+                    if limit.map_or(Instant::now() >= deadline, |l| n >= l) {
+                        return;
+                    }
+                    let seed = start.wrapping_add(n);
+                    let mut schedule = Schedule::generate(seed, steps);
+                    if benign {
+                        schedule = schedule.benign();
+                    }
+                    let outcome = run(&schedule, false);
+                    stats.lock().add(&outcome.stats);
+                    let mut f = fail.lock();
+                    for v in outcome.violations {
+                        if list {
+                            println!("{seed}\t{}\t{}", v.invariant, v.detail);
+                        }
+                        f.push((seed, v));
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = main_started.elapsed();
+    let main_stats = shared_stats.lock().clone();
+    total.add(&main_stats);
+    for (seed, v) in shared_fail.lock().drain(..) {
+        failures.entry(v.invariant).or_default().push((seed, v));
+    }
+    print_table(&total, &main_stats, elapsed, &failures);
+    if failures.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    let mut jobs: Vec<(&'static str, u64, Violation, usize)> = Vec::new();
+    for (invariant, list) in &failures {
+        let mut seeds: Vec<u64> = list.iter().map(|(s, _)| *s).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        println!(
+            "\nVIOLATION {invariant}: {} schedule(s), e.g. seeds {:?}",
+            seeds.len(),
+            &seeds[..seeds.len().min(5)]
+        );
+        for seed in seeds.iter().take(args.shrink_each.max(1)) {
+            if let Some((_, v)) = list.iter().find(|(s, _)| s == seed) {
+                jobs.push((invariant, *seed, v.clone(), seeds.len()));
+            }
+        }
+    }
+    let results = Mutex::new(Vec::new());
+    let next_job = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..args.threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next_job.fetch_add(1, Ordering::SeqCst) as usize;
+                    let Some((invariant, seed, _, _)) = jobs.get(i) else { return };
+                    let schedule = Schedule::generate(*seed, args.steps);
+                    // Replayed twice: a failing seed must reproduce exactly.
+                    let exact = run(&schedule, false).trace == run(&schedule, false).trace;
+                    let shrunk = shrink(&schedule, invariant, args.shrink_budget, None);
+                    results.lock().push((i, shrunk, exact));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner();
+    results.sort_by_key(|(i, _, _)| *i);
+    for (i, (short, runs), exact) in results {
+        let (invariant, seed, v, _) = &jobs[i];
+        println!("\n{invariant} — seed {seed}: {v}");
+        println!("  replays exactly: {}", if exact { "yes" } else { "NO (non-deterministic)" });
+        println!("  shrunk to {} steps ({runs} runs):", short.steps.len());
+        for line in short.to_string().lines() {
+            println!("    {line}");
+        }
+        println!("  replay: cargo xtask sim --seed {seed} --steps {} --keep {}", args.steps, short.indices());
+    }
+    ExitCode::FAILURE
+}
+
+fn print_table(
+    total: &Stats,
+    main: &Stats,
+    elapsed: Duration,
+    failures: &BTreeMap<&'static str, Vec<(u64, Violation)>>,
+) {
+    let per_min = main.schedules as f64 / elapsed.as_secs_f64().max(1e-9) * 60.0;
+    println!("\n| sim                                  | value |");
+    println!("|--------------------------------------|-------|");
+    println!("| schedules                            | {} |", total.schedules);
+    println!("| steps                                | {} |", total.steps);
+    println!("| schedules per minute (random seeds)  | {per_min:.0} |");
+    println!("| acknowledged records                 | {} |", total.acked);
+    println!("| acknowledged records checked         | {} |", total.checked);
+    println!("| schedules ended on damaged data      | {} |", total.ended_on_damage);
+    for (kind, n) in &total.faults {
+        println!("| faults: {kind:<28} | {n} |");
+    }
+    let schedules: usize = {
+        let mut s: Vec<u64> = failures.values().flatten().map(|(s, _)| *s).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    };
+    println!(
+        "| violations                           | {} in {schedules} schedule(s) |",
+        failures.values().map(Vec::len).sum::<usize>()
+    );
+    for (invariant, list) in failures {
+        println!("|   {invariant:<34} | {} |", list.len());
+    }
+}
+
+fn replay(seed: u64, args: &Args) -> ExitCode {
+    let mut schedule = Schedule::generate(seed, args.steps);
+    if let Some(keep) = &args.keep {
+        schedule = schedule.keep(keep);
+    }
+    print!("{schedule}");
+    let first = run(&schedule, true);
+    for line in &first.log {
+        println!("  {line}");
+    }
+    let second = run(&schedule, true);
+    let exact = first.trace == second.trace && first.violations == second.violations;
+    if let Some(i) =
+        (0..first.log.len().max(second.log.len())).find(|i| first.log.get(*i) != second.log.get(*i))
+    {
+        println!("sim: the replay first differs at log line {i}:");
+        println!("  first:  {:?}", first.log.get(i));
+        println!("  replay: {:?}", second.log.get(i));
+    }
+    println!(
+        "sim: replayed twice: {}",
+        if exact { "identical" } else { "DIFFERENT (the simulation is not deterministic here)" }
+    );
+    for v in &first.violations {
+        println!("VIOLATION {v}");
+    }
+    if let Some(invariant) = &args.shrink_invariant {
+        let (short, runs) = shrink(&schedule, invariant, args.shrink_budget, args.shrink_text.as_deref());
+        println!("\nshrunk for {invariant:?} to {} steps ({runs} runs):", short.steps.len());
+        for line in short.to_string().lines() {
+            println!("    {line}");
+        }
+        println!("  replay: cargo xtask sim --seed {seed} --steps {} --keep {}", args.steps, short.indices());
+    }
+    if first.violations.is_empty() && exact { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

@@ -1,0 +1,195 @@
+//! The reference model: what was acknowledged (offset → record), what was refused (outcome
+//! unknown, never acknowledged), everything ever served, the ranges the store reported as
+//! lost or maybe lost, and which copies the schedule destroyed. See `docs/simulation.md`
+//! for the invariants and why each is stated as it is.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use bytes::Bytes;
+use tier_core::{Offset, OffsetRange, Timestamp};
+
+/// A record the simulation produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rec {
+    /// Its payload (unique in the run).
+    pub payload: Bytes,
+    /// Its timestamp.
+    pub timestamp: Timestamp,
+}
+
+/// An acknowledged record.
+#[derive(Clone, Debug)]
+pub struct Acked {
+    /// The record.
+    pub rec: Rec,
+    /// How many WAL destructions had happened when it was acknowledged.
+    pub epoch: usize,
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant, a short fixed name (violations are grouped and shrunk by it).
+    pub invariant: &'static str,
+    /// What was seen.
+    pub detail: String,
+    /// The generation index of the step after which it was seen (`None`: final checks).
+    pub step: Option<u32>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.step {
+            Some(s) => write!(f, "{} (after step {s}): {}", self.invariant, self.detail),
+            None => write!(f, "{} (final checks): {}", self.invariant, self.detail),
+        }
+    }
+}
+
+/// Invariant names.
+pub mod inv {
+    /// An offset was served (or acknowledged) with two different records.
+    pub const TWO_CONTENTS: &str = "offset served with two contents";
+    /// A record whose append failed was served although no write tier confirmed it.
+    pub const UNACKED_SERVED: &str = "never-acknowledged record served";
+    /// A record was served that the simulation never produced, or at two offsets.
+    pub const FOREIGN: &str = "record served that was not appended there";
+    /// An acknowledged record is missing (not served, not lost with every copy).
+    pub const MISSING: &str = "acknowledged record missing";
+    /// An acknowledged record is gone with every copy, but no report names it.
+    pub const UNREPORTED: &str = "acknowledged record lost without a report";
+    /// The reader failed inside the committed range where data exists.
+    pub const READ_FAILED: &str = "read failed inside the committed range";
+    /// The reader served offsets out of order or skipped some.
+    pub const NOT_DENSE: &str = "reader not dense";
+    /// Cold holds offsets beyond the commit point.
+    pub const EXPORT_UNCOMMITTED: &str = "cold holds uncommitted offsets";
+    /// The store did not open.
+    pub const OPEN_FAILED: &str = "store failed to open";
+    /// A step never finished.
+    pub const HUNG: &str = "step hung";
+    /// The live tail did not deliver an acknowledged record.
+    pub const LIVE_TAIL: &str = "live tail missed an acknowledged record";
+    /// After the faults stopped, cold did not reach the commit point.
+    pub const LIVENESS_EXPORT: &str = "liveness: export does not reach the commit point";
+    /// After the faults stopped, the WAL kept segments retention should delete.
+    pub const LIVENESS_RETENTION: &str = "liveness: WAL retention does not catch up";
+    /// After the faults stopped, a flush still failed.
+    pub const LIVENESS_FLUSH: &str = "liveness: flush keeps failing";
+}
+
+/// The model (see the module docs).
+#[derive(Debug, Default)]
+pub struct Model {
+    /// Offset → acknowledged record.
+    pub acked: BTreeMap<Offset, Acked>,
+    /// Payload → acknowledged offset.
+    pub acked_at: HashMap<Bytes, Offset>,
+    /// Payloads whose append failed (never acknowledged).
+    pub refused: HashMap<Bytes, Timestamp>,
+    /// Offset → payload of everything ever served or acknowledged.
+    pub seen: HashMap<Offset, Bytes>,
+    /// Ranges the store reported as lost or maybe lost.
+    pub reported: Vec<OffsetRange>,
+    /// WAL destructions: the offsets whose WAL copy each destroyed (over-approximated).
+    pub wal_destroyed: Vec<OffsetRange>,
+    /// For each entry of `wal_destroyed`: true when it was byte damage (the store cannot
+    /// know before reading), false for a lost directory or a power cut.
+    pub wal_damage: Vec<bool>,
+    /// For each entry of `wal_destroyed`: cold's end when it happened (offsets of a
+    /// damaged segment at or beyond it can reach cold only as a copy of the damage).
+    pub wal_cold_end: Vec<Offset>,
+    /// Cold objects damaged: their offsets.
+    pub cold_damaged: Vec<OffsetRange>,
+    /// Violations found.
+    pub violations: Vec<Violation>,
+    /// Records checked by full checks (for the table).
+    pub checked: u64,
+}
+
+impl Model {
+    /// Records a violation (at most a few per invariant, to keep reports short).
+    pub fn violate(&mut self, invariant: &'static str, detail: String, step: Option<u32>) {
+        if self.violations.iter().filter(|v| v.invariant == invariant).count() < 3 {
+            self.violations.push(Violation { invariant, detail, step });
+        }
+    }
+
+    /// An append answered `Ok(range)` for `recs`.
+    pub fn ack(&mut self, range: OffsetRange, recs: &[Rec], step: Option<u32>) {
+        let epoch = self.wal_destroyed.len();
+        for (i, rec) in recs.iter().enumerate() {
+            let offset = range.start + i as u64;
+            if let Some(prev) = self.seen.get(&offset)
+                && *prev != rec.payload
+            {
+                let detail = format!(
+                    "offset {offset} acknowledged for {:?} but earlier held {:?}",
+                    lossy(&rec.payload),
+                    lossy(prev)
+                );
+                self.violate(inv::TWO_CONTENTS, detail, step);
+            }
+            self.seen.insert(offset, rec.payload.clone());
+            self.acked_at.insert(rec.payload.clone(), offset);
+            self.acked.insert(offset, Acked { rec: rec.clone(), epoch });
+        }
+    }
+
+    /// An append failed for `recs`.
+    pub fn refuse(&mut self, recs: &[Rec]) {
+        for rec in recs {
+            self.refused.insert(rec.payload.clone(), rec.timestamp);
+        }
+    }
+
+    /// The store reported `range` lost or maybe lost.
+    pub fn report(&mut self, range: OffsetRange) {
+        if !range.is_empty() && !self.reported.contains(&range) {
+            self.reported.push(range);
+        }
+    }
+
+    /// True when a report names `offset`.
+    pub fn reported(&self, offset: Offset) -> bool {
+        self.reported.iter().any(|r| r.contains(offset))
+    }
+
+    /// The end of the reported range holding `offset`.
+    pub fn reported_end(&self, offset: Offset) -> Option<Offset> {
+        self.reported.iter().filter(|r| r.contains(offset)).map(|r| r.end).max()
+    }
+
+    /// True when the schedule destroyed the WAL copy of the acknowledged record at
+    /// `offset` after it was acknowledged.
+    pub fn wal_copy_destroyed(&self, offset: Offset, a: &Acked) -> bool {
+        self.wal_destroyed.iter().skip(a.epoch).any(|r| r.contains(offset))
+    }
+
+    /// True when the schedule damaged the cold object holding `offset`, or the WAL
+    /// segment it was exported from after the damage (an export uploads the file as it
+    /// is).
+    pub fn cold_copy_damaged(&self, offset: Offset) -> bool {
+        self.cold_damaged.iter().any(|r| r.contains(offset))
+            || self
+                .wal_destroyed
+                .iter()
+                .zip(&self.wal_damage)
+                .zip(&self.wal_cold_end)
+                .any(|((r, damage), cold_end)| *damage && r.contains(offset) && offset >= *cold_end)
+    }
+
+    /// Records a WAL destruction of `range` (`damage`: byte damage, else a loss), with
+    /// cold's end at the time.
+    pub fn destroy_wal(&mut self, range: OffsetRange, damage: bool, cold_end: Offset) {
+        self.wal_destroyed.push(range);
+        self.wal_damage.push(damage);
+        self.wal_cold_end.push(cold_end);
+    }
+}
+
+/// A payload for messages.
+pub fn lossy(b: &Bytes) -> String {
+    String::from_utf8_lossy(&b[..b.len().min(24)]).into_owned()
+}

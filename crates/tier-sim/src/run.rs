@@ -1,0 +1,1078 @@
+//! Running one schedule: the world (directories, bucket, warm stand-in, the current
+//! simulated process), the steps, and the checks after each step. See
+//! `docs/simulation.md`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tier_core::segment::SegmentHeader;
+use tier_core::{ErrorKind, Offset, OffsetRange, StartPosition, Tier, TierError, TopicName};
+use tier_hot::HotConfig;
+use tier_router::{NewRecord, RouterConfig, TieredStore, Topic, WarmFailurePolicy};
+use tokio::runtime::Runtime;
+
+use crate::cold::{Bucket, DefaultsCold};
+use crate::disk::{self, Disk};
+use crate::model::{Model, Rec, Violation, inv, lossy};
+use crate::rng::{Rng, step_seed};
+use crate::schedule::{ColdShape, ReadFrom, Schedule, Step};
+use crate::warm::SimWarm;
+
+/// The topic every schedule writes.
+pub const TOPIC: &str = "t";
+/// Simulated time a step may take before it counts as hung.
+const STEP_LIMIT: Duration = Duration::from_secs(3600);
+/// Simulated time a reader may wait for its next record inside the committed range.
+const READ_WAIT: Duration = Duration::from_secs(120);
+/// A full check (read everything from the earliest offset) every this many steps.
+pub const FULL_CHECK_EVERY: usize = 20;
+/// Timestamps start here (milliseconds since the epoch).
+const BASE_TS: i64 = 1_700_000_000_000;
+/// Export/retention rounds allowed once the faults stop.
+const LIVENESS_ROUNDS: usize = 4;
+
+/// Counters of one or many runs.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Schedules run.
+    pub schedules: u64,
+    /// Steps run.
+    pub steps: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Acknowledged records checked by full checks.
+    pub checked: u64,
+    /// Acknowledged records.
+    pub acked: u64,
+    /// Schedules that ended early because the store refused to open over damaged data.
+    pub ended_on_damage: u64,
+}
+
+impl Stats {
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Stats) {
+        self.schedules += other.schedules;
+        self.steps += other.steps;
+        for (k, v) in &other.faults {
+            *self.faults.entry(k).or_default() += v;
+        }
+        self.checked += other.checked;
+        self.acked += other.acked;
+        self.ended_on_damage += other.ended_on_damage;
+    }
+}
+
+/// The result of one schedule.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The violations found (empty: the run passed).
+    pub violations: Vec<Violation>,
+    /// Counters.
+    pub stats: Stats,
+    /// A hash of everything observed, to check that a replay is exact.
+    pub trace: u64,
+    /// The step log (verbose runs only).
+    pub log: Vec<String>,
+}
+
+/// One simulated process: its runtime (dropping it is the crash), the store, the topic.
+struct Proc {
+    /// Simulated time when the process started.
+    started: tokio::time::Instant,
+    rt: Runtime,
+    store: TieredStore,
+    topic: Topic,
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds")
+}
+
+/// What a read observed, processed against the model afterwards.
+enum Obs {
+    Served(Offset, Bytes),
+    Error(Option<Offset>, TierError),
+    NotDense(Offset, Offset),
+    Stalled(Option<Offset>),
+}
+
+/// What the tiers hold now, as the simulation sees it (not through the fault wrappers).
+struct View {
+    hot: OffsetRange,
+    hot_gaps: Vec<OffsetRange>,
+    /// Cold's range and the offsets inside it no object holds (recorded gaps, holes).
+    cold: Option<(OffsetRange, Vec<OffsetRange>)>,
+}
+
+struct World<'a> {
+    schedule: &'a Schedule,
+    root: tempfile::TempDir,
+    data_dir: PathBuf,
+    hot_dir: PathBuf,
+    state_dir: PathBuf,
+    topic_name: TopicName,
+    bucket: Bucket,
+    warm: Arc<SimWarm>,
+    disk: Disk,
+    proc: Option<Proc>,
+    model: Model,
+    stats: Stats,
+    trace: DefaultHasher,
+    log: Option<Vec<String>>,
+    clock_minutes: u64,
+    ts: i64,
+    seq: u64,
+    /// OS boots so far: a power cut restarts the machine, a crash does not (the router
+    /// trusts a WAL written under `never`/`interval` only within the boot it was written in).
+    boots: u64,
+    header_len: u64,
+    real_base: SystemTime,
+    step: Option<u32>,
+    cold_errors: bool,
+    damaged: bool,
+    /// A WAL segment was damaged: what the store should then do with it (export it,
+    /// skip it, wedge) is not fixed, so the liveness checks are left out.
+    wal_damaged: bool,
+    ended: Option<String>,
+    max_hwm: Offset,
+}
+
+/// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
+/// step and what it observed.
+pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
+    let base = if std::path::Path::new("/dev/shm").is_dir() { Some("/dev/shm") } else { None };
+    let root = match base {
+        Some(b) => tempfile::Builder::new().prefix("tier-sim-").tempdir_in(b),
+        None => tempfile::Builder::new().prefix("tier-sim-").tempdir(),
+    }
+    .expect("a temporary directory for the simulated disk");
+    let data_dir = root.path().join("data");
+    let topic_name = TopicName::new(TOPIC).expect("a valid topic name");
+    let header_len = SegmentHeader::new(topic_name.clone(), 0, 0).encoded_len() as u64;
+    let mut world = World {
+        schedule,
+        hot_dir: data_dir.join("hot"),
+        state_dir: data_dir.join("router"),
+        data_dir,
+        root,
+        topic_name,
+        bucket: Bucket::new(),
+        warm: Arc::new(SimWarm::new()),
+        disk: Disk::default(),
+        proc: None,
+        model: Model::default(),
+        stats: Stats { schedules: 1, ..Stats::default() },
+        trace: DefaultHasher::new(),
+        log: verbose.then(Vec::new),
+        clock_minutes: 0,
+        ts: 0,
+        seq: 0,
+        boots: 0,
+        header_len,
+        real_base: SystemTime::now(),
+        step: None,
+        cold_errors: false,
+        damaged: false,
+        wal_damaged: false,
+        ended: None,
+        max_hwm: 0,
+    };
+    tier_hot::faults::track_durability(&world.hot_dir);
+    world.run_all();
+    tier_hot::faults::untrack_durability(&world.hot_dir);
+    tier_hot::faults::clear(&world.hot_dir);
+    world.stats.checked = world.model.checked;
+    world.stats.acked = world.model.acked.len() as u64;
+    Outcome {
+        violations: std::mem::take(&mut world.model.violations),
+        stats: world.stats.clone(),
+        trace: world.trace.finish(),
+        log: world.log.take().unwrap_or_default(),
+    }
+}
+
+impl World<'_> {
+    fn note(&mut self, what: impl AsRef<str>) {
+        // Paths name the run's temporary directory: leave it out of the trace.
+        let root = self.root.path().to_string_lossy().into_owned();
+        let line = what.as_ref().replace(&root, "<disk>");
+        line.hash(&mut self.trace);
+        if let Some(log) = &mut self.log {
+            log.push(line);
+        }
+    }
+
+    fn violate(&mut self, invariant: &'static str, detail: String) {
+        let root = self.root.path().to_string_lossy().into_owned();
+        let detail = detail.replace(&root, "<disk>");
+        self.note(format!("VIOLATION {invariant}: {detail}"));
+        self.model.violate(invariant, detail, self.step);
+    }
+
+    fn transient_faults(&self) -> bool {
+        self.warm.faulty() || self.cold_errors
+    }
+
+    fn sim_now(&self) -> SystemTime {
+        self.real_base + Duration::from_secs(self.clock_minutes * 60)
+    }
+
+    fn run_all(&mut self) {
+        let steps = self.schedule.steps.clone();
+        for (index, step) in &steps {
+            if self.ended.is_some() {
+                break;
+            }
+            self.step = Some(*index);
+            self.stats.steps += 1;
+            if let Some(kind) = step.fault_kind() {
+                *self.stats.faults.entry(kind).or_default() += 1;
+            }
+            self.note(format!("step {index}: {step:?}"));
+            let mut rng = Rng::new(step_seed(self.schedule.seed, u64::from(*index)));
+            self.run_step(*step, &mut rng);
+            // By generation index, not position: dropping other steps while shrinking
+            // does not move the full checks of the steps kept.
+            self.after_step((*index as usize + 1).is_multiple_of(FULL_CHECK_EVERY));
+        }
+        self.step = None;
+        if self.ended.is_none() {
+            self.final_checks();
+        }
+        self.close();
+        *self.stats.faults.entry("cold request failures").or_default() += self.bucket.faulty.injected();
+    }
+
+    // ---- the simulated process ----------------------------------------------------------
+
+    async fn open_store(&self) -> Result<(TieredStore, Topic), TierError> {
+        let cfg = &self.schedule.config;
+        let hot = HotConfig {
+            fsync: cfg.fsync,
+            segment_bytes: cfg.segment_bytes,
+            segment_age: cfg.segment_age,
+            retention_time: cfg.retention_time,
+            retention_bytes: cfg.retention_bytes,
+            cache_bytes: 64 << 10,
+            ..HotConfig::new(&self.hot_dir)
+        };
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let router = RouterConfig {
+            warm_failure_policy: cfg.policy,
+            max_cached_closed_segments: cfg.keep_segments,
+            export_sweep_interval: year,
+            retention_interval: year,
+            warm_retry_interval: cfg.warm_retry,
+            ..RouterConfig::default()
+        };
+        let mut builder = TieredStore::builder()
+            .hot(hot)
+            .router(router)
+            .topics([self.topic_name.clone()])
+            .background(cfg.background)
+            .boot_id(format!("sim-boot-{}", self.boots));
+        if cfg.deployment.warm() {
+            builder = builder.warm(Arc::clone(&self.warm) as Arc<dyn tier_router::WarmBackend>);
+        }
+        if cfg.deployment.cold() {
+            let tier = self.bucket.tier()?;
+            builder = match cfg.cold_shape {
+                ColdShape::Tier => builder.cold(Arc::new(tier)),
+                ColdShape::Defaults => builder.cold(Arc::new(DefaultsCold(tier))),
+            };
+        }
+        let store = builder.open().await?;
+        let topic = store.topic(TOPIC).await?;
+        Ok((store, topic))
+    }
+
+    /// Opens the store if no process runs. `false` when it stays closed (a tier it needs
+    /// is down, or the schedule ended).
+    fn ensure_open(&mut self) -> bool {
+        if self.proc.is_some() {
+            return true;
+        }
+        if self.ended.is_some() {
+            return false;
+        }
+        let rt = runtime();
+        let opened = rt.block_on(async {
+            let opened = tokio::time::timeout(STEP_LIMIT, self.open_store()).await;
+            // Let what opening started in the background (seals, the exporter's first
+            // sweep) finish before the next step: see `on_proc`.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            opened
+        });
+        match opened {
+            Ok(Ok((store, topic))) => {
+                let reports = rt.block_on(store.recovery_reports());
+                for r in &reports {
+                    for range in r.lost.iter().chain(&r.maybe_lost) {
+                        self.model.report(*range);
+                    }
+                    self.note(format!(
+                        "opened: hot {} warm {:?} cold {:?} next {} lost {:?} maybe lost {:?}",
+                        r.hot, r.warm, r.cold, r.next_offset, r.lost, r.maybe_lost
+                    ));
+                }
+                // The operator's decision when nothing bounds the acknowledged end (the WAL and
+                // the state directory lost): resume past every offset ever handed out, as an
+                // operator with the producers' acknowledgements would.
+                if let Some(r) = reports.iter().find(|r| r.end_unknown) {
+                    let handed_out = self.model.seen.keys().max().map_or(0, |o| o + 1);
+                    let at = r.next_offset.max(handed_out);
+                    match rt.block_on(store.resume_topic(TOPIC, at)) {
+                        Ok(resumed) => {
+                            for range in &resumed.maybe_lost {
+                                self.model.report(*range);
+                            }
+                            self.note(format!(
+                                "  resumed at {at} (end unknown): maybe lost {:?}",
+                                resumed.maybe_lost
+                            ));
+                        }
+                        Err(e) => self.violate(inv::OPEN_FAILED, format!("resuming at {at}: {e}")),
+                    }
+                }
+                let started = rt.block_on(async { tokio::time::Instant::now() });
+                self.proc = Some(Proc { started, rt, store, topic });
+                true
+            }
+            Ok(Err(e)) => {
+                drop(rt);
+                if e.kind() == ErrorKind::Unavailable && self.transient_faults() {
+                    self.note(format!("open refused while a tier is down: {e}"));
+                } else if self.damaged && e.kind() == ErrorKind::Corruption && e.context().location.is_some()
+                {
+                    self.note(format!("open refused over damaged data: {e}"));
+                    self.stats.ended_on_damage = 1;
+                    self.ended = Some(e.to_string());
+                } else {
+                    self.violate(inv::OPEN_FAILED, e.to_string());
+                    self.ended = Some(e.to_string());
+                }
+                false
+            }
+            Err(_) => {
+                drop(rt);
+                self.violate(inv::HUNG, "opening the store did not finish".into());
+                self.ended = Some("open hung".into());
+                false
+            }
+        }
+    }
+
+    /// Runs `f` on the current process's runtime (with a step time limit), then lets
+    /// simulated time pass by 1 ms, which tokio does only once every task and blocking
+    /// job is idle: the step's background effects (seal fsyncs, exports) are done.
+    fn on_proc<T>(&mut self, f: impl AsyncFnOnce(&TieredStore, &Topic) -> T) -> Option<T> {
+        let proc = self.proc.as_ref()?;
+        let out = proc.rt.block_on(async {
+            let out = tokio::time::timeout(STEP_LIMIT, f(&proc.store, &proc.topic)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            out
+        });
+        match out {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.violate(inv::HUNG, "a step did not finish within an hour of simulated time".into());
+                self.crash();
+                self.ended = Some("hung".into());
+                None
+            }
+        }
+    }
+
+    /// The process dies: its runtime is dropped (every task stops where it is), then
+    /// its handles.
+    fn crash(&mut self) {
+        if let Some(Proc { rt, store, topic, .. }) = self.proc.take() {
+            drop(rt);
+            drop(topic);
+            drop(store);
+        }
+    }
+
+    fn close(&mut self) {
+        if self.proc.is_some() {
+            self.on_proc(async |store: &TieredStore, _: &Topic| store.close().await);
+            self.crash();
+            // A clean close fsyncs everything: all of it is durable.
+            self.disk.settle(&self.hot_dir);
+        }
+    }
+
+    fn remove(&mut self, dir: &std::path::Path) {
+        if let Err(e) = std::fs::remove_dir_all(dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            self.note(format!("removing {} failed: {e}", dir.display()));
+        }
+        self.disk.forget(dir);
+    }
+
+    // ---- steps -----------------------------------------------------------------------
+
+    fn records(&mut self, n: u8, rng: &mut Rng) -> Vec<Rec> {
+        (0..n)
+            .map(|_| {
+                self.seq += 1;
+                self.ts += 1;
+                let pad = usize::try_from(rng.range(0, 48)).unwrap_or(0);
+                let payload = Bytes::from(format!("r{:06}{}", self.seq, "x".repeat(pad)));
+                Rec { payload, timestamp: BASE_TS + (self.clock_minutes * 60_000) as i64 + self.ts }
+            })
+            .collect()
+    }
+
+    fn run_step(&mut self, step: Step, rng: &mut Rng) {
+        match step {
+            Step::Append { producers, records } => {
+                if !self.ensure_open() {
+                    return;
+                }
+                let batches: Vec<Vec<Rec>> = (0..producers).map(|_| self.records(records, rng)).collect();
+                let results = self
+                    .on_proc(async |_: &TieredStore, topic: &Topic| {
+                        let appends = batches.iter().map(|recs| {
+                            let new: Vec<NewRecord> =
+                                recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
+                            topic.append(new)
+                        });
+                        futures::future::join_all(appends).await
+                    })
+                    .unwrap_or_default();
+                for (recs, result) in batches.iter().zip(results) {
+                    match result {
+                        Ok(range) => {
+                            self.note(format!("  acked {range}"));
+                            self.model.ack(range, recs, self.step);
+                        }
+                        Err(e) => {
+                            self.note(format!("  refused: {:?}", e.kind()));
+                            self.model.refuse(recs);
+                        }
+                    }
+                }
+            }
+            Step::Read { from, max } => {
+                if !self.ensure_open() {
+                    return;
+                }
+                self.read(from, usize::from(max));
+            }
+            Step::LiveTail => {
+                if !self.ensure_open() {
+                    return;
+                }
+                let recs = self.records(1, rng);
+                let rec = recs[0].clone();
+                let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {
+                    let mut reader = match topic.reader_with_source(StartPosition::Latest).await {
+                        Ok(r) => r,
+                        Err(e) => return (None, Some(Err(e))),
+                    };
+                    let ack = topic.append(vec![NewRecord::new(rec.timestamp, rec.payload.clone())]).await;
+                    let next = match tokio::time::timeout(Duration::from_secs(10), reader.next()).await {
+                        Ok(Some(item)) => Some(item.map(|(_, r)| r)),
+                        _ => None,
+                    };
+                    (Some(ack), next)
+                });
+                let Some((ack, next)) = got else { return };
+                match ack {
+                    Some(Ok(range)) => {
+                        self.model.ack(range, &recs, self.step);
+                        match next {
+                            Some(Ok(r)) => self.served(r.offset, r.payload),
+                            _ if self.transient_faults() => {}
+                            other => self.violate(
+                                inv::LIVE_TAIL,
+                                format!(
+                                    "appended at {range}, the tail gave {:?}",
+                                    other.map(|r| r.map(|r| r.offset))
+                                ),
+                            ),
+                        }
+                    }
+                    Some(Err(_)) => {
+                        self.model.refuse(&recs);
+                        if let Some(Ok(r)) = next {
+                            self.served(r.offset, r.payload);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            Step::Export => {
+                if !self.ensure_open() {
+                    return;
+                }
+                let r = self.on_proc(async |store: &TieredStore, _: &Topic| store.export_now(TOPIC).await);
+                if let Some(r) = r {
+                    self.note(format!("  export: {:?}", r.map(|v| v.len()).map_err(|e| e.to_string())));
+                }
+            }
+            Step::Retention => {
+                if !self.ensure_open() {
+                    return;
+                }
+                let now = self.sim_now();
+                let r =
+                    self.on_proc(async |store: &TieredStore, _: &Topic| store.run_retention_now(now).await);
+                if let Some(r) = r {
+                    self.note(format!("  retention: {:?}", r.map(|v| v.len()).map_err(|e| e.kind())));
+                }
+            }
+            Step::TrimWarm => {
+                if !self.ensure_open() {
+                    return;
+                }
+                let r = self.on_proc(async |store: &TieredStore, _: &Topic| store.trim_warm_now().await);
+                if let Some(r) = r {
+                    self.note(format!("  trim: {:?}", r.map_err(|e| e.kind())));
+                }
+            }
+            Step::Checkpoint => {
+                if !self.ensure_open() {
+                    return;
+                }
+                self.on_proc(async |store: &TieredStore, _: &Topic| store.checkpoint().await);
+            }
+            Step::Tick { ms } => {
+                if !self.ensure_open() {
+                    return;
+                }
+                self.on_proc(async |_: &TieredStore, _: &Topic| {
+                    tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
+                });
+            }
+            Step::ClockJump { minutes } => self.clock_minutes += u64::from(minutes),
+            Step::CloseReopen => {
+                self.close();
+                self.ensure_open();
+            }
+            Step::Crash { power_cut } => {
+                self.crash();
+                if power_cut {
+                    self.boots += 1;
+                    match self.disk.power_cut(&self.hot_dir, self.header_len, rng) {
+                        Ok(cut) => {
+                            self.note(format!("  power cut: {} files, {} bytes", cut.files, cut.bytes));
+                            if cut.bytes > 0 {
+                                self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
+                            }
+                        }
+                        Err(e) => self.note(format!("  power cut failed: {e}")),
+                    }
+                }
+                self.ensure_open();
+            }
+            Step::LoseWal { clean } | Step::LoseState { clean } | Step::LoseDataDir { clean } => {
+                if clean {
+                    self.close();
+                } else {
+                    self.crash();
+                }
+                let dir = match step {
+                    Step::LoseWal { .. } => self.hot_dir.clone(),
+                    Step::LoseState { .. } => self.state_dir.clone(),
+                    _ => self.data_dir.clone(),
+                };
+                self.remove(&dir);
+                if !matches!(step, Step::LoseState { .. }) {
+                    self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
+                }
+                self.ensure_open();
+            }
+            Step::WarmOutage(on) => self.warm.set_outage(on),
+            Step::WarmWaitShort(on) => self.warm.set_wait_short(on),
+            Step::WarmFailover => {
+                let lost = self.warm.fail_over();
+                self.note(format!("  warm lost {lost:?}"));
+            }
+            Step::ColdErrors(every) => {
+                self.cold_errors = every.is_some();
+                let faults =
+                    tier_cold::testing::Faults { fail_every: every.map(u64::from), ..Default::default() };
+                self.bucket.faulty.set_faults(faults);
+            }
+            Step::ColdLatency(ms) => {
+                self.cold_errors = false;
+                let latency = Duration::from_millis(u64::from(ms));
+                self.bucket.faulty.set_faults(tier_cold::testing::Faults { latency, ..Default::default() });
+            }
+            Step::DamageSegment => {
+                // Media damage shows when the file is read from the disk again: the store
+                // stops cleanly, a byte flips, the store opens again. (Flipping a byte of
+                // a mapped file under a running store would be memory corruption.)
+                self.close();
+                let cold_end = self.cold_end();
+                match disk::damage_sealed(&self.hot_dir, self.header_len, rng) {
+                    Ok(Some(range)) => {
+                        self.note(format!("  damaged the WAL segment of {range}"));
+                        self.damaged = true;
+                        self.wal_damaged = true;
+                        self.model.destroy_wal(range, true, cold_end);
+                    }
+                    Ok(None) => {}
+                    Err(e) => self.note(format!("  damaging a segment failed: {e}")),
+                }
+                self.ensure_open();
+            }
+            Step::DamageCold => {
+                let rt = runtime();
+                if let Some(range) = rt.block_on(self.bucket.damage(rng)) {
+                    self.note(format!("  damaged the cold object of {range}"));
+                    self.damaged = true;
+                    self.model.cold_damaged.push(range);
+                }
+            }
+            Step::Heal => self.heal(),
+        }
+    }
+
+    fn heal(&mut self) {
+        self.warm.set_outage(false);
+        self.warm.set_wait_short(false);
+        self.cold_errors = false;
+        self.bucket.faulty.set_faults(tier_cold::testing::Faults::default());
+    }
+
+    // ---- reads and checks --------------------------------------------------------------
+
+    fn served(&mut self, offset: Offset, payload: Bytes) {
+        let m = &self.model;
+        let problem = if let Some(prev) = m.seen.get(&offset)
+            && *prev != payload
+        {
+            Some((
+                inv::TWO_CONTENTS,
+                format!("offset {offset} served {:?}, earlier {:?}", lossy(&payload), lossy(prev)),
+            ))
+        } else if let Some(at) = m.acked_at.get(&payload)
+            && *at != offset
+        {
+            Some((inv::FOREIGN, format!("{:?} served at {offset}, acknowledged at {at}", lossy(&payload))))
+        } else if m.acked.contains_key(&offset) {
+            None
+        } else if m.refused.contains_key(&payload) {
+            let cfg = &self.schedule.config;
+            let confirmed = cfg.deployment.warm()
+                && cfg.policy == WarmFailurePolicy::Fail
+                && self.warm.confirmed(offset).is_some_and(|(p, _)| p == payload);
+            (!confirmed).then(|| {
+                (
+                    inv::UNACKED_SERVED,
+                    format!(
+                        "{:?} (append refused) served at {offset}; warm never confirmed it",
+                        lossy(&payload)
+                    ),
+                )
+            })
+        } else {
+            Some((inv::FOREIGN, format!("{:?} served at {offset} was never appended", lossy(&payload))))
+        };
+        if let Some((which, detail)) = problem {
+            self.violate(which, detail);
+        }
+        self.model.seen.insert(offset, payload);
+    }
+
+    fn read(&mut self, from: ReadFrom, max: usize) {
+        let elapsed_ms = (self.clock_minutes * 60_000) as i64 + self.ts;
+        let reported = self.skippable();
+        let obs = self.on_proc(async |_: &TieredStore, topic: &Topic| {
+            let hwm = topic.high_watermark();
+            let start = match from {
+                ReadFrom::Earliest => StartPosition::Earliest,
+                ReadFrom::Latest => return Vec::new(),
+                ReadFrom::Offset(k) => StartPosition::Offset(hwm * u64::from(k) / 1000),
+                ReadFrom::Timestamp(k) => {
+                    StartPosition::Timestamp(BASE_TS + elapsed_ms * i64::from(k) / 1000)
+                }
+            };
+            read_until(topic, start, hwm, max, &reported).await
+        });
+        if let Some(obs) = obs {
+            self.observe(obs, false);
+        }
+    }
+
+    /// Applies read observations to the model. `full`: the read went from the earliest
+    /// offset to the commit point, so every acknowledged record must be among them.
+    fn observe(&mut self, obs: Vec<Obs>, full: bool) -> Option<BTreeSet<Offset>> {
+        let mut served = BTreeSet::new();
+        let view = self.view();
+        for o in obs {
+            match o {
+                Obs::Served(offset, payload) => {
+                    served.insert(offset);
+                    self.served(offset, payload);
+                }
+                Obs::NotDense(want, got) => {
+                    self.violate(inv::NOT_DENSE, format!("expected offset {want}, got {got}"));
+                }
+                Obs::Error(at, e) => {
+                    self.note(format!("  read error at {at:?}: {e}"));
+                    if self.transient_faults() && e.kind() == ErrorKind::Unavailable {
+                        return None;
+                    }
+                    // A read may fail where the store reported a loss, where every copy
+                    // was destroyed, or — before it knows an offset — on damaged bytes.
+                    let excused = match at {
+                        Some(at) => {
+                            self.model.reported(at)
+                                || view.as_ref().is_some_and(|v| self.copies_gone(at, v).unwrap_or(false))
+                        }
+                        None => self.damaged && e.kind() == ErrorKind::Corruption,
+                    };
+                    if !excused && (at.is_none() || at.is_some_and(|a| self.model.acked.contains_key(&a))) {
+                        self.violate(inv::READ_FAILED, format!("at {at:?}: {e}"));
+                    }
+                }
+                Obs::Stalled(at) => {
+                    self.note(format!("  reader stalled at {at:?}"));
+                    if full && !self.transient_faults() && at.is_some() {
+                        self.violate(inv::HUNG, format!("a reader stalled at {at:?} below the commit point"));
+                    }
+                }
+            }
+        }
+        Some(served)
+    }
+
+    /// Cold's end now, read straight from the bucket (0 when cold is off or empty).
+    fn cold_end(&self) -> Offset {
+        if !self.schedule.config.deployment.cold() {
+            return 0;
+        }
+        let Ok(tier) = self.bucket.inspector() else { return 0 };
+        runtime().block_on(tier.range(&self.topic_name)).map_or(0, |r| r.end)
+    }
+
+    /// What the tiers hold now (`None`: no process, or a tier did not answer).
+    fn view(&self) -> Option<View> {
+        let proc = self.proc.as_ref()?;
+        let topic = &self.topic_name;
+        let cold_on = self.schedule.config.deployment.cold();
+        proc.rt.block_on(async {
+            let hot = proc.store.hot().range(topic).await.ok()?;
+            let hot_gaps = proc.store.hot().gaps(topic);
+            let cold = if cold_on {
+                let tier = self.bucket.inspector().ok()?;
+                let range = tier.range(topic).await.ok()?;
+                let mut holes = tier.gaps(topic).await.ok()?;
+                holes.extend(tier.recorded_gaps(topic).await.ok()?);
+                Some((range, holes))
+            } else {
+                None
+            };
+            Some(View { hot, hot_gaps, cold })
+        })
+    }
+
+    /// Whether the schedule destroyed every copy of the acknowledged record at `offset`
+    /// (no tier holds it intact). `None` when it is not an acknowledged record.
+    fn copies_gone(&self, offset: Offset, view: &View) -> Option<bool> {
+        let a = self.model.acked.get(&offset)?;
+        let topic = &self.topic_name;
+        let wal_gone = self.model.wal_copy_destroyed(offset, a)
+            || !view.hot.contains(offset)
+            || view.hot_gaps.iter().any(|g| g.contains(offset));
+        let warm_gone = !(self.schedule.config.deployment.warm()
+            && self.warm.holds(topic, offset).is_some_and(|(p, _)| p == a.rec.payload));
+        let cold_gone = match &view.cold {
+            None => true,
+            Some((range, holes)) => {
+                !range.contains(offset)
+                    || self.model.cold_copy_damaged(offset)
+                    || holes.iter().any(|g| g.contains(offset))
+            }
+        };
+        Some(wal_gone && warm_gone && cold_gone)
+    }
+
+    /// The gaps cold records (offsets declared lost) and its holes.
+    fn cold_gaps(&self) -> Vec<OffsetRange> {
+        self.view().and_then(|v| v.cold).map(|(_, holes)| holes).unwrap_or_default()
+    }
+
+    /// The ranges a reader skips after failing inside one: reported losses and damaged
+    /// copies.
+    fn skippable(&self) -> Vec<OffsetRange> {
+        let mut out = self.model.reported.clone();
+        out.extend(
+            self.model.wal_destroyed.iter().zip(&self.model.wal_damage).filter(|(_, d)| **d).map(|(r, _)| *r),
+        );
+        out.extend(self.model.cold_damaged.iter().copied());
+        out.extend(self.cold_gaps());
+        out
+    }
+
+    /// True when the loss of the record at `offset` is a damage the store could not know
+    /// of before reading (a flipped byte in the only copies), rather than a lost disk.
+    fn lost_to_damage(&self, offset: Offset) -> bool {
+        self.model
+            .wal_destroyed
+            .iter()
+            .zip(&self.model.wal_damage)
+            .any(|(r, damage)| *damage && r.contains(offset))
+            || self.model.cold_copy_damaged(offset)
+    }
+
+    fn after_step(&mut self, full: bool) {
+        if self.proc.is_none() {
+            return;
+        }
+        let Some(hwm) = self.proc.as_ref().map(|p| p.topic.high_watermark()) else { return };
+        // Verbose runs log the state after each step (to compare two replays line by line).
+        if let Some(p) = self.proc.as_ref().filter(|_| self.log.is_some()) {
+            let durable = tier_hot::faults::durable_lengths(&self.hot_dir);
+            let mut durable: Vec<_> = durable
+                .into_iter()
+                .map(|(p, l)| (p.file_name().map(|n| n.to_string_lossy().into_owned()), l))
+                .collect();
+            durable.sort();
+            let sealed = p.store.hot().sealed_segments(&self.topic_name).len();
+            let now = p.rt.block_on(async { tokio::time::Instant::now() - p.started });
+            let line = format!("  state: hwm {hwm} sealed {sealed} durable {durable:?} t {now:?}");
+            self.note(line);
+        }
+        let cold = self.view().and_then(|v| v.cold).map(|(range, _)| range);
+        self.max_hwm = self.max_hwm.max(hwm);
+        if let Some(c) = cold
+            && c.end > self.max_hwm
+        {
+            self.violate(
+                inv::EXPORT_UNCOMMITTED,
+                format!("cold holds {c}, but no commit point ever passed {}", self.max_hwm),
+            );
+        }
+        if full && !self.transient_faults() {
+            self.full_check(false);
+        }
+    }
+
+    /// Reads everything from the earliest offset to the commit point and checks that
+    /// every acknowledged record below it is there (or lost with every copy, reported).
+    fn full_check(&mut self, last: bool) {
+        let reported = self.skippable();
+        let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {
+            let hwm = topic.high_watermark();
+            // From the earliest offset any tier holds, named, so that a failure before
+            // the first record still says where the reader was.
+            let start = match topic.ranges().await {
+                Ok(r) => {
+                    let starts = [Some(r.hot), r.warm, r.cold];
+                    let earliest = starts.iter().flatten().filter(|r| !r.is_empty()).map(|r| r.start).min();
+                    earliest.map_or(StartPosition::Earliest, StartPosition::Offset)
+                }
+                Err(_) => StartPosition::Earliest,
+            };
+            (hwm, read_until(topic, start, hwm, usize::MAX, &reported).await)
+        });
+        let Some((hwm, obs)) = got else { return };
+        let Some(served) = self.observe(obs, true) else { return };
+        let first = served.first().copied().unwrap_or(hwm);
+        let cold_on = self.schedule.config.deployment.cold();
+        let acked: Vec<Offset> = if last {
+            self.model.acked.keys().copied().collect()
+        } else {
+            self.model.acked.range(..hwm).map(|(o, _)| *o).collect()
+        };
+        let Some(view) = self.view() else { return };
+        let mut missing = Vec::new();
+        let mut unreported = Vec::new();
+        for offset in acked {
+            self.model.checked += 1;
+            if served.contains(&offset) {
+                continue;
+            }
+            match self.copies_gone(offset, &view) {
+                None => {}
+                Some(false) => missing.push(offset),
+                Some(true) => {
+                    let expired = !cold_on && offset < first;
+                    if !(expired || self.model.reported(offset) || self.lost_to_damage(offset)) {
+                        unreported.push(offset);
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            self.violate(
+                inv::MISSING,
+                format!("{} acknowledged record(s) not served though a tier holds them, first at {} (commit point {hwm})", missing.len(), missing[0]),
+            );
+        }
+        if !unreported.is_empty() {
+            self.violate(
+                inv::UNREPORTED,
+                format!("{} acknowledged record(s) gone, first at {}, in no reported lost range (reported {:?}, commit point {hwm})", unreported.len(), unreported[0], self.model.reported),
+            );
+        }
+    }
+
+    /// Once the faults stop: a clean restart, a bounded number of export, retention and
+    /// trim rounds, then cold must reach the commit point, the WAL keep no segment due for
+    /// deletion, a flush succeed, and a full check pass.
+    fn final_checks(&mut self) {
+        self.heal();
+        self.close();
+        if !self.ensure_open() {
+            return;
+        }
+        // Producers go on once the faults stop: one more record, so that the log
+        // continues past any range the store declared lost (the segment before such a
+        // gap is kept until cold holds one after it).
+        let mut rng = Rng::new(step_seed(self.schedule.seed, u64::MAX));
+        let recs = self.records(1, &mut rng);
+        let new: Vec<NewRecord> =
+            recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
+        match self.on_proc(async |_: &TieredStore, topic: &Topic| topic.append(new).await) {
+            Some(Ok(range)) => self.model.ack(range, &recs, None),
+            Some(Err(_)) => self.model.refuse(&recs),
+            None => return,
+        }
+        let cfg = self.schedule.config.clone();
+        let far = self.sim_now() + cfg.retention_time + Duration::from_secs(3600);
+        let retry = cfg.warm_retry * 2;
+        let result = self.on_proc(async |store: &TieredStore, topic: &Topic| {
+            let mut flushed = Err(None);
+            for _ in 0..LIVENESS_ROUNDS {
+                tokio::time::sleep(retry).await;
+                flushed = topic.flush().await.map_err(Some);
+                if cfg.deployment.cold() {
+                    let _ = store.export_now(TOPIC).await;
+                }
+                let _ = store.run_retention_now(far).await;
+                let _ = store.trim_warm_now().await;
+            }
+            let hwm = topic.high_watermark();
+            let cold = match store.cold() {
+                Some(c) => Some(c.range(topic.name()).await),
+                None => None,
+            };
+            let sealed = store.hot().sealed_segments(topic.name()).len();
+            (flushed, hwm, cold, sealed)
+        });
+        let Some((flushed, hwm, cold, sealed)) = result else { return };
+        self.note(format!(
+            "final: hwm {hwm} cold {cold:?} sealed {sealed} flush {:?}",
+            flushed.as_ref().map_err(|e| e.as_ref().map(|e| e.kind()))
+        ));
+        if self.wal_damaged {
+            self.note("final: liveness not checked (a WAL segment was damaged)");
+            self.full_check(true);
+            return;
+        }
+        if let Err(Some(e)) = flushed {
+            self.violate(inv::LIVENESS_FLUSH, e.to_string());
+        }
+        // Cold must hold every committed offset a record occupies; a trailing range the
+        // store declared lost has no record to export (cold records a gap only before
+        // the segment that follows it).
+        let unexported =
+            |end: Offset| self.model.seen.keys().any(|o| (end..hwm).contains(o) && !self.model.reported(*o));
+        match cold {
+            Some(Ok(c)) if c.end < hwm && unexported(c.end) => self.violate(
+                inv::LIVENESS_EXPORT,
+                format!(
+                    "cold ends at {} after {LIVENESS_ROUNDS} export rounds; the commit point is {hwm}",
+                    c.end
+                ),
+            ),
+            Some(Err(e)) => self.violate(inv::LIVENESS_EXPORT, format!("cold does not answer: {e}")),
+            _ => {}
+        }
+        if sealed > 0 {
+            self.violate(
+                inv::LIVENESS_RETENTION,
+                format!("{sealed} sealed WAL segment(s) left after retention ran past their age"),
+            );
+        }
+        self.full_check(true);
+    }
+}
+
+/// Reads from `start` until the commit point `hwm` or `max` records.
+/// After a failed read at `a`, the reader restarts past the reported lost range holding
+/// `a` (from `skip`), or at `a + 1`.
+async fn read_until(
+    topic: &Topic,
+    start: StartPosition,
+    hwm: Offset,
+    max: usize,
+    skip: &[OffsetRange],
+) -> Vec<Obs> {
+    let mut obs = Vec::new();
+    let mut start = start;
+    let mut restarts = 0;
+    let mut count = 0usize;
+    'open: loop {
+        let mut expect = match start {
+            StartPosition::Offset(o) => Some(o),
+            _ => None,
+        };
+        if expect.is_some_and(|e| e >= hwm) {
+            break;
+        }
+        let mut stream = match topic.reader_with_source(start).await {
+            Ok(s) => s,
+            Err(e) => {
+                obs.push(Obs::Error(expect, e));
+                break;
+            }
+        };
+        loop {
+            if count >= max || expect.is_some_and(|e| e >= hwm) {
+                break 'open;
+            }
+            let wait = if expect.is_some() { READ_WAIT } else { Duration::from_secs(5) };
+            match tokio::time::timeout(wait, stream.next()).await {
+                Err(_) | Ok(None) => {
+                    obs.push(Obs::Stalled(expect));
+                    break 'open;
+                }
+                Ok(Some(Ok((_, r)))) => {
+                    if let Some(e) = expect
+                        && r.offset != e
+                    {
+                        obs.push(Obs::NotDense(e, r.offset));
+                        break 'open;
+                    }
+                    if r.offset >= hwm {
+                        break 'open;
+                    }
+                    obs.push(Obs::Served(r.offset, r.payload));
+                    count += 1;
+                    expect = Some(r.offset + 1);
+                }
+                Ok(Some(Err(e))) => {
+                    let at = expect.or(e.context().offset);
+                    obs.push(Obs::Error(at, e));
+                    restarts += 1;
+                    match at {
+                        Some(a) if restarts < 512 => {
+                            let past = skip.iter().filter(|r| r.contains(a)).map(|r| r.end).max();
+                            start = StartPosition::Offset(past.unwrap_or(a + 1));
+                            continue 'open;
+                        }
+                        _ => break 'open,
+                    }
+                }
+            }
+        }
+    }
+    obs
+}

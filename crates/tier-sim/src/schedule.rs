@@ -1,0 +1,356 @@
+//! Schedules: a deployment chosen by the seed and a list of steps generated up front
+//! (so a failing schedule can be printed, replayed and shrunk). Each step keeps the index
+//! it was generated at; the randomness a step uses while it runs comes from
+//! [`step_seed`](crate::rng::step_seed)`(seed, index)`, so dropping other steps does not
+//! change what a kept step does.
+
+use std::fmt;
+use std::time::Duration;
+
+use tier_hot::FsyncPolicy;
+use tier_router::WarmFailurePolicy;
+
+use crate::rng::Rng;
+
+/// Which tiers are enabled besides the WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deployment {
+    /// The WAL alone.
+    Hot,
+    /// WAL + cold.
+    HotCold,
+    /// WAL + warm.
+    HotWarm,
+    /// WAL + warm + cold.
+    HotWarmCold,
+}
+
+impl Deployment {
+    /// Warm is enabled.
+    pub fn warm(self) -> bool {
+        matches!(self, Self::HotWarm | Self::HotWarmCold)
+    }
+    /// Cold is enabled.
+    pub fn cold(self) -> bool {
+        matches!(self, Self::HotCold | Self::HotWarmCold)
+    }
+}
+
+impl fmt::Display for Deployment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Hot => "hot",
+            Self::HotCold => "hot+cold",
+            Self::HotWarm => "hot+warm",
+            Self::HotWarmCold => "hot+warm+cold",
+        })
+    }
+}
+
+/// How the cold tier is plugged in (see [`crate::cold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdShape {
+    /// `ColdTier` itself.
+    Tier,
+    /// `ColdTier` behind a wrapper relying on `ColdBackend`'s default bodies (the CLI's
+    /// metered wrapper's shape).
+    Defaults,
+}
+
+/// Everything about a schedule that is fixed for the whole run.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Tiers enabled.
+    pub deployment: Deployment,
+    /// How cold is plugged in.
+    pub cold_shape: ColdShape,
+    /// `router.warm_failure_policy`.
+    pub policy: WarmFailurePolicy,
+    /// `hot.fsync`.
+    pub fsync: FsyncPolicy,
+    /// `hot.segment_bytes`.
+    pub segment_bytes: u64,
+    /// `hot.segment_age`.
+    pub segment_age: Duration,
+    /// `hot.retention_time`.
+    pub retention_time: Duration,
+    /// `hot.retention_bytes`.
+    pub retention_bytes: u64,
+    /// `router.max_cached_closed_segments`.
+    pub keep_segments: usize,
+    /// `router.warm_retry_interval`.
+    pub warm_retry: Duration,
+    /// Whether the store runs its background exporter (event-driven; its sweep and the
+    /// maintenance task are set to a year, so they never fire on their own).
+    pub background: bool,
+}
+
+impl fmt::Display for SimConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fsync = match self.fsync {
+            FsyncPolicy::Always => "always".to_owned(),
+            FsyncPolicy::Never => "never".to_owned(),
+            FsyncPolicy::Interval(d) => format!("interval {d:?}"),
+        };
+        write!(
+            f,
+            "{}{}, policy {:?}, fsync {fsync}, segments {} B / {:?}, retention {:?} / {} B, keep {}, \
+             warm retry {:?}, background exporter {}",
+            self.deployment,
+            if self.deployment.cold() && self.cold_shape == ColdShape::Defaults {
+                " (cold behind a defaults-only wrapper)"
+            } else {
+                ""
+            },
+            self.policy,
+            self.segment_bytes,
+            self.segment_age,
+            self.retention_time,
+            self.retention_bytes,
+            self.keep_segments,
+            self.warm_retry,
+            if self.background { "on" } else { "off" },
+        )
+    }
+}
+
+/// Where a read starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// `StartPosition::Earliest`.
+    Earliest,
+    /// `StartPosition::Latest`.
+    Latest,
+    /// An offset: this many thousandths of the commit point (up to 1100).
+    Offset(u16),
+    /// A timestamp: this many thousandths of the simulated time elapsed (up to 1100).
+    Timestamp(u16),
+}
+
+/// One step of a schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// `producers` concurrent appends (joined futures) of `records` records each.
+    Append { producers: u8, records: u8 },
+    /// A read of up to `max` records from `from`, stopping at the commit point.
+    Read { from: ReadFrom, max: u16 },
+    /// A live-tail read: a reader at `Latest`, one append, the reader must deliver it.
+    LiveTail,
+    /// `export_now`.
+    Export,
+    /// `run_retention_now(simulated now)`.
+    Retention,
+    /// `trim_warm_now`.
+    TrimWarm,
+    /// `checkpoint`.
+    Checkpoint,
+    /// Simulated time passes (age rotation, warm retries, the background exporter).
+    Tick { ms: u32 },
+    /// The wall clock jumps forward (record timestamps, retention's "now").
+    ClockJump { minutes: u32 },
+    /// `close`, then reopen.
+    CloseReopen,
+    /// The process dies (dropped without `close`); with `power_cut`, every WAL file is
+    /// cut back to its last fsync point or a random byte past it. Then reopen.
+    Crash { power_cut: bool },
+    /// The WAL directory is lost (after a clean close or a crash), then reopen.
+    LoseWal { clean: bool },
+    /// The router's state directory is lost, then reopen.
+    LoseState { clean: bool },
+    /// The whole data directory (WAL and state) is lost, then reopen.
+    LoseDataDir { clean: bool },
+    /// Warm stops (true) or starts (false) answering.
+    WarmOutage(bool),
+    /// Warm's `WAIT` starts (true) or stops (false) falling short.
+    WarmWaitShort(bool),
+    /// Warm fails over to its lagging replica (the primary's newer entries vanish).
+    WarmFailover,
+    /// Every `n`th object-store request fails (`None`: no more failures).
+    ColdErrors(Option<u8>),
+    /// Every object-store request takes this many milliseconds.
+    ColdLatency(u16),
+    /// One byte of a sealed WAL segment flips.
+    DamageSegment,
+    /// One byte of a cold object flips.
+    DamageCold,
+    /// Every injected fault stops.
+    Heal,
+}
+
+impl Step {
+    /// The fault kind this step injects, for the table (`None`: not a fault).
+    pub fn fault_kind(&self) -> Option<&'static str> {
+        Some(match self {
+            Step::Crash { power_cut: false } => "crash",
+            Step::Crash { power_cut: true } => "crash + power cut",
+            Step::LoseWal { .. } => "lost WAL dir",
+            Step::LoseState { .. } => "lost state dir",
+            Step::LoseDataDir { .. } => "lost data dir",
+            Step::WarmOutage(true) => "warm outage",
+            Step::WarmWaitShort(true) => "warm WAIT short",
+            Step::WarmFailover => "warm entry loss",
+            Step::ColdErrors(Some(_)) => "cold errors",
+            Step::ColdLatency(ms) if *ms > 0 => "cold latency",
+            Step::DamageSegment => "damaged WAL segment",
+            Step::DamageCold => "damaged cold object",
+            Step::ClockJump { .. } => "clock jump",
+            _ => return None,
+        })
+    }
+}
+
+/// A schedule: seed, configuration and steps (each with its generation index).
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The seed everything derives from.
+    pub seed: u64,
+    /// The deployment and settings.
+    pub config: SimConfig,
+    /// The steps, each with the index it was generated at.
+    pub steps: Vec<(u32, Step)>,
+}
+
+impl Schedule {
+    /// The schedule of `seed` with `steps` steps.
+    pub fn generate(seed: u64, steps: u32) -> Self {
+        let mut rng = Rng::new(seed);
+        let config = gen_config(&mut rng);
+        let mut out = Vec::with_capacity(steps as usize);
+        for i in 0..steps {
+            out.push((i, gen_step(&mut rng, &config)));
+        }
+        Self { seed, config, steps: out }
+    }
+
+    /// Only the steps whose generation index is in `keep`.
+    pub fn keep(mut self, keep: &[u32]) -> Self {
+        self.steps.retain(|(i, _)| keep.contains(i));
+        self
+    }
+
+    /// Without the steps that destroy data or make warm misbehave (losses, power cuts,
+    /// damage, warm faults): what a correct store must pass with no excuse needed. A
+    /// sanity check of the model (`sim-runner --benign`).
+    pub fn benign(mut self) -> Self {
+        self.steps.retain(|(_, s)| {
+            !matches!(
+                s,
+                Step::Crash { power_cut: true }
+                    | Step::LoseWal { .. }
+                    | Step::LoseState { .. }
+                    | Step::LoseDataDir { .. }
+                    | Step::DamageSegment
+                    | Step::DamageCold
+                    | Step::WarmOutage(_)
+                    | Step::WarmWaitShort(_)
+                    | Step::WarmFailover
+            )
+        });
+        self
+    }
+
+    /// The indices of the steps, comma-separated (for `--keep`).
+    pub fn indices(&self) -> String {
+        self.steps.iter().map(|(i, _)| i.to_string()).collect::<Vec<_>>().join(",")
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {}: {}", self.seed, self.config)?;
+        for (i, step) in &self.steps {
+            writeln!(f, "  {i:>4}: {step:?}")?;
+        }
+        Ok(())
+    }
+}
+
+fn gen_config(rng: &mut Rng) -> SimConfig {
+    let deployment =
+        *rng.pick(&[Deployment::Hot, Deployment::HotCold, Deployment::HotWarm, Deployment::HotWarmCold]);
+    let fsync = match rng.below(3) {
+        0 => FsyncPolicy::Always,
+        1 => FsyncPolicy::Never,
+        _ => FsyncPolicy::Interval(Duration::from_millis(rng.range(5, 50))),
+    };
+    SimConfig {
+        deployment,
+        cold_shape: if rng.chance(1, 4) { ColdShape::Defaults } else { ColdShape::Tier },
+        policy: if rng.chance(1, 2) { WarmFailurePolicy::Fail } else { WarmFailurePolicy::Degrade },
+        fsync,
+        segment_bytes: rng.range(1, 6) * 512,
+        segment_age: Duration::from_millis(rng.range(1, 20) * 50),
+        // Minutes plus 30 s, so that clock jumps (whole minutes) never land on a boundary.
+        retention_time: Duration::from_secs(rng.range(0, 90) * 60 + 30),
+        retention_bytes: if rng.chance(1, 3) { rng.range(2, 8) * 1024 } else { 10 << 30 },
+        keep_segments: usize::try_from(rng.range(1, 4)).unwrap_or(1),
+        warm_retry: Duration::from_millis(rng.range(1, 10) * 20),
+        background: rng.chance(2, 3),
+    }
+}
+
+fn gen_step(rng: &mut Rng, config: &SimConfig) -> Step {
+    loop {
+        let roll = rng.below(1000);
+        let step = match roll {
+            0..=329 => Step::Append {
+                producers: u8::try_from(rng.range(1, 3)).unwrap_or(1),
+                records: u8::try_from(rng.range(1, 8)).unwrap_or(1),
+            },
+            330..=399 => Step::Read {
+                from: match rng.below(4) {
+                    0 => ReadFrom::Earliest,
+                    1 => ReadFrom::Latest,
+                    2 => ReadFrom::Offset(u16::try_from(rng.below(1100)).unwrap_or(0)),
+                    _ => ReadFrom::Timestamp(u16::try_from(rng.below(1100)).unwrap_or(0)),
+                },
+                max: u16::try_from(rng.range(1, 200)).unwrap_or(1),
+            },
+            400..=419 => Step::LiveTail,
+            420..=479 => Step::Export,
+            480..=529 => Step::Retention,
+            530..=554 => Step::TrimWarm,
+            555..=589 => Step::Checkpoint,
+            590..=679 => Step::Tick { ms: u32::try_from(rng.range(1, 40) * 25).unwrap_or(25) },
+            680..=699 => Step::ClockJump { minutes: u32::try_from(rng.range(1, 120)).unwrap_or(1) },
+            700..=729 => Step::CloseReopen,
+            730..=769 => Step::Crash { power_cut: rng.chance(2, 3) },
+            770..=779 => Step::LoseWal { clean: rng.chance(1, 2) },
+            780..=787 => Step::LoseState { clean: rng.chance(1, 2) },
+            788..=795 => Step::LoseDataDir { clean: rng.chance(1, 2) },
+            796..=829 => Step::WarmOutage(rng.chance(1, 2)),
+            830..=849 => Step::WarmWaitShort(rng.chance(1, 2)),
+            850..=862 => Step::WarmFailover,
+            863..=884 => Step::ColdErrors(if rng.chance(1, 2) {
+                Some(u8::try_from(rng.range(1, 4)).unwrap_or(1))
+            } else {
+                None
+            }),
+            885..=894 => Step::ColdLatency(if rng.chance(1, 2) {
+                u16::try_from(rng.range(1, 20)).unwrap_or(1)
+            } else {
+                0
+            }),
+            // Rare: on damaged WAL data the store may refuse to open, which ends the
+            // schedule (see docs/simulation.md).
+            895..=896 => Step::DamageSegment,
+            897..=900 => Step::DamageCold,
+            _ => Step::Heal,
+        };
+        let fits = match step {
+            Step::TrimWarm | Step::WarmOutage(_) | Step::WarmWaitShort(_) | Step::WarmFailover => {
+                config.deployment.warm()
+            }
+            Step::Export | Step::ColdErrors(_) | Step::ColdLatency(_) | Step::DamageCold => {
+                config.deployment.cold()
+            }
+            // With the WAL alone nothing survives a lost data directory: there is nothing
+            // to check afterwards but that the store opens empty.
+            Step::LoseDataDir { .. } => config.deployment != Deployment::Hot,
+            _ => true,
+        };
+        if fits {
+            return step;
+        }
+    }
+}
