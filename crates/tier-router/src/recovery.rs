@@ -200,8 +200,14 @@ pub(crate) async fn recover_topic(
     // write — or a power cut may have taken an unsynced tail): offsets up to the
     // reservation may have been acknowledged after the last checkpoint. Report them and
     // never reuse them.
+    // Under `fail` a non-empty warm tier bounds what was acknowledged (every acknowledgement
+    // waited for it), so its end — already in `next` — is exact and nothing is skipped
+    // (skipping would leave warm unable to continue).
+    let other_tier_holds = !warm_r.is_empty() || !cold_r.is_empty();
+    let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
     if let Some(res) = &reservation
         && res.offset > next
+        && !warm_bounds_acks
         && (wal_lost || !res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
     {
         report.maybe_lost.push(OffsetRange::new(next, res.offset));
@@ -209,8 +215,6 @@ pub(crate) async fn recover_topic(
     }
 
     // Nothing survived that bounds the acknowledged end.
-    let other_tier_holds = !warm_r.is_empty() || !cold_r.is_empty();
-    let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
     if wal_lost && checkpoint.is_none() && reservation.is_none() && other_tier_holds && !warm_bounds_acks {
         report.end_unknown = true;
         error!(
@@ -243,12 +247,15 @@ pub(crate) async fn recover_topic(
         // batch whose confirmation fell short: after a lost WAL it was replayed, and is
         // confirmed again like any batch after the checkpoint.
         let wal_now = tiers.hot.range(topic).await?;
-        let known = match checkpoint {
+        let checkpointed = match checkpoint {
             Some(cp) => cp,
             None if wal_lost => target,
             None if !w.is_empty() => w.end,
             None => hot.start,
         };
+        // Also committed: what cold holds (only committed offsets are exported) and what
+        // warm trimmed away (it held it; a batch below its start cannot be confirmed again).
+        let known = checkpointed.max(cold_r.end).max(if w.is_empty() { 0 } else { w.start });
         let unconfirmed = if degrade { target } else { known.clamp(wal_now.start.min(target), target) };
         let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
         if let Some(first) = replayed_unconfirmed.first() {
@@ -410,6 +417,39 @@ pub(crate) async fn batches_for_warm(
     range: OffsetRange,
 ) -> Result<Vec<RecordBatch>, TierError> {
     let mut out = Vec::new();
+    let reached = match collect_for_warm(tiers, topic, range, &mut out).await {
+        Ok(reached) => reached,
+        // Not now: the caller retries (recovery fails `Unavailable`, the writer later).
+        Err(e) if e.kind() == ErrorKind::Unavailable => return Err(e),
+        // No tier can give those offsets (lost, damaged, trimmed): warm gets what comes
+        // before them; it cannot be continued past them.
+        Err(e) => {
+            let at = out.last().map_or(range.start, RecordBatch::end_offset);
+            error!(
+                topic = %topic, at, error = %e,
+                "warm cannot be caught up past this offset: no tier can give it the records; \
+                 it refuses the batches after them (docs/reliability.md, 'Warm that cannot be continued')"
+            );
+            at
+        }
+    };
+    if reached < range.end {
+        warn!(topic = %topic, range = %range, reached, "warm's back-fill stops short of the WAL's end");
+    }
+    if !out.is_empty() {
+        warn!(topic = %topic, range = %range, "warm lacks these records; queued them for warm");
+    }
+    Ok(out)
+}
+
+/// Pushes onto `out` the batches holding `range` (see [`batches_for_warm`]) up to the first
+/// offset no tier can give; returns where it stopped.
+async fn collect_for_warm(
+    tiers: &Tiers,
+    topic: &TopicName,
+    range: OffsetRange,
+    out: &mut Vec<RecordBatch>,
+) -> Result<Offset, TierError> {
     let mut next = range.start;
     let wal = tiers.hot.range(topic).await?;
     // An empty WAL holds nothing below its end.
@@ -422,17 +462,15 @@ pub(crate) async fn batches_for_warm(
         let mut stream = cold.record_batches_from(topic, next, cold_to);
         while next < cold_to {
             let Some(batch) = stream.next().await else {
-                return Err(TierError::corruption(
+                return Err(TierError::not_found(
                     ctx(topic).offset(next),
                     format!("cold ended at {next} inside the range {range} warm lacks"),
                 ));
             };
-            let batch = batch?;
-            next = push_from(&mut out, batch, next)?;
+            next = push_from(out, batch?, next)?;
         }
     }
-    // Offsets the WAL declared lost cannot be sent: stop before the first gap (warm then
-    // refuses the batch after it; see docs/reliability.md, "Warm that cannot be continued").
+    // Offsets the WAL declared lost cannot be sent: stop before the first gap.
     let wal_to =
         tiers.hot.gaps(topic).iter().find(|g| g.end > next).map_or(range.end, |g| g.start.min(range.end));
     while next < wal_to {
@@ -447,13 +485,10 @@ pub(crate) async fn batches_for_warm(
             if next >= wal_to {
                 break;
             }
-            next = push_from(&mut out, batch, next)?;
+            next = push_from(out, batch, next)?;
         }
     }
-    if !out.is_empty() {
-        warn!(topic = %topic, range = %range, "warm lacks these records; queued them for warm");
-    }
-    Ok(out)
+    Ok(next)
 }
 
 /// Pushes `batch` (which must hold `next`) onto `out`, cut to start at `next`; returns its

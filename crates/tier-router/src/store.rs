@@ -169,16 +169,21 @@ impl StoreBuilder {
             }),
         };
         let hot = &store.inner.tiers.hot;
+        let damaged: Vec<TopicName> = hot.damaged().into_iter().map(|(name, _)| name).collect();
         let mut names = hot.topics();
-        names.extend(hot.damaged().into_iter().map(|(name, _)| name));
+        names.extend(damaged.iter().cloned());
         names.extend(self.topics);
         names.sort();
         names.dedup();
         for name in names {
             // A failure of the topic's own data is the topic's alone: `core` logs and
-            // remembers it. Anything else — a tier unreachable, a missing bucket, refused
-            // credentials — concerns every topic and fails the open.
+            // remembers it — any failure of a topic the WAL kept aside as damaged (its
+            // files fail their checks, whatever the kind: a flipped version byte is
+            // `InvalidInput`), and `Corruption` or `Trimmed` of any other. Anything else —
+            // a tier unreachable, a missing bucket, refused credentials — concerns every
+            // topic and fails the open.
             if let Err(e) = store.core(&name).await
+                && !damaged.contains(&name)
                 && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Trimmed)
             {
                 store.close().await;
