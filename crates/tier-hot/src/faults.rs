@@ -207,6 +207,19 @@ pub(crate) fn synced(path: &Path, file: &File) {
     DURABLE_CHANGED.notify_all();
 }
 
+/// The hook after a seal's fsync of the *next* segment: only its header (written when
+/// the file was created, before the fsync started) is surely durable — appends into it
+/// race with the fsync — so the header's length is recorded, never less than before.
+pub(crate) fn synced_header(path: &Path) {
+    let mut tracked = TRACKED.lock();
+    let Some(t) = tracked.iter_mut().find(|t| path.starts_with(&t.dir)) else { return };
+    let Ok(bytes) = std::fs::read(path) else { return };
+    let Ok((_, header_len)) = tier_core::segment::SegmentHeader::decode(&bytes) else { return };
+    let entry = t.durable.entry(path.to_owned()).or_insert(0);
+    *entry = (*entry).max(header_len as u64);
+    DURABLE_CHANGED.notify_all();
+}
+
 /// The length of every segment file under `data_dir` at its last recorded fsync since
 /// [`track_durability`] (empty when not tracked).
 pub fn durable_lengths(data_dir: &Path) -> HashMap<PathBuf, u64> {

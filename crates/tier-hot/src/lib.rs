@@ -56,6 +56,15 @@ macro_rules! synced {
     }};
 }
 
+/// The durability hook after a seal's fsync of the next segment `$path`: its header is
+/// durable (see `faults::synced_header`). Without the feature it is nothing.
+macro_rules! synced_header {
+    ($path:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        crate::faults::synced_header($path);
+    }};
+}
+
 mod cache;
 mod config;
 mod damaged;

@@ -68,6 +68,37 @@ impl Markers {
         true
     }
 
+    /// Like [`bridge`](Self::bridge) for a chain of adjacent markers that together record
+    /// exactly `range` (a `skip_to` on a log whose end was already a gap, e.g. a reservation
+    /// skip after a lost WAL, then another after a crash): they are replaced by one marker
+    /// for `range`, written durably before the others are removed. `Ok(false)` when no chain
+    /// records `range`.
+    fn bridge_chain(&mut self, topic: &TopicName, dir: &Path, range: OffsetRange) -> Result<bool, TierError> {
+        let mut chain = Vec::new();
+        let mut at = range.start;
+        while at < range.end {
+            let Some(i) = self.unused.iter().position(|(r, _)| r.start == at && r.end > at) else {
+                return Ok(false);
+            };
+            at = self.unused[i].0.end;
+            chain.push(i);
+        }
+        if at != range.end || chain.len() < 2 {
+            return Ok(false);
+        }
+        let marker = write_gap_marker(topic, dir, range)?;
+        chain.sort_unstable_by(|a, b| b.cmp(a));
+        for i in chain {
+            let (old, path) = self.unused.remove(i);
+            warn!(topic = %topic, file = ?path, lost = %old, "merging adjacent gap markers into one");
+            std::fs::remove_file(&path)
+                .map_err(|e| io_err(topic, &path, "removing a merged gap marker", e))?;
+        }
+        fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
+        self.used.push(Gap { range, marker });
+        Ok(true)
+    }
+
     /// Removes the markers that bridge nothing.
     fn remove_unused(&mut self, topic: &TopicName, dir: &Path) -> Result<(), TierError> {
         if self.unused.is_empty() {
@@ -350,8 +381,17 @@ fn check_continues(
     config: &HotConfig,
     markers: &mut Markers,
 ) -> Result<(), TierError> {
+    let bridged = match prev {
+        Some((_, end)) if end < start => {
+            let gap = OffsetRange::new(end, start);
+            markers.bridge(gap) || markers.bridge_chain(topic, dir, gap)?
+        }
+        _ => false,
+    };
+    if bridged {
+        return Ok(());
+    }
     match prev {
-        Some((_, end)) if end < start && markers.bridge(OffsetRange::new(end, start)) => Ok(()),
         Some((prev_path, end))
             if end < start && torn.is_some() && config.recovery == RecoveryPolicy::TruncateTornTail =>
         {

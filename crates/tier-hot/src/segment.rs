@@ -297,8 +297,9 @@ pub(crate) fn sync_sealed(
         fault!(SealFsync, next)
             .and_then(|()| next_file.sync_all())
             .map_err(|e| io_err(topic, next, "fsyncing a new segment", e))?;
-        // Not recorded as durable: appends into the new segment run concurrently with
-        // this fsync, so how much of them it covers is a race (see `faults`).
+        // Only its header is recorded as durable: appends into the new segment run
+        // concurrently with this fsync, so how much of them it covers is a race.
+        synced_header!(next);
     }
     if let Some(dir) = path.parent() {
         fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;

@@ -262,3 +262,31 @@ async fn live_tail_subscribers_in_the_gap_get_the_error_and_after_it_continue() 
     assert_eq!(before.next().await.unwrap_err().kind(), ErrorKind::NotFound);
     tier.close().await;
 }
+
+/// Two gaps in a row with nothing written between them (a reservation skip after a lost
+/// WAL, then another after a crash): the empty segment between them is gone at the next
+/// open, and the two adjacent markers must still bridge the discontinuity — as one gap.
+/// Found by the simulation (seed 782): the open refused "segments are not contiguous".
+#[tokio::test]
+async fn two_adjacent_gaps_bridge_the_segments_around_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tier, t, _) = skipped(small_config(dir.path()), "twice").await;
+    tier.close().await;
+    let tier = open(small_config(dir.path())).await;
+    assert_eq!(tier.skip_to(&t, 50).await.unwrap(), OffsetRange::new(40, 50));
+    append_records(&tier, &t, 50, 5, 5).await;
+    tier.close().await;
+
+    let tier = open(small_config(dir.path())).await;
+    assert!(tier.damaged().is_empty(), "{:?}", tier.damaged());
+    assert_eq!(Tier::range(&tier, &t).await.unwrap(), OffsetRange::new(0, 55));
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(30, 50)], "one gap");
+    let err = tier.read(&t, 35, 55, ReadLimit::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(tier.read(&t, 50, 55, ReadLimit::default()).await.unwrap().len(), 5);
+    tier.close().await;
+    // And it stays one gap.
+    let tier = open(small_config(dir.path())).await;
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(30, 50)]);
+    tier.close().await;
+}
