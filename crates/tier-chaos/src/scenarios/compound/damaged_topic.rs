@@ -128,7 +128,7 @@ pub async fn run(
             match damaged_outcome(&store).await {
                 Ok((detected, what)) => {
                     r.corruptions_detected += u64::from(detected);
-                    r.notes.push(format!("round {round}: {DAMAGED}: {what}"));
+                    r.notes.push(format!("round {round}: {DAMAGED} ({file} byte {pos} flipped): {what}"));
                 }
                 Err(what) => r.fail(format!("round {round}: {DAMAGED} ({file} byte {pos} flipped): {what}")),
             }
