@@ -9,7 +9,10 @@
 //! acknowledged record reads back; new appends continue after the acknowledged end and
 //! warm holds them (its end is the commit point).
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use tier_core::{Tier, TopicName};
 use tier_router::{TieredStore, WarmFailurePolicy};
@@ -27,6 +30,12 @@ use crate::{
 pub const NAME: &str = "compound warm-outage-past-retention hot+warm+cold degrade";
 
 const TOPIC: &str = "chaos-warm-outage";
+
+/// Appends acknowledged during the outage before it may end.
+const MIN_OUTAGE_ACKS: usize = 3;
+
+/// The longest outage.
+const OUTAGE_MAX: Duration = Duration::from_secs(10);
 
 /// Runs `rounds` outages, each restart alternately with Valkey down and up.
 pub async fn run(
@@ -62,19 +71,30 @@ pub async fn run(
         // every 300 ms): the fault, not a wait for a condition.
         tokio::time::sleep(Duration::from_millis(rng.between(300, 600))).await;
         servers.valkey.stop_primary().await;
+        let outage_started = Instant::now();
         let before = tally.counts();
         tokio::time::sleep(Duration::from_millis(rng.between(1500, 2500))).await;
+        // The outage must cover appends warm lacks: it lasts until a few were acknowledged
+        // (appends answer slowly while Valkey is unreachable: each waits out the warm
+        // command), at most OUTAGE_MAX.
+        let outage_end = Instant::now() + OUTAGE_MAX;
+        while tally.counts().0 < before.0 + MIN_OUTAGE_ACKS && Instant::now() < outage_end {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let during = tally.counts();
         let acks = producers.stop().await?;
         r.iterations += 1;
         if during.0 == before.0 {
-            r.fail(format!("{label}: under `degrade`, no append was acknowledged during the outage"));
+            r.fail(format!(
+                "{label}: under `degrade`, no append was acknowledged during {OUTAGE_MAX:?} of the outage"
+            ));
         }
         let hot = store.hot().range(&name).await.map_err(|e| ChaosError::tier("WAL range", e))?;
         r.notes.push(format!(
-            "{label}: {} acks, {} errors during the outage; the WAL holds {hot} at its end",
+            "{label}: {} acks, {} errors during the outage of {:.1} s; the WAL holds {hot} at its end",
             during.0 - before.0,
-            during.1 - before.1
+            during.1 - before.1,
+            outage_started.elapsed().as_secs_f64()
         ));
         drop(topic);
         store.close().await;
