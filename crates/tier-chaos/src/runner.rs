@@ -12,7 +12,7 @@ use tier_router::WarmFailurePolicy;
 use crate::{
     ChaosError, ScenarioResult,
     deploy::{Deployment, Servers},
-    scenarios::{bad_input, corruption, crash, load, lost_disk, objstore_faults, valkey_faults},
+    scenarios::{bad_input, compound, corruption, crash, load, lost_disk, objstore_faults, valkey_faults},
 };
 
 /// How much to run.
@@ -52,6 +52,12 @@ impl Plan {
     /// WAL deletions per lost-disk configuration.
     pub fn lost_disk_rounds(&self) -> u64 {
         if self.quick { 3 } else { 30 }
+    }
+
+    /// Rounds of each compound scenario (the warm outage alternates restarts with Valkey
+    /// up and down, so it runs at least two).
+    pub fn compound_rounds(&self) -> u64 {
+        if self.quick { 2 } else { 20 }
     }
 }
 
@@ -120,6 +126,7 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
             push(or_failed(name.clone(), outcome), started);
         }
     }
+    run_compound(plan, &mut servers, base, producer, &mut push).await;
     if plan.wants("corruption hot+cold") {
         let started = Instant::now();
         push(or_failed("corruption hot+cold".into(), corruption::run(base).await), started);
@@ -146,4 +153,42 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
         }
     }
     Ok(results)
+}
+
+/// The compound scenarios (issue 15), each a row.
+async fn run_compound(
+    plan: &Plan,
+    servers: &mut Servers,
+    base: &Path,
+    producer: &Path,
+    push: &mut impl FnMut(ScenarioResult, Instant),
+) {
+    use compound::{damaged_topic, lost_data_dir, lost_wal, power_cut, warm_outage};
+    let rounds = plan.compound_rounds();
+    let seed = |n: u64| plan.seed.wrapping_add(400 + n);
+    if plan.wants(lost_wal::NAME) {
+        let started = Instant::now();
+        let outcome = lost_wal::run(servers, base, rounds, seed(0)).await;
+        push(or_failed(lost_wal::NAME.into(), outcome), started);
+    }
+    if plan.wants(power_cut::NAME) {
+        let started = Instant::now();
+        let outcome = power_cut::run(servers, base, producer, rounds, seed(1)).await;
+        push(or_failed(power_cut::NAME.into(), outcome), started);
+    }
+    if plan.wants(lost_data_dir::NAME) {
+        let started = Instant::now();
+        let outcome = lost_data_dir::run(servers, base, producer, rounds, seed(2)).await;
+        push(or_failed(lost_data_dir::NAME.into(), outcome), started);
+    }
+    if plan.wants(warm_outage::NAME) {
+        let started = Instant::now();
+        let outcome = warm_outage::run(servers, base, rounds, seed(3)).await;
+        push(or_failed(warm_outage::NAME.into(), outcome), started);
+    }
+    if plan.wants(damaged_topic::NAME) {
+        let started = Instant::now();
+        let outcome = damaged_topic::run(servers, base, rounds, seed(4)).await;
+        push(or_failed(damaged_topic::NAME.into(), outcome), started);
+    }
 }

@@ -30,6 +30,10 @@ pub struct Verification {
     pub bad_payloads: u64,
     /// Records read.
     pub read: u64,
+    /// Records read at offsets no acknowledgement names (appends that failed, or were
+    /// never answered, and became committed later). Not a failure by itself: a scenario
+    /// that must not serve them checks it.
+    pub unacknowledged: u64,
     /// Problems in words (the first few).
     pub notes: Vec<String>,
     /// What each tier held when the check started (shows retention, trimming and
@@ -83,6 +87,7 @@ pub async fn verify_topic(
     for region in regions(from, end, excused) {
         read_region(topic, region, &mut v, &mut found, &mut seen).await?;
     }
+    v.unacknowledged = found.keys().filter(|o| !expected.contains_key(o)).count() as u64;
     v.duplicated = seen.values().filter(|n| **n > 1).map(|n| u64::from(*n - 1)).sum();
     for (offset, id) in &expected {
         if excused_at(*offset) {

@@ -2,7 +2,7 @@
 
 use futures::StreamExt;
 use object_store::path::Path;
-use tier_core::{OffsetRange, TierError, Timestamp, TopicName};
+use tier_core::{Offset, OffsetRange, TierError, Timestamp, TopicName};
 
 use crate::ColdTier;
 use crate::error::{key_ctx, map_store_error};
@@ -45,6 +45,27 @@ impl ColdTier {
             }
             doomed.push((segment.key.clone(), self.layout.marker_key(topic, segment.range, bounds)));
         }
+        // Redundant copies (another exporter's segmentation) of offsets below the first
+        // segment kept go first: left behind, they would overlap nothing the listing keeps
+        // and a later listing would try to tile them with what remains.
+        let keep_from = segments.get(doomed.len()).map_or(Offset::MAX, |s| s.range.start);
+        let mut dropped = Vec::new();
+        for copy in listing.redundant_below(keep_from) {
+            let marker = copy.bounds.get().map(|b| self.layout.marker_key(topic, copy.range, *b));
+            for (what, object) in [
+                ("deleting a redundant time marker", marker.as_ref()),
+                ("deleting a redundant segment", Some(&copy.key)),
+            ] {
+                let Some(object) = object else { continue };
+                if let Err(e) = self.delete_object(object).await {
+                    *state.listing.lock() = Some(std::sync::Arc::new(listing.without_redundant(&dropped)));
+                    return Err(map_store_error(key_ctx(topic, object), what, e));
+                }
+            }
+            self.metas.lock().remove(&copy.key);
+            dropped.push(copy.key.clone());
+        }
+        let listing = std::sync::Arc::new(listing.without_redundant(&dropped));
         let mut deleted = Vec::new();
         // One at a time from the front: a failure leaves a contiguous suffix behind.
         for (key, marker) in &doomed {

@@ -65,32 +65,26 @@ pub(crate) struct Listing {
     /// The markers that count: at or after the first segment, overlapping no segment
     /// nor each other, sorted.
     recorded: Vec<RecordedGap>,
+    /// Objects holding only offsets the kept segments hold (another exporter's
+    /// segmentation of them; see [`resolve_overlaps`]): ignored, deleted by expiry.
+    redundant: Vec<Arc<SegmentObject>>,
 }
 
 impl Listing {
-    /// Sorts `segments` and checks that no two overlap (an overlap means two writers
-    /// exported different segmentations of the same offsets: `Corruption` naming both).
+    /// Sorts `segments` and resolves overlaps (see [`resolve_overlaps`]): where two
+    /// writers exported different segmentations of the same offsets, one chain of objects
+    /// that tiles them is kept and the objects it covers are ignored as redundant copies;
+    /// overlapping objects that no chain tiles are `Corruption` naming two of them.
     /// Gap markers below the first segment (left by an interrupted expiry), overlapping
     /// a segment (those offsets are held after all) or overlapping an earlier marker are
     /// ignored.
     pub(crate) fn new(
         topic: &TopicName,
-        mut segments: Vec<Arc<SegmentObject>>,
+        segments: Vec<Arc<SegmentObject>>,
         markers: Vec<RecordedGap>,
     ) -> Result<Self, TierError> {
-        segments.sort_by_key(|s| s.range.start);
-        for pair in segments.windows(2) {
-            if pair[1].range.start < pair[0].range.end {
-                return Err(TierError::corruption(
-                    key_ctx(topic, &pair[1].key),
-                    format!(
-                        "segment objects overlap: {} holds {:?}, {} holds {:?}",
-                        pair[0].key, pair[0].range, pair[1].key, pair[1].range
-                    ),
-                ));
-            }
-        }
-        Ok(Self::build(segments, markers))
+        let (segments, redundant) = resolve_overlaps(topic, segments)?;
+        Ok(Self { redundant, ..Self::build(segments, markers) })
     }
 
     /// The listing of sorted, non-overlapping `segments` and the gap `markers`.
@@ -107,7 +101,7 @@ impl Listing {
                 recorded.push(gap.clone());
             }
         }
-        Self { segments, markers, recorded }
+        Self { segments, markers, recorded, redundant: Vec::new() }
     }
 
     /// Gap markers wholly below the first segment (or every marker when no segment is
@@ -184,6 +178,7 @@ impl Listing {
     /// The listing with `segment` added (it must not overlap).
     pub(crate) fn with(&self, topic: &TopicName, segment: Arc<SegmentObject>) -> Result<Self, TierError> {
         let mut segments = self.segments.clone();
+        segments.extend(self.redundant.iter().cloned());
         segments.push(segment);
         Self::new(topic, segments, self.markers.clone())
     }
@@ -193,7 +188,7 @@ impl Listing {
     pub(crate) fn with_gap(&self, gap: RecordedGap) -> Self {
         let mut markers = self.markers.clone();
         markers.push(gap);
-        Self::build(self.segments.clone(), markers)
+        Self { redundant: self.redundant.clone(), ..Self::build(self.segments.clone(), markers) }
     }
 
     /// The listing with the segment of the same key replaced by `segment`.
@@ -203,7 +198,7 @@ impl Listing {
             .iter()
             .map(|s| if s.key == segment.key { segment.clone() } else { s.clone() })
             .collect();
-        Self::build(segments, self.markers.clone())
+        Self { redundant: self.redundant.clone(), ..Self::build(segments, self.markers.clone()) }
     }
 
     /// The listing without the first `n` segments (the gap markers below the first
@@ -211,8 +206,111 @@ impl Listing {
     pub(crate) fn without_first(&self, n: usize, deleted: &[RecordedGap]) -> Self {
         let segments = self.segments[n.min(self.segments.len())..].to_vec();
         let markers = self.markers.iter().filter(|g| !deleted.contains(g)).cloned().collect();
-        Self::build(segments, markers)
+        Self { redundant: self.redundant.clone(), ..Self::build(segments, markers) }
     }
+
+    /// The redundant objects (see [`resolve_overlaps`]) starting below `offset`.
+    pub(crate) fn redundant_below(&self, offset: Offset) -> Vec<Arc<SegmentObject>> {
+        self.redundant.iter().filter(|s| s.range.start < offset).cloned().collect()
+    }
+
+    /// The listing without the redundant objects of keys `deleted`.
+    pub(crate) fn without_redundant(&self, deleted: &[Path]) -> Self {
+        let redundant = self.redundant.iter().filter(|s| !deleted.contains(&s.key)).cloned().collect();
+        Self {
+            segments: self.segments.clone(),
+            markers: self.markers.clone(),
+            recorded: self.recorded.clone(),
+            redundant,
+        }
+    }
+}
+
+/// Sorts `segments` by offset and drops redundant copies: objects are grouped into runs
+/// of mutually overlapping ones (two exporters of one topic, e.g. the old and the new owner
+/// after an ownership move, whose WAL copies rotated at different points), and each run is
+/// replaced by the chain of objects, each starting where the previous one ends, that tiles
+/// it from its first offset to its last with the fewest objects (ties: the first found in
+/// `(start, end, key)` order, so every reader picks the same chain). The others hold only
+/// offsets the chain holds — the same records, since only committed offsets are exported
+/// and offsets are never reused — and are ignored. A run no chain tiles (an object ending
+/// inside another's offsets with nothing continuing it) is `Corruption` naming two
+/// overlapping objects.
+type Segments = Vec<Arc<SegmentObject>>;
+
+/// Returns the kept segments and the redundant ones.
+fn resolve_overlaps(
+    topic: &TopicName,
+    mut segments: Vec<Arc<SegmentObject>>,
+) -> Result<(Segments, Segments), TierError> {
+    segments.sort_by(|a, b| (a.range.start, a.range.end, &a.key).cmp(&(b.range.start, b.range.end, &b.key)));
+    let mut kept = Vec::with_capacity(segments.len());
+    let mut redundant = Vec::new();
+    let mut i = 0;
+    while i < segments.len() {
+        // The run of objects overlapping one another, starting at `i`.
+        let mut run_end = segments[i].range.end;
+        let mut j = i + 1;
+        while j < segments.len() && segments[j].range.start < run_end {
+            run_end = run_end.max(segments[j].range.end);
+            j += 1;
+        }
+        let run = &segments[i..j];
+        if run.len() == 1 {
+            kept.push(run[0].clone());
+        } else {
+            let chain = tile(run, run_end).ok_or_else(|| overlap_error(topic, run))?;
+            redundant.extend(run.iter().filter(|s| !chain.iter().any(|c| Arc::ptr_eq(c, s))).cloned());
+            kept.extend(chain);
+        }
+        i = j;
+    }
+    Ok((kept, redundant))
+}
+
+/// The chain of `run` (sorted by start) from its first offset to `end` with the fewest
+/// objects, if one exists.
+fn tile(run: &[Arc<SegmentObject>], end: Offset) -> Option<Vec<Arc<SegmentObject>>> {
+    // For each offset a chain reaches: the fewest objects reaching it, and the last one.
+    let mut best: std::collections::BTreeMap<Offset, (usize, Option<usize>)> =
+        std::collections::BTreeMap::new();
+    best.insert(run[0].range.start, (0, None));
+    // Sorted by start: every chain reaching an object's start is known when it is reached.
+    for (i, s) in run.iter().enumerate() {
+        let Some(&(n, _)) = best.get(&s.range.start) else { continue };
+        let candidate = (n + 1, Some(i));
+        best.entry(s.range.end)
+            .and_modify(|b| {
+                if candidate.0 < b.0 {
+                    *b = candidate
+                }
+            })
+            .or_insert(candidate);
+    }
+    let mut chain = Vec::new();
+    let mut at = end;
+    while let Some(&(_, Some(i))) = best.get(&at) {
+        chain.push(run[i].clone());
+        at = run[i].range.start;
+    }
+    (at == run[0].range.start && !chain.is_empty()).then(|| {
+        chain.reverse();
+        chain
+    })
+}
+
+fn overlap_error(topic: &TopicName, run: &[Arc<SegmentObject>]) -> TierError {
+    let (a, b) = run
+        .windows(2)
+        .find(|p| p[1].range.start < p[0].range.end)
+        .map_or((&run[0], &run[run.len() - 1]), |p| (&p[0], &p[1]));
+    TierError::corruption(
+        key_ctx(topic, &b.key),
+        format!(
+            "segment objects overlap and no chain of objects tiles their offsets: {} holds {:?}, {} holds {:?}",
+            a.key, a.range, b.key, b.range
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -238,6 +336,55 @@ mod tests {
         assert_eq!(l.find(50), Err(4));
         let err = Listing::new(&topic, vec![seg(0, 10), seg(5, 15)], vec![]).expect_err("overlap");
         assert!(err.to_string().contains("overlap"), "{err}");
+    }
+
+    fn keyed(start: u64, end: u64, owner: &str) -> Arc<SegmentObject> {
+        Arc::new(SegmentObject::new(
+            Path::from(format!("t/{owner}/{start}")),
+            OffsetRange::new(start, end),
+            1,
+        ))
+    }
+
+    #[test]
+    fn overlapping_segmentations_keep_one_tiling_chain() {
+        let topic = TopicName::new("t").expect("valid");
+        let ranges =
+            |l: &Listing| l.segments().iter().map(|s| (s.range.start, s.range.end)).collect::<Vec<_>>();
+        // Old owner [0,100) [100,200) [200,300); new owner [0,150) [150,250); then a hole.
+        let l = Listing::new(
+            &topic,
+            vec![
+                keyed(150, 250, "b"),
+                keyed(0, 100, "a"),
+                keyed(200, 300, "a"),
+                keyed(0, 150, "b"),
+                keyed(100, 200, "a"),
+                keyed(400, 500, "a"),
+            ],
+            vec![],
+        )
+        .expect("a chain tiles the overlapping objects");
+        assert_eq!(ranges(&l), vec![(0, 100), (100, 200), (200, 300), (400, 500)]);
+        assert_eq!(l.gaps(), vec![OffsetRange::new(300, 400)]);
+        // The fewest objects win; the same chain whatever the input order.
+        let l = Listing::new(
+            &topic,
+            vec![keyed(0, 150, "b"), keyed(100, 200, "a"), keyed(0, 100, "a"), keyed(150, 200, "b")],
+            vec![],
+        )
+        .expect("tiles");
+        assert_eq!(ranges(&l), vec![(0, 100), (100, 200)]);
+        let l = Listing::new(
+            &topic,
+            vec![keyed(100, 200, "a"), keyed(150, 200, "b"), keyed(0, 100, "a"), keyed(0, 150, "b")],
+            vec![],
+        )
+        .expect("tiles");
+        assert_eq!(ranges(&l), vec![(0, 100), (100, 200)]);
+        // An object contained in another is redundant.
+        let l = Listing::new(&topic, vec![keyed(0, 100, "a"), keyed(20, 40, "b")], vec![]).expect("tiles");
+        assert_eq!(ranges(&l), vec![(0, 100)]);
     }
 
     fn gap(start: u64, end: u64) -> RecordedGap {

@@ -45,9 +45,15 @@ pub(crate) struct Producers {
 impl Producers {
     /// Starts `n` producers on `topic` (writers `0..n`).
     pub(crate) fn start(topic: &Topic, n: u64) -> Self {
+        Self::start_writers(topic, 0..n)
+    }
+
+    /// Starts one producer per writer id in `writers` on `topic` (ids must differ from
+    /// those of earlier producers of the topic, whose records are checked together).
+    pub(crate) fn start_writers(topic: &Topic, writers: std::ops::Range<u64>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let tally = Arc::new(Tally::default());
-        let tasks = (0..n)
+        let tasks = writers
             .map(|w| tokio::spawn(produce(topic.clone(), w, Arc::clone(&stop), Arc::clone(&tally))))
             .collect();
         Self { stop, tasks, tally }

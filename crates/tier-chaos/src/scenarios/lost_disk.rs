@@ -104,7 +104,7 @@ pub async fn run(
 
 /// Deletes `dir` and everything in it while a producer may still be creating files in
 /// it (a new segment after a rotation): retried until the directory is gone.
-fn delete_tree(dir: &Path) -> Result<(), ChaosError> {
+pub(crate) fn delete_tree(dir: &Path) -> Result<(), ChaosError> {
     let mut attempts = 0;
     loop {
         match std::fs::remove_dir_all(dir) {

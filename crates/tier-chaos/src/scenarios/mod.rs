@@ -7,8 +7,12 @@
 //! - [`objstore_faults`]: failing, slow and stopped object storage.
 //! - [`load`]: 8 producers and 8 consumers over 100 topics; memory stays flat.
 //! - [`bad_input`]: invalid names, oversized records, bad configuration, bad credentials.
+//! - [`compound`]: two faults in a row (issue 15): a lost WAL after an unconfirmed batch
+//!   was rotated, a power cut past a stale checkpoint, a lost data directory, a warm
+//!   outage longer than retention, one damaged topic among intact ones.
 
 pub mod bad_input;
+pub mod compound;
 pub mod corruption;
 pub mod crash;
 mod inproc;
