@@ -46,15 +46,9 @@ impl ChaosArgs {
 /// Remove an entry when its bug is fixed.
 /// ("corruption", the WAL wedged after losing an acknowledged tail, was fixed by recorded
 /// WAL gaps, `HotTier::skip_to`.)
-pub(crate) const KNOWN_FAILING: &[&str] = &[
-    // Issue 15 case 6 after a lost WAL: recovery treats every batch replayed from warm as
-    // committed, also those past the checkpoint whose WAIT fell short (never acknowledged),
-    // so they are served while the replica is still down.
-    "compound lost-wal-after-unconfirmed",
-    // Issue 15 case 9: one damaged topic keeps `TieredStore::open` from opening any topic
-    // (the fix is on branch hot-isolation).
-    "compound damaged-topic",
-];
+/// Empty: "compound lost-wal-after-unconfirmed" (issue 15 case 6 after a lost WAL) and
+/// "compound damaged-topic" (case 9) pass since their fixes.
+pub(crate) const KNOWN_FAILING: &[&str] = &[];
 
 /// Builds the runner and the producer, then runs the scenarios from `root`; returns the
 /// runner's captured output (the table is its last lines).
