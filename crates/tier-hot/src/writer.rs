@@ -124,7 +124,11 @@ impl Writer {
             let w = this.lock().await;
             let tick = match w.config.fsync {
                 FsyncPolicy::Interval(every) => {
-                    let mut t = tokio::time::interval(every.max(std::time::Duration::from_millis(1)));
+                    // The first tick comes one period after the start, not at once: a
+                    // tick at the start has nothing to sync, and one that a busy
+                    // runtime delays past the first appends would sync them early.
+                    let every = every.max(std::time::Duration::from_millis(1));
+                    let mut t = tokio::time::interval_at(Instant::now() + every, every);
                     t.set_missed_tick_behavior(MissedTickBehavior::Delay);
                     Some(t)
                 }

@@ -52,8 +52,8 @@ fn records(base: Offset, count: usize, payload: usize) -> Vec<Record> {
         .collect()
 }
 
-/// 64 KiB segments; the timer fsync never fires during a test (its first tick, at the
-/// writer's start, finds nothing to sync), so only `close` fsyncs the active segment.
+/// 64 KiB segments; the timer fsync never fires during a test (its first tick is an
+/// hour after the writer's start), so only `close` fsyncs the active segment.
 fn interval(dir: &Path) -> HotConfig {
     HotConfig { fsync: FsyncPolicy::Interval(Duration::from_secs(3600)), ..small_config(dir) }
 }
