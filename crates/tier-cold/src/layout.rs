@@ -14,8 +14,12 @@
 //! A *gap marker* `<prefix>/<topic>/<from:020>-<to:020>.gap` (zero bytes; `to` is
 //! **exclusive**, as in the WAL's gap markers) records that offsets `from..to` were
 //! declared lost (see [`ColdTier::record_gap`](crate::ColdTier::record_gap)), so the
-//! segment ending at `from` and the one starting at `to` may follow each other. See
-//! `docs/cold.md` ("Object layout").
+//! segment ending at `from` and the one starting at `to` may follow each other.
+//!
+//! The *topic marker* `<prefix>/<topic>/topic` (zero bytes) records that the topic exists
+//! (see [`ColdTier::record_topic`](crate::ColdTier::record_topic)): written before the
+//! topic's first offset is handed out, it outlives a lost data directory even while cold
+//! holds no segment of the topic yet. See `docs/cold.md` ("Object layout").
 
 use object_store::path::Path;
 use tier_core::{Offset, OffsetRange, Timestamp, TopicName};
@@ -28,6 +32,9 @@ pub const MARKER_INFIX: &str = ".ts-";
 
 /// Suffix of every gap marker.
 pub const GAP_SUFFIX: &str = tier_core::segment::GAP_SUFFIX;
+
+/// The name of the topic marker in a topic's folder.
+pub const TOPIC_MARKER: &str = "topic";
 
 /// Hex digits of each timestamp in a time marker's name.
 const TIMESTAMP_WIDTH: usize = 16;
@@ -105,6 +112,11 @@ impl Layout {
     pub fn gap_key(&self, topic: &TopicName, range: OffsetRange) -> Path {
         assert!(!range.is_empty(), "an empty gap has no marker");
         self.topic_dir(topic).join(gap_file_name(range))
+    }
+
+    /// The zero-byte topic marker of `topic` ([`TOPIC_MARKER`] in its folder).
+    pub fn topic_marker_key(&self, topic: &TopicName) -> Path {
+        self.topic_dir(topic).join(TOPIC_MARKER)
     }
 
     /// The offset range named by `key` when it is a segment object of `topic` directly in

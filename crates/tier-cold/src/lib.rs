@@ -14,6 +14,9 @@
 //!   requests cold and one with the index cached.
 //! - [`ColdTier::record_gap`]: offsets declared lost upstream, as zero-byte gap
 //!   markers, so the log may continue after them and reads name them.
+//! - [`ColdTier::record_topic`]: a zero-byte topic marker, durable evidence that a topic
+//!   exists while cold holds no segment of it (a lost data directory must not restart it
+//!   at 0).
 //! - [`ColdTier::expire_before`]: optional time-based expiry of whole segments.
 //! - [`ColdConfig`]: backend, buffers, multipart and retry settings.
 //! - `testing` (feature `testing`): `CountingStore` and `FaultyStore` wrappers.
@@ -36,6 +39,7 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tier;
+mod topic_marker;
 
 pub use cold::ColdTier;
 pub use config::{BackendConfig, ColdConfig, MIN_PART_SIZE, RetrySettings, Secret};

@@ -6,8 +6,8 @@
 //! no default body a wrapper could forget to forward (the CLI's metered wrapper once
 //! exported and read cold through such defaults). A custom tier with nothing better to
 //! offer implements them with the helpers built on [`Tier`]: [`paged_records`],
-//! [`rebuilt_batches`], [`rebuilt_warm_batches`], [`append_segment`] and
-//! [`refuse_gap`]; tierlog's own tiers use their native operations.
+//! [`rebuilt_batches`], [`rebuilt_warm_batches`], [`append_segment`], [`refuse_gap`]
+//! and [`holds_records`]; tierlog's own tiers use their native operations.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -93,6 +93,22 @@ pub trait ColdBackend: Tier + 'static {
     /// [`refuse_gap`]'s `InvalidInput`: its export then stops at the gap, which the
     /// exporter reports and retries, rather than storing a log with a hole in it.
     async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError>;
+
+    /// Records durably that `topic` exists. The router calls it before a topic's first
+    /// offset is handed out, so that a lost data directory (the WAL and the router's state
+    /// files) cannot restart the topic at 0 while the tier holds none of its records yet.
+    /// Must be idempotent. A tier that cannot hold such a marker answers `Ok(())` and
+    /// implements [`topic_recorded`](Self::topic_recorded) with [`holds_records`].
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError>;
+
+    /// Whether [`record_topic`](Self::record_topic) recorded `topic`.
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError>;
+}
+
+/// [`ColdBackend::topic_recorded`] for a tier that cannot hold a topic marker: whether it
+/// holds any record of `topic` (the only evidence such a tier keeps).
+pub async fn holds_records<T: Tier + ?Sized>(tier: &T, topic: &TopicName) -> Result<bool, TierError> {
+    Ok(!tier.range(topic).await?.is_empty())
 }
 
 /// [`WarmBackend::batches_from`] for a tier with nothing better: batches of up to 1000
@@ -322,6 +338,15 @@ impl ColdBackend for tier_cold::ColdTier {
     async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
         tier_cold::ColdTier::record_gap(self, topic, range).await
     }
+
+    /// Writes the topic marker ([`tier_cold::ColdTier::record_topic`]).
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        tier_cold::ColdTier::record_topic(self, topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        tier_cold::ColdTier::topic_recorded(self, topic).await
+    }
 }
 
 #[cfg(feature = "testkit")]
@@ -377,6 +402,15 @@ mod testkit_impls {
         async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
             Err(refuse_gap(self.kind(), topic, range))
         }
+
+        /// A memory tier keeps no marker: a topic is recorded once it holds records.
+        async fn record_topic(&self, _topic: &TopicName) -> Result<(), TierError> {
+            Ok(())
+        }
+
+        async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+            holds_records(self, topic).await
+        }
     }
 
     /// Faults apply to the [`Tier`] methods only; trimming and replay are forwarded.
@@ -424,6 +458,14 @@ mod testkit_impls {
 
         async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
             self.inner().record_gap(topic, range).await
+        }
+
+        async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+            self.inner().record_topic(topic).await
+        }
+
+        async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+            self.inner().topic_recorded(topic).await
         }
     }
 }

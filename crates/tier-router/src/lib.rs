@@ -32,8 +32,8 @@ mod topic;
 mod writer;
 
 pub use backend::{
-    ColdBackend, WarmBackend, append_segment, paged_records, rebuilt_batches, rebuilt_warm_batches,
-    refuse_gap,
+    ColdBackend, WarmBackend, append_segment, holds_records, paged_records, rebuilt_batches,
+    rebuilt_warm_batches, refuse_gap,
 };
 pub use background::ExportedSegment;
 pub use batch_reader::ReadBatch;

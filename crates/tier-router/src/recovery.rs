@@ -15,8 +15,10 @@
 //! restarted since the reservation was written (its page cache kept every write): see
 //! [`ReservationFile::wal_is_exact`](crate::state::ReservationFile::wal_is_exact).
 //!
-//! When no state file survived, the WAL holds nothing and another tier holds records
-//! (the whole data directory was lost), nothing bounds what was acknowledged: the topic
+//! When no state file survived, the WAL holds nothing and another tier holds records —
+//! or cold's topic marker says the topic existed (written before its first offset was
+//! handed out) — the whole data directory was lost and nothing bounds what was
+//! acknowledged: the topic
 //! opens for reads but refuses appends ([`RecoveryReport::end_unknown`]) until an operator
 //! says where to continue ([`TieredStore::resume_topic`](crate::TieredStore::resume_topic)).
 //!
@@ -203,7 +205,9 @@ pub(crate) async fn recover_topic(
     // Under `fail` a non-empty warm tier bounds what was acknowledged (every acknowledgement
     // waited for it), so its end — already in `next` — is exact and nothing is skipped
     // (skipping would leave warm unable to continue).
-    let other_tier_holds = !warm_r.is_empty() || !cold_r.is_empty();
+    let no_local_evidence = wal_lost && checkpoint.is_none() && reservation.is_none();
+    let cold_knows_topic = mark_topic_in_cold(tiers, topic, cold_r, no_local_evidence).await?;
+    let other_tier_holds = !warm_r.is_empty() || !cold_r.is_empty() || cold_knows_topic;
     let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
     if let Some(res) = &reservation
         && res.offset > next
@@ -215,7 +219,7 @@ pub(crate) async fn recover_topic(
     }
 
     // Nothing survived that bounds the acknowledged end.
-    if wal_lost && checkpoint.is_none() && reservation.is_none() && other_tier_holds && !warm_bounds_acks {
+    if no_local_evidence && other_tier_holds && !warm_bounds_acks {
         report.end_unknown = true;
         error!(
             topic = %topic, next,
@@ -286,6 +290,34 @@ pub(crate) async fn recover_topic(
         info!(topic = %topic, report = ?report, "recovered topic");
     }
     Ok(Recovered { report, backlog, committed, reservation })
+}
+
+/// Makes sure cold's topic marker ([`ColdBackend::record_topic`](crate::ColdBackend::record_topic))
+/// records `topic` before any offset of it is handed out, and says whether it already
+/// did. Needed only while cold holds no segment of the topic (its segments are evidence
+/// enough). With no local evidence (`no_local`: no WAL, no state file) a marker found
+/// means the data directory was lost, not that the topic is new; then writing a missing
+/// marker must succeed before the topic opens. With local evidence the marker is written
+/// on the way (for topics created before markers existed), a failure only logged.
+async fn mark_topic_in_cold(
+    tiers: &Tiers,
+    topic: &TopicName,
+    cold: OffsetRange,
+    no_local: bool,
+) -> Result<bool, TierError> {
+    let Some(c) = &tiers.cold else { return Ok(false) };
+    if !cold.is_empty() {
+        return Ok(false);
+    }
+    if no_local {
+        if c.topic_recorded(topic).await? {
+            return Ok(true);
+        }
+        c.record_topic(topic).await?;
+    } else if let Err(e) = c.record_topic(topic).await {
+        warn!(topic = %topic, error = %e, "could not record the topic in cold; retried when it opens again");
+    }
+    Ok(false)
 }
 
 /// Records offsets `[cold end, wal_first)` as lost in cold when the WAL takes over above

@@ -99,6 +99,14 @@ impl ColdBackend for Custom {
     async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
         Err(tier_router::refuse_gap(self.kind(), topic, range))
     }
+
+    async fn record_topic(&self, _topic: &TopicName) -> Result<(), TierError> {
+        Ok(())
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        tier_router::holds_records(self, topic).await
+    }
 }
 
 fn hot(dir: &tempfile::TempDir) -> HotConfig {

@@ -91,6 +91,14 @@ impl ColdBackend for Defaults {
     async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
         self.0.record_gap(topic, range).await
     }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        self.0.record_topic(topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        self.0.topic_recorded(topic).await
+    }
 }
 
 /// Flips one byte inside the records of the batch starting at `base` in the sealed

@@ -164,4 +164,12 @@ impl ColdBackend for DefaultsCold {
     async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
         ColdBackend::record_gap(&self.0, topic, range).await
     }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        ColdBackend::record_topic(&self.0, topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        ColdBackend::topic_recorded(&self.0, topic).await
+    }
 }

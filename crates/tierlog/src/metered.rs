@@ -110,6 +110,14 @@ impl<T: ColdBackend> ColdBackend for Metered<T> {
         self.0.record_gap(topic, range).await
     }
 
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        self.0.record_topic(topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        self.0.topic_recorded(topic).await
+    }
+
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
         let bytes = tokio::fs::metadata(path).await.map(|m| m.len()).unwrap_or(0);
         match self.0.store_segment(topic, path).await {
