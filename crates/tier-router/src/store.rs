@@ -382,6 +382,7 @@ impl TieredStore {
                  the last one acknowledged (TieredStore::resume_topic, tierlog recover --topic {name} --resume-at N)"
             ));
         }
+        writer.cover_recovered_end().await?;
         let warm_floor = writer.warm_floor();
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let task = tokio::spawn(writer.run(rx));

@@ -215,6 +215,24 @@ impl Writer {
         Ok(())
     }
 
+    /// Makes the recovered end durable evidence before the topic is handed out: when the
+    /// reservation found (none, after a lost state directory) is below the next offset, a
+    /// reservation of exactly the next offset is written. Without it, a WAL whose tail is
+    /// only in the page cache (`fsync = never/interval`) would be the only evidence of the
+    /// offsets handed out, and a power cut would take it. A fenced topic writes none.
+    pub(crate) async fn cover_recovered_end(&mut self) -> Result<(), TierError> {
+        if self.fenced.is_some() || self.next <= self.reservation.reserved {
+            return Ok(());
+        }
+        let (dir, topic, file) =
+            (self.reservation.state_dir.clone(), self.topic.clone(), self.reservation.file(self.next));
+        tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file))
+            .await
+            .map_err(|e| TierError::internal(self.ctx(), format!("reservation task: {e}")))??;
+        self.reservation.reserved = self.next;
+        Ok(())
+    }
+
     /// Lowers the reservation to the commit point: the writer stops, and nothing at or
     /// beyond the commit point was acknowledged (batches numbered beyond it were refused
     /// and live on only in the WAL, whose end is exact while it exists).

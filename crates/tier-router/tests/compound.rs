@@ -516,3 +516,88 @@ async fn a_replayed_unconfirmed_batch_is_not_served_after_a_lost_wal() {
     assert_eq!(served_at(&store, 10).await, Some(rec(10).payload));
     store.close().await;
 }
+
+/// Case 5, before anything reached cold: the whole data directory is lost while cold
+/// holds no segment of the topic yet. Cold's topic marker (written before the first
+/// offset was handed out) still says the topic existed, so the topic opens fenced until
+/// an operator says where to continue; it does not restart at 0. A topic cold never saw
+/// is new and starts at 0.
+#[tokio::test]
+async fn a_lost_data_directory_before_the_first_export_never_reuses_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cold = local_cold(dir.path());
+    let store = open(&data, FsyncPolicy::Always, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 50, 10).await;
+    drop(topic);
+    store.close().await;
+    assert!(cold.range(&name()).await.unwrap().is_empty(), "nothing was exported");
+    std::fs::remove_dir_all(&data).unwrap();
+
+    let store = open(&data, FsyncPolicy::Always, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "cold's marker says the topic existed: {report:?}");
+    let topic = store.topic(T).await.unwrap();
+    let err = topic.append(vec![rec(0)]).await.expect_err("offset 0 was acknowledged before");
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    let fresh = store.topic("fresh").await.unwrap();
+    assert_eq!(fresh.append(vec![rec(0)]).await.unwrap(), r(0, 1), "a topic cold never saw is new");
+    drop(fresh);
+
+    let report = store.resume_topic(T, 50).await.unwrap();
+    assert_eq!(report.maybe_lost, vec![r(0, 50)], "{report:?}");
+    assert_eq!(topic.append(vec![rec(50)]).await.unwrap(), r(50, 51));
+    assert_eq!(store.export_now(T).await.unwrap().len(), 1);
+    assert_eq!(cold.range(&name()).await.unwrap(), r(50, 51));
+    drop(topic);
+    store.close().await;
+}
+
+/// Lost state directory, then a power cut. `fsync = never`: [0, 30) is acknowledged but
+/// only in the page cache; the process dies and the state directory (the reservation) is
+/// lost; the store reopens in the same boot, where the page cache still holds the WAL.
+/// Then the power goes: the WAL loses its unsynced records. The reopened topic must have
+/// made its end durable again at once — a fresh reservation covering [0, 30) — so the
+/// next boot reports the range and never hands out those offsets again.
+#[tokio::test]
+async fn a_lost_state_directory_then_a_power_cut_never_reuses_acknowledged_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_in = |boot: &'static str| {
+        TieredStore::builder()
+            .hot(hot(dir.path(), FsyncPolicy::Never))
+            .router(router(WarmFailurePolicy::Fail))
+            .background(false)
+            .topics([name()])
+            .boot_id(boot)
+            .open()
+    };
+    let store = open_in("boot-1").await.unwrap();
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 30, 10).await;
+    let seg = common_active_segment(&dir.path().join("hot"));
+    let header_only =
+        tier_core::segment::SegmentHeader::decode(&std::fs::read(&seg).unwrap()).unwrap().1 as u64;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    // The same boot: the page cache kept the WAL.
+    let store = open_in("boot-1").await.unwrap();
+    assert_eq!(store.recover_topic(T).await.unwrap().next_offset, 30);
+    store.abort().await;
+    drop(store);
+    // The power cut: nothing of the WAL was fsynced.
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(header_only).unwrap();
+
+    let store = open_in("boot-2").await.unwrap();
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.hot, r(0, 0), "{report:?}");
+    assert!(report.next_offset >= 30, "acknowledged offsets [0, 30) would be reused: {report:?}");
+    assert!(
+        report.maybe_lost.iter().any(|l| l.start == 0 && l.end >= 30),
+        "the range is reported: {report:?}"
+    );
+    store.close().await;
+}
