@@ -180,7 +180,7 @@ impl Tier for SimWarm {
                 }
             }
             log.end = batch.end_offset();
-            log.batches.push(batch.clone());
+            log.batches.push(owned_copy(&batch));
         } else if log.range().contains(base) {
             let held = &log.batches[log.batch_index(base)];
             if *held != batch {
@@ -303,4 +303,11 @@ impl WarmBackend for SimWarm {
             Err(e) => stream::once(async move { Err(e) }).boxed(),
         }
     }
+}
+
+/// `batch` in memory of its own, as a real warm tier holds what it was sent: a batch read
+/// from the WAL may share the bytes of a mapped segment file, which the simulation later
+/// damages or cuts back in place.
+fn owned_copy(batch: &RecordBatch) -> RecordBatch {
+    RecordBatch::decode(&batch.to_bytes()).expect("a batch re-decodes from its own encoding")
 }
