@@ -50,7 +50,8 @@ impl Regression {
 }
 
 /// Schedules that found issue 15's cases 1–7 on 3892a13 (see `docs/simulation.md`, "Bugs
-/// found on 3892a13"). Every run replays them first; each must pass once its case is
+/// found on 3892a13"), then bugs found later (the commit is named in `case`). Every run
+/// replays them first; each must pass once its case is
 /// fixed. The schedules depend on the generator in [`schedule`]: a change to it that
 /// changes what a seed generates must re-find them.
 pub const REGRESSION_SEEDS: &[Regression] = &[
@@ -108,5 +109,17 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         keep: &[114, 115, 166, 167, 168, 169, 173, 177],
         case: "case 7: degrade, warm outage longer than retention: the store refuses to open",
         invariant: model::inv::OPEN_FAILED,
+    },
+    Regression {
+        seed: 5013,
+        keep: &[8, 9],
+        case: "case 5 (found on 0eba162): hot+cold, the data directory lost before the first export: the topic restarts at 0",
+        invariant: model::inv::TWO_CONTENTS,
+    },
+    Regression {
+        seed: 5021,
+        keep: &[31, 32, 38],
+        case: "case 2 (found on 0eba162): fsync never, the state directory lost, then a power cut: offsets reused",
+        invariant: model::inv::TWO_CONTENTS,
     },
 ];
