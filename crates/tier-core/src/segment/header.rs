@@ -73,6 +73,31 @@ impl SegmentHeader {
         out
     }
 
+    /// The error for a header of format `version`, which this build cannot read. The
+    /// CRC covers the version field, but where it lies depends on the version: when the
+    /// bytes after the version read as this version's layout and the CRC found there
+    /// fails, a flipped version field is far likelier than a newer file, and it is
+    /// corruption; otherwise `UnsupportedVersion`.
+    fn other_version(buf: &[u8], version: u16) -> DecodeError {
+        let current_layout_crc = || {
+            let topic_len = usize::from((&buf.get(32..BEFORE_TOPIC)?[..]).get_u16_le());
+            let len = HEADER_FIXED_LEN + topic_len;
+            let stored = (&buf.get(len - 4..len)?[..]).get_u32_le();
+            Some((stored, crc32c::crc32c(&buf[..len - 4])))
+        };
+        match current_layout_crc() {
+            Some((stored, computed)) if stored != computed => invalid(
+                8,
+                format!(
+                    "format version {version} is not one this build reads and the header's CRC does not \
+                     match (stored {stored:#010x}, computed {computed:#010x}): the header is damaged (or was \
+                     written by a newer tierlog with another header layout)"
+                ),
+            ),
+            _ => unsupported(version),
+        }
+    }
+
     /// Decodes the header at the start of `buf`; returns it and its length. Bytes after
     /// the header are ignored.
     pub fn decode(buf: &[u8]) -> Result<(Self, usize), DecodeError> {
@@ -88,7 +113,7 @@ impl SegmentHeader {
         }
         let version = (&buf[8..10]).get_u16_le();
         if !is_supported_version(version) {
-            return Err(unsupported(version));
+            return Err(Self::other_version(buf, version));
         }
         if buf.len() < BEFORE_TOPIC {
             return Err(truncated(10, (BEFORE_TOPIC - 10) as u64, avail - 10));

@@ -102,14 +102,17 @@ impl Trailer {
         if t[CRC_COVERED + 4..] != TRAILER_MAGIC {
             return Err(invalid(at(CRC_COVERED + 4), "bad trailer magic: not a sealed tierlog segment"));
         }
-        let version = (&t[74..76]).get_u16_le();
-        if !super::is_supported_version(version) {
-            return Err(unsupported(version));
-        }
+        // The CRC covers the version field (in every version, the trailer ends with its
+        // CRC and the magic): checked first, a damaged version field is corruption, and
+        // only an intact trailer of another version is `UnsupportedVersion`.
         let stored = (&t[CRC_COVERED..CRC_COVERED + 4]).get_u32_le();
         let computed = crc32c::crc32c(&t[..CRC_COVERED]);
         if stored != computed {
             return Err(DecodeError::Crc { position: at(0), stored, computed });
+        }
+        let version = (&t[74..76]).get_u16_le();
+        if !super::is_supported_version(version) {
+            return Err(unsupported(version));
         }
         let mut b = t;
         let tr = Trailer {

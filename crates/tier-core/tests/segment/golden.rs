@@ -108,16 +108,42 @@ fn unknown_versions_are_named_in_the_error() {
     assert!(!is_supported_version(0));
     assert!(!is_supported_version(2));
 
+    // An intact header of another version (its CRC matches) is UnsupportedVersion.
     let mut header = golden_header().encode();
     header[8] = 2;
+    let n = header.len();
+    let crc = crc32c::crc32c(&header[..n - 4]).to_le_bytes();
+    header[n - 4..].copy_from_slice(&crc);
     let err = SegmentHeader::decode(&header).unwrap_err();
     assert!(matches!(err, DecodeError::UnsupportedVersion { version: 2, .. }), "{err:?}");
     assert!(err.to_string().contains("version 2"), "{err}");
 
     let mut trailer = golden_trailer().encode();
     trailer[74] = 9;
+    let crc = crc32c::crc32c(&trailer[..76]).to_le_bytes();
+    trailer[76..80].copy_from_slice(&crc);
     let err = Trailer::decode(&trailer).unwrap_err();
     assert!(matches!(err, DecodeError::UnsupportedVersion { version: 9, .. }), "{err:?}");
+}
+
+/// A flipped bit in a version field is damage, not a newer file: the CRC covers the
+/// field, so the error is corruption (the chaos suite's damaged-topic row once got
+/// `InvalidInput` for a trailer whose version byte it had flipped).
+#[test]
+fn a_damaged_version_field_is_corruption() {
+    let ctx = || tier_core::ErrorContext::tier(tier_core::TierKind::Hot);
+    let mut header = golden_header().encode();
+    header[9] ^= 0x40;
+    let err = SegmentHeader::decode(&header).unwrap_err();
+    assert!(!matches!(err, DecodeError::UnsupportedVersion { .. }), "{err:?}");
+    assert!(err.to_string().contains("version") && err.to_string().contains("CRC"), "{err}");
+    assert_eq!(err.into_tier_error(ctx()).kind(), tier_core::ErrorKind::Corruption);
+
+    let mut trailer = golden_trailer().encode();
+    trailer[75] ^= 0x01;
+    let err = Trailer::decode(&trailer).unwrap_err();
+    assert!(matches!(err, DecodeError::Crc { .. }), "{err:?}");
+    assert_eq!(err.into_tier_error(ctx()).kind(), tier_core::ErrorKind::Corruption);
 }
 
 #[test]
