@@ -1,7 +1,7 @@
 //! `cargo xtask`: tierlog's developer and CI tasks.
 //!
 //! - `deps`: installs what the tests and lints need (Valkey, moto, cargo-deny, the advisory DB).
-//! - `test`: the full check CI runs (`.ci/run`): fmt, clippy, deny, feature builds, every
+//! - `test`: the full check CI runs (`.ci/run`): fmt, clippy, rustdoc, deny, feature builds, every
 //!   test against shared real servers, a short fuzz run, and a summary table.
 //! - `fuzz`: runs tier-core's decoder fuzz test in release mode for a while.
 //! - `servers`: starts the shared test servers and keeps them up until Ctrl-C.

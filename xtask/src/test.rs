@@ -1,6 +1,6 @@
 //! `cargo xtask test`: everything CI checks, in order, each step timed.
 //!
-//! Lint steps (deps, fmt, clippy, deny, feature builds) fail fast: after the first failure
+//! Lint steps (deps, fmt, clippy, rustdoc, deny, feature builds) fail fast: after the first failure
 //! the rest are reported as skipped (unless `--keep-going`). The test steps (workspace
 //! tests against shared servers, a 60-second simulation run, doctests, a short fuzz run,
 //! the quick chaos run) all run even if one fails.
@@ -96,13 +96,15 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> Result<ExitCode> {
     Ok(if run.any_failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// deps, fmt, clippy, deny, feature builds; stops at the first failure unless `keep_going`.
+/// deps, fmt, clippy, rustdoc, deny, feature builds; stops at the first failure unless
+/// `keep_going`.
 fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
     type Lint = fn(&Path) -> Result<StepResult>;
-    let lints: [(&str, Lint); 5] = [
+    let lints: [(&str, Lint); 6] = [
         ("deps", |root| Ok(StepResult { ok: true, details: deps::ensure_all(root)? })),
         ("fmt", fmt),
         ("clippy", |_| clippy()),
+        ("rustdoc", |_| rustdoc()),
         ("deny", |_| deny()),
         ("features", |_| feature_builds()),
     ];
@@ -149,6 +151,17 @@ fn clippy() -> Result<StepResult> {
         .collect();
     let details = if failures.is_empty() { vec![] } else { with_limit("could not compile ", &failures, 8) };
     Ok(StepResult { ok: captured.status.success(), details })
+}
+
+/// `cargo doc --workspace --no-deps` with every rustdoc warning an error (broken or
+/// ambiguous intra-doc links, bad code blocks).
+fn rustdoc() -> Result<StepResult> {
+    let mut command = cargo(&["doc", "--workspace", "--no-deps"]);
+    command.env("RUSTDOCFLAGS", "-D warnings");
+    let captured = cmd::run_tee(&mut command)?;
+    let failures: Vec<String> =
+        captured.lines.iter().filter(|l| l.starts_with("error")).map(|l| l.trim().to_owned()).collect();
+    Ok(StepResult { ok: captured.status.success(), details: with_limit("", &failures, 8) })
 }
 
 /// `cargo deny --offline check`. Offline, cargo-deny's `cargo metadata` cannot download the

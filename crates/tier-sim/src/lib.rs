@@ -5,7 +5,7 @@
 //! `docs/simulation.md`.
 //!
 //! - [`schedule`]: a deployment and a list of steps, generated from a seed.
-//! - [`run`]: runs one schedule in simulated processes (one paused current-thread tokio
+//! - [`run()`]: runs one schedule in simulated processes (one paused current-thread tokio
 //!   runtime per process; a crash drops it) and checks the [`model`].
 //! - [`warm`], [`cold`], [`disk`]: the stand-ins and fault injectors.
 //! - [`shrink`]: drops steps of a failing schedule while it still fails.
