@@ -52,9 +52,15 @@ impl ColdTier {
     /// read starting before it stops before it.
     ///
     /// The gap must start where held offsets end: at the end of a segment or of another
-    /// recorded gap (normally cold's end), and must not overlap a segment or another
-    /// recorded gap; otherwise `InvalidInput`. When the topic holds no segment nothing is
-    /// written (the next segment takes over at its base, invariant 3).
+    /// recorded gap (normally cold's end, or inside the recorded gaps that follow it), and
+    /// must not overlap a segment; otherwise `InvalidInput`. Offsets at the start of
+    /// `range` already recorded lost are skipped: only the rest gets a marker, starting
+    /// where those recorded gaps end. So a second loss reported from cold's end — `[20,
+    /// 1049)` when `[20, 30)` is already recorded after the last segment ending at 20 —
+    /// records `[30, 1049)`. A range wholly recorded already is `Ok` (idempotent) when it
+    /// ends where a recorded gap ends; ending inside one is `InvalidInput` (no segment
+    /// could start there). When the topic holds no segment nothing is written (the next
+    /// segment takes over at its base, invariant 3).
     ///
     /// [`export_segment`]: Self::export_segment
     pub async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
@@ -68,9 +74,28 @@ impl ColdTier {
         if listing.segments().is_empty() {
             return Ok(());
         }
-        if listing.recorded().iter().any(|g| g.range == range) {
-            return Ok(());
+        // Skip the offsets at the start of `range` that are already recorded lost.
+        let mut from = range.start;
+        while from < range.end
+            && let Some(g) = listing.recorded_gap_at(from)
+        {
+            from = g.range.end;
         }
+        if from >= range.end {
+            if from == range.end {
+                return Ok(());
+            }
+            return Err(TierError::invalid(
+                ctx,
+                format!(
+                    "the gap {range} ends inside offsets recorded lost up to {from}: the log continues at \
+                     {from}, not at {}",
+                    range.end
+                ),
+            ));
+        }
+        let skipped = from > range.start;
+        let range = OffsetRange::new(from, range.end);
         if let Some(s) = listing.segments().iter().find(|s| s.range.overlaps(&range)) {
             return Err(TierError::invalid(
                 ctx,
@@ -83,7 +108,8 @@ impl ColdTier {
                 format!("the gap {range} overlaps the recorded gap {} ({})", g.range, g.key),
             ));
         }
-        let adjacent = listing.segments().iter().any(|s| s.range.end == range.start)
+        let adjacent = skipped
+            || listing.segments().iter().any(|s| s.range.end == range.start)
             || listing.recorded().iter().any(|g| g.range.end == range.start);
         if !adjacent {
             return Err(TierError::invalid(

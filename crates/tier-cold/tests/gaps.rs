@@ -166,3 +166,42 @@ async fn an_empty_topic_takes_over_and_appends_continue_after_a_trailing_gap() {
     let err = tier.export_segment(&t, &lost).await.expect_err("overlaps the recorded gap");
     assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
 }
+
+/// A second loss reported from cold's end after a trailing recorded gap (two lost WALs in
+/// a row): the offsets already recorded are skipped and only the rest gets a marker, so the
+/// segment after the second loss continues the log.
+#[tokio::test]
+async fn a_gap_overlapping_a_trailing_recorded_gap_records_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = local_store(dir.path());
+    let tier = ColdTier::with_store(store.clone(), small_config()).expect("tier");
+    let t = topic("twice");
+    let first = dir.path().join("first.seg");
+    write_segment(&first, &t, 0, 4, 5, 50);
+    tier.export_segment(&t, &first).await.expect("export 0..20");
+    tier.record_gap(&t, OffsetRange::new(20, 30)).await.expect("the first loss");
+
+    tier.record_gap(&t, OffsetRange::new(20, 1049)).await.expect("the second loss, from cold's end");
+    let recorded = vec![OffsetRange::new(20, 30), OffsetRange::new(30, 1049)];
+    assert_eq!(tier.recorded_gaps(&t).await.expect("recorded"), recorded);
+    tier.record_gap(&t, OffsetRange::new(20, 1049)).await.expect("idempotent");
+    tier.record_gap(&t, OffsetRange::new(25, 1049)).await.expect("from inside a recorded gap");
+    tier.record_gap(&t, OffsetRange::new(20, 30)).await.expect("the first again");
+    let err = tier.record_gap(&t, OffsetRange::new(20, 500)).await.expect_err("ends inside a gap");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("continues at 1049"), "{err}");
+    let err = tier.record_gap(&t, OffsetRange::new(10, 1100)).await.expect_err("overlaps a segment");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(tier.recorded_gaps(&t).await.expect("recorded"), recorded, "nothing else recorded");
+
+    let next = dir.path().join("next.seg");
+    write_segment(&next, &t, 1049, 2, 5, 50);
+    tier.export_segment(&t, &next).await.expect("continues after both gaps");
+    assert_eq!(tier.range(&t).await.expect("range"), OffsetRange::new(0, 1059));
+    assert_eq!(tier.gaps(&t).await.expect("gaps"), vec![]);
+    let reopened = ColdTier::with_store(store, small_config()).expect("tier");
+    assert_eq!(reopened.recorded_gaps(&t).await.expect("recorded"), recorded);
+    let err = reopened.read(&t, 500, 1059, ReadLimit::unbounded()).await.expect_err("inside the second gap");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(err.to_string().contains("30..1049"), "{err}");
+}

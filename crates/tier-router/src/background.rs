@@ -149,10 +149,11 @@ impl TieredStore {
     /// rotates the active segment.
     ///
     /// A segment starting beyond cold's end follows offsets the WAL declared lost
-    /// ([`tier_hot::HotTier::skip_to`]): when the WAL has a recorded gap exactly from
-    /// cold's end to the segment's base, the gap is recorded in cold first
-    /// ([`ColdBackend::record_gap`](crate::ColdBackend::record_gap)), then the segment
-    /// is stored. Otherwise cold refuses the segment (a hole no one declared lost).
+    /// ([`tier_hot::HotTier::skip_to`]) or that recovery recorded lost in cold: the WAL's
+    /// recorded gaps between cold's end and the segment's base are recorded in cold first
+    /// ([`ColdBackend::record_gap`](crate::ColdBackend::record_gap); cold skips offsets
+    /// it already recorded lost), then the segment is stored. Cold refuses a segment after
+    /// a hole no one declared lost.
     pub async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
         let Some(core) = self.inner.topics.lock().await.get(topic).cloned() else {
@@ -173,8 +174,15 @@ impl TieredStore {
                 break;
             }
             if !cold_empty && segment.range.start > cold_end {
-                let lost = OffsetRange::new(cold_end, segment.range.start);
-                if self.hot().gaps(topic).contains(&lost) {
+                // Every WAL gap inside the hole, in order: cold skips what it already
+                // recorded, and refuses a piece that does not continue what it holds.
+                let hole = OffsetRange::new(cold_end, segment.range.start);
+                for gap in self.hot().gaps(topic) {
+                    let (start, end) = (gap.start.max(hole.start), gap.end.min(hole.end));
+                    if start >= end {
+                        continue;
+                    }
+                    let lost = OffsetRange::new(start, end);
                     cold.record_gap(topic, lost).await?;
                     info!(topic = %topic, range = %lost, "recorded offsets lost in the WAL as a gap in cold");
                 }
@@ -189,12 +197,21 @@ impl TieredStore {
     }
 
     /// Seals `topic`'s active WAL segment and stores every sealed segment cold does not
-    /// hold yet. Returns what was stored. `InvalidInput` when cold is disabled.
+    /// hold yet, up to the commit point. Returns what was stored. `InvalidInput` when cold
+    /// is disabled. Waits for the writer's queue first; a flush that fails `Unavailable`
+    /// (warm cannot take the pending batches yet) does not stop the export of what is
+    /// committed — cold does not need warm.
     pub async fn export_now(&self, topic: &str) -> Result<Vec<ExportedSegment>, TierError> {
         let topic = self.topic(topic).await?;
         let name = topic.name().clone();
-        // Only what is committed may be exported: wait for the writer's queue first.
-        topic.flush().await?;
+        // Only what is committed may be exported: wait for the writer's queue first
+        // (`export_sealed` stops at the commit point, whatever the flush answered).
+        if let Err(e) = topic.flush().await {
+            if e.kind() != tier_core::ErrorKind::Unavailable {
+                return Err(e);
+            }
+            warn!(topic = %name, error = %e, "exporting what is committed although a flush failed");
+        }
         self.hot().rotate(&name).await?;
         self.export_sealed(&name).await
     }

@@ -381,7 +381,7 @@ fn degraded_open(
 /// the gap durably (`HotTier::skip_to`) so the topic accepts appends at `next` and reads
 /// into the gap fail naming it. An empty WAL needs nothing: it takes over at the first
 /// append.
-async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(), TierError> {
+pub(crate) async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(), TierError> {
     let held = tiers.hot.range(topic).await?;
     if held.is_empty() || held.end >= next {
         return Ok(());

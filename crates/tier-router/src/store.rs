@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, ErrorKind, Offset, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, ErrorKind, Offset, Tier, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -16,7 +16,7 @@ use tracing::{error, warn};
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
-use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic};
+use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
 use crate::state::{current_boot_id, write_checkpoint};
 use crate::topic::Topic;
 use crate::writer::{Command, Reservation, Writer};
@@ -253,27 +253,59 @@ impl TieredStore {
     /// ([`RecoveryReport::end_unknown`]: the WAL and the router's state files were lost
     /// while another tier holds records): appends continue at `at`, which must be at
     /// least [`RecoveryReport::next_offset`]. Offsets from there to `at` are never used and
-    /// are reported in [`RecoveryReport::maybe_lost`] (and recorded as lost in cold, so
-    /// the export continues). Choose `at` at or beyond the last offset any producer was
-    /// told it holds; `next_offset` itself accepts that offsets beyond it may be handed out
-    /// a second time.
+    /// are reported in [`RecoveryReport::maybe_lost`] (and recorded as lost — in the WAL
+    /// when it holds records replayed from warm, and in cold — so the export continues).
+    /// Choose `at` at or beyond the last offset any producer was told it holds;
+    /// `next_offset` itself accepts that offsets beyond it may be handed out a second time.
+    ///
+    /// The skipped offsets are recorded before the fence is lifted, so a failure leaves the
+    /// topic fenced and the call can simply be repeated (recording a gap is idempotent).
     ///
     /// Errors: `InvalidInput` when the topic's end is known, or `at` is below the next
-    /// offset.
+    /// offset; `Unavailable` when a tier could not record the skipped offsets (the cold
+    /// tier's gap marker PUT failed, say): the topic stays fenced, retry later.
     pub async fn resume_topic(&self, name: &str, at: Offset) -> Result<RecoveryReport, TierError> {
         let name = TopicName::new(name)?;
         let core = self.core(&name).await?;
-        let (done, answer) = tokio::sync::oneshot::channel();
-        let closed = || {
-            TierError::unavailable(ErrorContext::tier(TierKind::Router).topic(&name), "the store is closed")
+        let ctx = || ErrorContext::tier(TierKind::Router).topic(&name);
+        let closed = || TierError::unavailable(ctx(), "the store is closed");
+        // One resume (or export) at a time: the gaps recorded must match the `at` applied.
+        let _serial = self.inner.export_lock.lock().await;
+        let tiers = &self.inner.tiers;
+        let next = {
+            let report = core.report.lock();
+            if !report.end_unknown {
+                return Err(TierError::invalid(
+                    ctx(),
+                    "the topic's acknowledged end is known; it needs no resume",
+                ));
+            }
+            report.next_offset
         };
+        let wal = tiers.hot.range(&name).await?;
+        let next = next.max(wal.end);
+        if at < next {
+            return Err(TierError::invalid(
+                ctx().offset(at),
+                format!("cannot resume at {at}: the tiers already hold offsets up to {next}"),
+            ));
+        }
+        // Record the skipped offsets first (a WAL replayed from warm continues at `at`;
+        // cold records everything from its end to the WAL's first offset as lost): until
+        // that has worked the topic stays fenced and nothing is handed out.
+        skip_wal_to(tiers, &name, at).await?;
+        if let Some(cold) = &tiers.cold {
+            let held = cold.range(&name).await?;
+            let wal_first = match tiers.hot.range(&name).await? {
+                r if r.is_empty() => at,
+                r => r.start,
+            };
+            record_gap_in_cold(tiers, &name, held, wal_first).await?;
+        }
+        let (done, answer) = tokio::sync::oneshot::channel();
         let tx = core.tx.lock().clone().ok_or_else(closed)?;
         tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;
         let skipped = answer.await.map_err(|_| closed())??;
-        if let Some(cold) = &self.inner.tiers.cold {
-            let held = cold.range(&name).await?;
-            record_gap_in_cold(&self.inner.tiers, &name, held, at).await?;
-        }
         let mut report = core.report.lock();
         if !skipped.is_empty() {
             report.maybe_lost.push(skipped);

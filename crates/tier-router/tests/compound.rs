@@ -601,3 +601,128 @@ async fn a_lost_state_directory_then_a_power_cut_never_reuses_acknowledged_offse
     );
     store.close().await;
 }
+
+/// Two lost WALs in a row with cold (the simulation's seed 5000): the first loss leaves
+/// [10, 20) recorded lost in cold *after* its last segment (a trailing gap: cold's range
+/// stays [0, 10)); the second, a crash with the WAL lost again, reports [10, 20) lost again
+/// and [20, reservation) maybe lost. Every offset range recovery reported must become a gap
+/// cold accepts: the export continues after them, and WAL retention catches up.
+#[tokio::test]
+async fn a_second_lost_wal_after_a_trailing_gap_in_cold_lets_the_export_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = local_cold(dir.path());
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 10, 20, 10).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!((report.lost.clone(), report.next_offset), (vec![r(10, 20)], 20), "{report:?}");
+    assert_eq!(cold.recorded_gaps(&name()).await.unwrap(), vec![r(10, 20)]);
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, 10), "a trailing gap is not held");
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 20, 25, 5).await;
+    // Crash, and the WAL is lost again.
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let report = store.recover_topic(T).await.unwrap();
+    let next = report.next_offset;
+    assert!(next >= 25, "{report:?}");
+    let reported: Vec<_> = report.lost.iter().chain(&report.maybe_lost).copied().collect();
+    assert!(reported.iter().any(|l| l.start <= 20 && l.end == next), "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(next)]).await.unwrap(), r(next, next + 1));
+    let exported = store.export_now(T).await.expect("cold accepts the segment after the lost offsets");
+    assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(next, next + 1)]);
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, next + 1));
+    assert_eq!(cold.gaps(&name()).await.unwrap(), vec![], "every hole is recorded lost");
+    let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    store.run_retention_now(later).await.unwrap();
+    assert!(store.hot().sealed_segments(&name()).is_empty(), "WAL retention catches up");
+    assert_eq!(served_at(&store, next).await, Some(rec(next).payload));
+    store.close().await;
+}
+
+/// Case 5's operator decision under a transient cold fault (the simulation's seed 5044):
+/// `resume_topic` must record the skipped offsets in cold before it lifts the fence, so a
+/// failed gap-marker PUT answers `Unavailable`, leaves the topic fenced (nothing handed
+/// out), and the same call succeeds once cold answers; the export then continues.
+#[tokio::test]
+async fn a_resume_that_cold_refuses_for_a_moment_can_be_retried() {
+    use tier_cold::testing::{Faults, FaultyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = ColdConfig::local(dir.path().join("cold"));
+    let faulty = Arc::new(FaultyStore::new(config.build_store().unwrap(), Faults::default()));
+    let cold = Arc::new(ColdTier::with_store(faulty.clone(), config).unwrap());
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 100, 10).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 100, 150, 10).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(&data).unwrap();
+
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    assert!(store.recover_topic(T).await.unwrap().end_unknown);
+    faulty.set_faults(Faults { fail_after_calls: Some(0), ..Faults::default() });
+    let err = store.resume_topic(T, 150).await.expect_err("cold refuses every request");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("gap marker") || err.to_string().contains("injected"), "{err}");
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "still fenced: {report:?}");
+    assert_eq!(topic.append(vec![rec(1)]).await.unwrap_err().kind(), ErrorKind::Fenced);
+
+    faulty.set_faults(Faults::default());
+    let report = store.resume_topic(T, 150).await.expect("the retry succeeds");
+    assert_eq!(report.maybe_lost, vec![r(100, 150)], "{report:?}");
+    assert!(!report.end_unknown);
+    assert_eq!(topic.append(vec![rec(150)]).await.unwrap(), r(150, 151));
+    assert_eq!(store.export_now(T).await.unwrap().len(), 1, "the export continues after the gap");
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, 151));
+    assert_eq!(cold.recorded_gaps(&name()).await.unwrap(), vec![r(100, 150)]);
+    let err = store.resume_topic(T, 200).await.expect_err("resumed already");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    store.close().await;
+}
+
+/// Under `degrade` a warm tier that cannot take the WAL's batches keeps `flush` failing
+/// (the simulation's seed 5042). Exporting to cold does not need warm: `export_now` still
+/// stores every committed segment, so cold reaches the commit point.
+#[tokio::test]
+async fn export_now_reaches_the_commit_point_while_warm_is_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let cold = local_cold(dir.path());
+    let store = open(
+        dir.path(),
+        FsyncPolicy::Never,
+        WarmFailurePolicy::Degrade,
+        Some(warm.clone()),
+        Some(cold.clone()),
+    )
+    .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    warm.fail_fraction(1.0);
+    append_range(&topic, 10, 20, 10).await;
+    assert_eq!(topic.high_watermark(), 20, "degrade: acknowledged on the WAL alone");
+    assert_eq!(topic.flush().await.unwrap_err().kind(), ErrorKind::Unavailable);
+    let exported = store.export_now(T).await.expect("the export does not wait for warm");
+    assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(0, 20)]);
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, 20));
+    warm.fail_fraction(0.0);
+    topic.flush().await.unwrap();
+    store.close().await;
+}

@@ -122,4 +122,16 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "case 2 (found on 0eba162): fsync never, the state directory lost, then a power cut: offsets reused",
         invariant: model::inv::TWO_CONTENTS,
     },
+    Regression {
+        seed: 5000,
+        keep: &[131, 133, 135, 136, 137, 139, 140, 142, 144, 145],
+        case: "hot+cold: a lost WAL leaves a trailing gap in cold, a power cut a second maybe-lost range; cold refuses it",
+        invariant: model::inv::LIVENESS_EXPORT,
+    },
+    Regression {
+        seed: 5044,
+        keep: &[3, 8, 15, 21, 22],
+        case: "hot+cold, lost data directory: cold refuses the gap marker's PUT once and resume_topic cannot be retried",
+        invariant: model::inv::OPEN_FAILED,
+    },
 ];

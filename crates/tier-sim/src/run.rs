@@ -144,6 +144,9 @@ struct World<'a> {
     wal_damaged: bool,
     ended: Option<String>,
     max_hwm: Offset,
+    /// The open process's topic is fenced (its acknowledged end unknown) and the
+    /// simulated operator's `resume_topic` has not succeeded yet.
+    resume_pending: bool,
 }
 
 /// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
@@ -185,6 +188,7 @@ pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
         wal_damaged: false,
         ended: None,
         max_hwm: 0,
+        resume_pending: false,
     };
     tier_hot::faults::track_durability(&world.hot_dir);
     world.run_all();
@@ -299,6 +303,9 @@ impl World<'_> {
     /// is down, or the schedule ended).
     fn ensure_open(&mut self) -> bool {
         if self.proc.is_some() {
+            if self.resume_pending {
+                self.resume();
+            }
             return true;
         }
         if self.ended.is_some() {
@@ -324,27 +331,12 @@ impl World<'_> {
                         r.hot, r.warm, r.cold, r.next_offset, r.lost, r.maybe_lost
                     ));
                 }
-                // The operator's decision when nothing bounds the acknowledged end (the WAL and
-                // the state directory lost): resume past every offset ever handed out, as an
-                // operator with the producers' acknowledgements would.
-                if let Some(r) = reports.iter().find(|r| r.end_unknown) {
-                    let handed_out = self.model.seen.keys().max().map_or(0, |o| o + 1);
-                    let at = r.next_offset.max(handed_out);
-                    match rt.block_on(store.resume_topic(TOPIC, at)) {
-                        Ok(resumed) => {
-                            for range in &resumed.maybe_lost {
-                                self.model.report(*range);
-                            }
-                            self.note(format!(
-                                "  resumed at {at} (end unknown): maybe lost {:?}",
-                                resumed.maybe_lost
-                            ));
-                        }
-                        Err(e) => self.violate(inv::OPEN_FAILED, format!("resuming at {at}: {e}")),
-                    }
-                }
                 let started = rt.block_on(async { tokio::time::Instant::now() });
                 self.proc = Some(Proc { started, rt, store, topic });
+                self.resume_pending = reports.iter().any(|r| r.end_unknown);
+                if self.resume_pending {
+                    self.resume();
+                }
                 true
             }
             Ok(Err(e)) => {
@@ -367,6 +359,42 @@ impl World<'_> {
                 self.violate(inv::HUNG, "opening the store did not finish".into());
                 self.ended = Some("open hung".into());
                 false
+            }
+        }
+    }
+
+    /// The operator's decision when nothing bounds the acknowledged end (the WAL and the
+    /// state directory lost): resume past every offset ever handed out, as an operator
+    /// with the producers' acknowledgements would. `resume_topic` records the skipped
+    /// offsets before it lifts the fence, so while a tier it needs fails (cold refusing the
+    /// gap marker's PUT) it answers `Unavailable` and the topic stays fenced: the
+    /// operator runs it again at the next step (`tierlog recover --resume-at` again).
+    fn resume(&mut self) {
+        let handed_out = self.model.seen.keys().max().map_or(0, |o| o + 1);
+        let result = self.on_proc(async |store: &TieredStore, _: &Topic| {
+            let reports = store.recovery_reports().await;
+            let Some(r) = reports.iter().find(|r| r.end_unknown) else { return Ok(None) };
+            let at = r.next_offset.max(handed_out);
+            store.resume_topic(TOPIC, at).await.map(|resumed| Some((at, resumed))).map_err(|e| (at, e))
+        });
+        match result {
+            None => {}
+            Some(Ok(None)) => self.resume_pending = false,
+            Some(Ok(Some((at, resumed)))) => {
+                self.resume_pending = false;
+                for range in &resumed.maybe_lost {
+                    self.model.report(*range);
+                }
+                self.note(format!("  resumed at {at} (end unknown): maybe lost {:?}", resumed.maybe_lost));
+            }
+            Some(Err((at, e))) if e.kind() == ErrorKind::Unavailable && self.transient_faults() => {
+                self.note(format!(
+                    "  resuming at {at} refused while a tier is down (retried next step): {e}"
+                ));
+            }
+            Some(Err((at, e))) => {
+                self.resume_pending = false;
+                self.violate(inv::OPEN_FAILED, format!("resuming at {at}: {e}"));
             }
         }
     }

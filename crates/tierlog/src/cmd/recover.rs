@@ -41,7 +41,15 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         let resumed = opened.store.resume_topic(topic.as_str(), at).await;
         if let Err(e) = resumed {
             store::close(opened).await;
-            return Err(anyhow::Error::new(e).context(format!("resuming {topic} at {at}")));
+            // `resume_topic` records the skipped offsets before it lifts the fence: after a
+            // transient failure nothing changed and the same command can simply be re-run.
+            let retry = if e.kind() == tier_core::ErrorKind::Unavailable {
+                " (the topic is still fenced and no offset was handed out; run the same command again once \
+                 the tier answers)"
+            } else {
+                ""
+            };
+            return Err(anyhow::Error::new(e).context(format!("resuming {topic} at {at}{retry}")));
         }
         eprintln!("RESUMED: {topic} continues at offset {at}; the offsets skipped are never used");
     }
