@@ -29,7 +29,8 @@ pub use schedule::Schedule;
 pub const DEFAULT_STEPS: u32 = 200;
 
 /// A schedule that found a bug: a seed, the steps its shrunk schedule keeps, the case of
-/// issue 15 it showed on 3892a13 and the invariant it broke there.
+/// issue 15 it showed on 3892a13 (later entries: the bug and the commit their `case`
+/// names) and the invariant it broke there.
 #[derive(Clone, Copy, Debug)]
 pub struct Regression {
     /// The seed (with [`DEFAULT_STEPS`] steps generated).
@@ -38,7 +39,7 @@ pub struct Regression {
     pub keep: &'static [u32],
     /// What it showed.
     pub case: &'static str,
-    /// The invariant it broke on 3892a13.
+    /// The invariant it broke on 3892a13 (or the commit its `case` names).
     pub invariant: &'static str,
 }
 
@@ -50,7 +51,8 @@ impl Regression {
 }
 
 /// Schedules that found issue 15's cases 1–7 on 3892a13 (see `docs/simulation.md`, "Bugs
-/// found on 3892a13"). Every run replays them first; each must pass once its case is
+/// found on 3892a13"), then bugs found on later code (the commit is in `case`). Every
+/// run replays them first; each must pass once its case is
 /// fixed. The schedules depend on the generator in [`schedule`]: a change to it that
 /// changes what a seed generates must re-find them.
 pub const REGRESSION_SEEDS: &[Regression] = &[
@@ -108,5 +110,19 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         keep: &[114, 115, 166, 167, 168, 169, 173, 177],
         case: "case 7: degrade, warm outage longer than retention: the store refuses to open",
         invariant: model::inv::OPEN_FAILED,
+    },
+    Regression {
+        seed: 5001,
+        keep: &[107, 110, 112, 113, 117],
+        case: "session 5 (0eba162): cold behind the defaults-only wrapper, the object after [0, 1) damaged, WAL and warm \
+               gone by retention: a read from 0 fails before delivering the intact record 0 (paged_records)",
+        invariant: model::inv::READ_FAILED,
+    },
+    Regression {
+        seed: 5015,
+        keep: &[103, 111, 113, 115],
+        case: "session 5 (0eba162), the simulation's reader: after failing in a recorded gap it skipped to the end of \
+               an older, longer maybe-lost report, past records acknowledged after the operator resumed the topic",
+        invariant: model::inv::MISSING,
     },
 ];
