@@ -701,7 +701,7 @@ impl World<'_> {
                     StartPosition::Timestamp(BASE_TS + elapsed_ms * i64::from(k) / 1000)
                 }
             };
-            read_until(topic, start, hwm, max, &reported).await
+            read_until(topic, start, hwm, max, &reported, None).await
         });
         if let Some(obs) = obs {
             self.observe(obs, false);
@@ -842,6 +842,13 @@ impl World<'_> {
         out
     }
 
+    /// The acknowledged offsets some tier still holds intact (the full check demands
+    /// them; its reader never skips one after a failure).
+    fn readable(&self) -> BTreeSet<Offset> {
+        let Some(view) = self.view() else { return BTreeSet::new() };
+        self.model.acked.keys().copied().filter(|o| self.copies_gone(*o, &view) == Some(false)).collect()
+    }
+
     /// The runs of `range` whose every copy is gone (or that hold no acknowledged record);
     /// all of it when the tiers cannot be inspected.
     fn gone_runs(&self, range: OffsetRange, view: Option<&View>) -> Vec<OffsetRange> {
@@ -907,6 +914,7 @@ impl World<'_> {
     /// every acknowledged record below it is there (or lost with every copy, reported).
     fn full_check(&mut self, last: bool) {
         let reported = self.skippable();
+        let readable = self.readable();
         let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {
             let hwm = topic.high_watermark();
             // From the earliest offset any tier holds, named, so that a failure before
@@ -919,7 +927,7 @@ impl World<'_> {
                 }
                 Err(_) => StartPosition::Earliest,
             };
-            (hwm, read_until(topic, start, hwm, usize::MAX, &reported).await)
+            (hwm, read_until(topic, start, hwm, usize::MAX, &reported, Some(&readable)).await)
         });
         let Some((hwm, obs)) = got else { return };
         let Some(served) = self.observe(obs, true) else { return };
@@ -1047,15 +1055,20 @@ impl World<'_> {
 
 /// Reads from `start` until the commit point `hwm` or `max` records.
 /// After a failed read at `a`, the reader restarts past the nearest end of the skippable
-/// ranges holding `a` (from `skip`), or at `a + 1`. The nearest, not the farthest: a
-/// range reported lost earlier may since hold records acknowledged after an operator
-/// resumed the topic inside it, and those must be read.
+/// ranges holding `a` (from `skip`), or at `a + 1`. The nearest end, not the farthest:
+/// a range reported lost earlier may since hold records acknowledged after an operator
+/// resumed the topic inside it, and those must be read. A full check passes `readable`
+/// (the records some tier holds intact, which it demands): its reader never restarts
+/// past one, and restarts at the next one rather than at `a + 1` where no skippable
+/// range holds `a` (every offset before it is gone), so a long unreported loss does not
+/// use up its restarts.
 async fn read_until(
     topic: &Topic,
     start: StartPosition,
     hwm: Offset,
     max: usize,
     skip: &[OffsetRange],
+    readable: Option<&BTreeSet<Offset>>,
 ) -> Vec<Obs> {
     let mut obs = Vec::new();
     let mut start = start;
@@ -1107,7 +1120,14 @@ async fn read_until(
                     match at {
                         Some(a) if restarts < 512 => {
                             let past = skip.iter().filter(|r| r.contains(a)).map(|r| r.end).min();
-                            start = StartPosition::Offset(past.unwrap_or(a + 1));
+                            let held = readable.and_then(|r| r.range(a + 1..).next().copied());
+                            let restart = match (past, held) {
+                                (Some(p), Some(h)) => p.min(h),
+                                (Some(p), None) => p,
+                                (None, Some(h)) => h,
+                                (None, None) => a + 1,
+                            };
+                            start = StartPosition::Offset(restart);
                             continue 'open;
                         }
                         _ => break 'open,
