@@ -147,6 +147,13 @@ pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
 
 /// [`ColdBackend::records_from`] for a tier with nothing better: pages through
 /// [`Tier::read`] one bounded read at a time, never at or past `to`.
+///
+/// A read that fails with `Corruption` (damage somewhere in what it would return: the
+/// [`Tier`] contract lets a tier fail the whole read for it) is narrowed to the longest
+/// read ending before the damage (a few reads ending closer to the page's start,
+/// galloping then bisecting, on the damaged path only), so the intact records before
+/// the damage are yielded, then the `Corruption` of the read starting at the damaged
+/// offset, which ends the stream.
 pub fn paged_records<T: Tier + ?Sized + 'static>(
     tier: Arc<T>,
     topic: &TopicName,
@@ -167,7 +174,8 @@ pub fn paged_records<T: Tier + ?Sized + 'static>(
             if next >= end {
                 return None;
             }
-            match tier.read(&topic, next, end, ReadLimit::default()).await {
+            let read = |end| tier.read(&topic, next, end, ReadLimit::default());
+            match crate::slice::read_intact(next, end, read).await {
                 Ok(records) => {
                     let end = records.last()?.offset + 1;
                     Some((Ok(records), Some(end)))

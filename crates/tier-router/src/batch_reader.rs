@@ -11,7 +11,7 @@
 //! holds them (retention overtook a slow consumer), it continues from history. A
 //! damaged WAL batch and cold's read-ahead are handled as in the record reader: the
 //! WAL's intact batches before the damage, then the damaged range from warm or cold
-//! when one holds it ([`slice::read_wal`], [`slice::instead_of_wal`]); cold's stream
+//! when one holds it ([`slice::read_intact`], [`slice::instead_of_wal`]); cold's stream
 //! ends where cold's slice does.
 
 use std::collections::VecDeque;
@@ -224,7 +224,7 @@ impl BatchReader {
         let source = if self.live { Source::Live } else { Source::Hot };
         let (n, max_bytes) = (self.next, self.max_bytes);
         let (hot, topic) = (&self.tiers.hot, &self.topic);
-        let batches = slice::read_wal(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
+        let batches = slice::read_intact(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
         self.accept(TierKind::Hot, source, batches)
     }
 

@@ -9,7 +9,7 @@
 //! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
 //! naming the missing range — never skipped. A damaged WAL batch is served from warm or
 //! cold when one holds it, after the WAL's intact records before it
-//! ([`slice::read_wal`], [`slice::instead_of_wal`]). Cold's sequential stream is told
+//! ([`slice::read_intact`], [`slice::instead_of_wal`]). Cold's sequential stream is told
 //! where cold's slice ends, so its read-ahead never fetches what the WAL serves. At the
 //! commit point the reader switches to the WAL's live tail from exactly `n`
 //! ([`tier_hot::HotTier::subscribe`]) and yields a record only once the commit point has
@@ -230,7 +230,7 @@ impl Reader {
     async fn read_hot(&mut self, to: Offset) -> Result<(), TierError> {
         let (n, limit) = (self.next, self.limit);
         let (hot, topic) = (&self.tiers.hot, &self.topic);
-        let records = slice::read_wal(n, to, |end| hot.read(topic, n, end, limit)).await?;
+        let records = slice::read_intact(n, to, |end| hot.read(topic, n, end, limit)).await?;
         self.accept(TierKind::Hot, Source::Hot, to, records)
     }
 

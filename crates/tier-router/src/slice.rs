@@ -6,7 +6,7 @@
 //! each tier serves only its slice. An offset no tier holds is `NotFound` naming the
 //! missing range — never skipped.
 //!
-//! A damaged WAL batch ([`read_wal`], [`instead_of_wal`]): the WAL's intact records
+//! A damaged WAL batch ([`read_intact`], [`instead_of_wal`]): the WAL's intact records
 //! before it are served from the WAL, the damaged offsets from warm or cold when one of
 //! them holds them; when neither does, the read ends with the WAL's `Corruption`.
 
@@ -109,15 +109,17 @@ pub(crate) async fn choose(
     ))
 }
 
-/// Reads `[n, to)` from the WAL through `read`, which reads `[n, end)` for the `end` it
-/// is given (`n < to`). When the WAL answers `Corruption` (a damaged batch inside what
-/// the read would return), returns instead the longest answer it still gives intact:
+/// Reads `[n, to)` from the WAL (or any tier read through [`Tier::read`], as
+/// [`paged_records`](crate::paged_records) does) through `read`, which reads `[n, end)`
+/// for the `end` it is given (`n < to`). When the tier answers `Corruption` (a damaged
+/// batch inside what the read would return), returns instead the longest answer it
+/// still gives intact:
 /// the records or batches before the damaged batch, found by asking for reads ending
 /// closer to `n` (galloping from `n + 1`, then bisecting; a read stops decoding at its
 /// end, so a read ending before the damaged batch never touches it). When even
 /// `[n, n + 1)` is damaged, the `Corruption`: the caller serves `n` from another tier
 /// ([`instead_of_wal`]) or ends the read with it.
-pub(crate) async fn read_wal<T, F, Fut>(n: Offset, to: Offset, mut read: F) -> Result<Vec<T>, TierError>
+pub(crate) async fn read_intact<T, F, Fut>(n: Offset, to: Offset, mut read: F) -> Result<Vec<T>, TierError>
 where
     F: FnMut(Offset) -> Fut,
     Fut: Future<Output = Result<Vec<T>, TierError>>,
@@ -156,7 +158,7 @@ where
 }
 
 /// What a reader does when the WAL's read of its slice `[n, to)` failed with `error`:
-/// when `error` is `Corruption` (the batch holding `n` is damaged, as [`read_wal`]
+/// when `error` is `Corruption` (the batch holding `n` is damaged, as [`read_intact`]
 /// reports it, or the WAL answered offsets that do not continue the read), the tier
 /// serving `n` in its place — warm when it holds `n`, else cold, up to `to` or the end
 /// of its range. Never [`Slice::Hot`]. `error` itself for any other error, or when
@@ -202,7 +204,7 @@ mod tests {
     /// fails when it reaches that batch, else answers its offsets. Counts the reads.
     async fn damaged_at(b: Offset, n: Offset, to: Offset) -> (Result<Vec<Offset>, TierError>, u32) {
         let reads = Cell::new(0);
-        let answer = read_wal(n, to, |end| {
+        let answer = read_intact(n, to, |end| {
             reads.set(reads.get() + 1);
             let reaches = n < b + 10 && end > b;
             async move {
@@ -245,7 +247,7 @@ mod tests {
     #[tokio::test]
     async fn other_errors_are_not_narrowed() {
         let reads = Cell::new(0);
-        let answer: Result<Vec<Offset>, _> = read_wal(0, 100, |_| {
+        let answer: Result<Vec<Offset>, _> = read_intact(0, 100, |_| {
             reads.set(reads.get() + 1);
             async { Err(TierError::unavailable(ErrorContext::tier(TierKind::Hot), "disk gone")) }
         })

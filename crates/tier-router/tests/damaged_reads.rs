@@ -322,3 +322,155 @@ async fn a_corrupt_wal_batch_no_other_tier_holds_ends_the_read_after_the_intact_
     both_readers_serve(&topic, 210, 700, &[(Source::Hot, r(210, 700))]).await;
     store.close().await;
 }
+
+/// Where the byte flipped in a cold object.
+#[derive(Clone, Copy, Debug)]
+enum ColdDamage {
+    /// Inside the batch [150, 160): its CRC fails, the rest of the object is intact.
+    Batch,
+    /// In the trailer: the object's metadata cannot be read, none of its records can.
+    Trailer,
+}
+
+impl ColdDamage {
+    /// The first offset of the object [100, 200) no read can serve.
+    fn first_lost(self) -> Offset {
+        match self {
+            ColdDamage::Batch => 150,
+            ColdDamage::Trailer => 100,
+        }
+    }
+}
+
+/// The file of the local cold tier's object holding `range`.
+fn cold_object(root: &Path, range: OffsetRange) -> std::path::PathBuf {
+    let name = format!("{:020}-{:020}.seg", range.start, range.end - 1);
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.file_name().is_some_and(|n| n == name.as_str()) {
+                return path;
+            }
+        }
+    }
+    panic!("no cold object {name} under {}", root.display());
+}
+
+/// Cold holds [0, 100), [100, 200) and [200, 300) as three objects, the WAL only
+/// [300, 350) (retention deleted the rest, as cold holds it), and warm — when `warm`
+/// keeps from `warm_from` — a `MemoryTier` holding [warm_from, 350). Then, with the store
+/// closed, one byte of the object [100, 200) flips (`damage`), and the store opens again
+/// with a fresh cold tier (no cached metadata), as itself or behind [`Defaults`].
+async fn damaged_cold_object(
+    default_streams: bool,
+    damage: ColdDamage,
+    warm_from: Option<Offset>,
+) -> (Deployment, TieredStore, Topic) {
+    let mut d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
+    let warm = Arc::new(tier_testkit::MemoryTier::new());
+    if warm_from.is_some() {
+        d.warm = Some(warm.clone());
+    }
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    for base in [0, 100, 200] {
+        append_range(&topic, base, base + 100, 10).await;
+        store.hot().rotate(&name).await.unwrap().unwrap();
+    }
+    let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
+    assert_eq!(exported, vec![r(0, 100), r(100, 200), r(200, 300)]);
+    append_range(&topic, 300, 350, 10).await;
+    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+    let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
+    assert_eq!(deleted, vec![r(0, 100), r(100, 200), r(200, 300)]);
+    if let Some(from) = warm_from {
+        warm.trim_before(&name, from);
+    }
+    store.close().await;
+
+    let root = d.dir.path().join("cold");
+    let object = cold_object(&root, r(100, 200));
+    match damage {
+        ColdDamage::Batch => damage_batch(&object, 150),
+        ColdDamage::Trailer => {
+            let mut bytes = std::fs::read(&object).unwrap();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0x5a;
+            std::fs::write(&object, bytes).unwrap();
+        }
+    }
+    let cold: Arc<dyn ColdBackend> =
+        Arc::new(tier_cold::ColdTier::open(tier_cold::ColdConfig::local(root)).unwrap());
+    d.cold = Some(if default_streams { Arc::new(Defaults(cold)) } else { cold });
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    let ranges = topic.ranges().await.unwrap();
+    assert_eq!((ranges.hot, ranges.cold, ranges.committed), (r(300, 350), Some(r(0, 300)), 350));
+    (d, store, topic)
+}
+
+/// No other tier holds the damaged object's offsets: both readers from 0 deliver the
+/// intact records before the damage (the whole object [0, 100), and with a damaged batch
+/// the object's batches before it), then fail with `Corruption` naming the damaged
+/// object; a read starting in the damage fails the same way at once; a read from after
+/// the object is served (cold, then the WAL).
+async fn a_damaged_cold_object_no_other_tier_holds(default_streams: bool, damage: ColdDamage) {
+    let (_d, store, topic) = damaged_cold_object(default_streams, damage, None).await;
+    let lost = damage.first_lost();
+    let object = "00000000000000000100-00000000000000000199.seg";
+    for from in [0, 99, lost] {
+        for (reader, (records, err)) in [
+            ("record", read_records(&topic, from, 350).await),
+            ("batch", read_batches(&topic, from, 350).await),
+        ] {
+            let want = if from < lost { vec![(Source::Cold, r(from, lost))] } else { Vec::new() };
+            assert_eq!(runs(from, &records), want, "{reader} reader from {from}, {damage:?}");
+            let err = err.unwrap_or_else(|| panic!("{reader} reader from {from}, {damage:?}: no error"));
+            assert_eq!(err.kind(), ErrorKind::Corruption, "{reader} reader from {from}: {err}");
+            let location = err.context().location.clone().unwrap_or_default();
+            assert!(location.contains(object), "{reader} reader from {from}: {err} names the object");
+        }
+    }
+    both_readers_serve(&topic, 200, 350, &[(Source::Cold, r(200, 300)), (Source::Hot, r(300, 350))]).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_damaged_cold_batch_ends_the_read_after_the_intact_records() {
+    a_damaged_cold_object_no_other_tier_holds(false, ColdDamage::Batch).await;
+}
+
+#[tokio::test]
+async fn a_damaged_cold_trailer_ends_the_read_after_the_intact_objects() {
+    a_damaged_cold_object_no_other_tier_holds(false, ColdDamage::Trailer).await;
+}
+
+#[tokio::test]
+async fn default_cold_streams_over_a_damaged_batch_deliver_the_intact_records() {
+    a_damaged_cold_object_no_other_tier_holds(true, ColdDamage::Batch).await;
+}
+
+#[tokio::test]
+async fn default_cold_streams_over_a_damaged_trailer_deliver_the_intact_objects() {
+    a_damaged_cold_object_no_other_tier_holds(true, ColdDamage::Trailer).await;
+}
+
+/// Warm still holds [100, 350): the damaged object's offsets are served from warm (cold's
+/// slice ends at 100, so its read never touches the object), for both cold shapes.
+#[tokio::test]
+async fn a_damaged_cold_object_warm_still_holds_is_served_from_warm() {
+    for default_streams in [false, true] {
+        for damage in [ColdDamage::Batch, ColdDamage::Trailer] {
+            let (_d, store, topic) = damaged_cold_object(default_streams, damage, Some(100)).await;
+            let want = [(Source::Cold, r(0, 100)), (Source::Warm, r(100, 300)), (Source::Hot, r(300, 350))];
+            both_readers_serve(&topic, 0, 350, &want).await;
+            both_readers_serve(&topic, 150, 350, &[(Source::Warm, r(150, 300)), (Source::Hot, r(300, 350))])
+                .await;
+            store.close().await;
+        }
+    }
+}

@@ -91,6 +91,11 @@ impl Default for Bucket {
     }
 }
 
+/// The file name of the segment object holding `range` (`<base:020>-<last:020>.seg`).
+pub fn object_name(range: OffsetRange) -> String {
+    format!("{:020}-{:020}.seg", range.start, range.end.saturating_sub(1))
+}
+
 /// The offsets of a segment object named `<base:020>-<last:020>.seg` (`last` inclusive).
 fn parse_segment_key(key: &Path) -> Option<OffsetRange> {
     let name = key.filename()?.strip_suffix(".seg")?;

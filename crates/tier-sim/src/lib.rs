@@ -29,7 +29,8 @@ pub use schedule::Schedule;
 pub const DEFAULT_STEPS: u32 = 200;
 
 /// A schedule that found a bug: a seed, the steps its shrunk schedule keeps, the case of
-/// issue 15 it showed on 3892a13 and the invariant it broke there.
+/// issue 15 it showed on 3892a13 (later entries: the bug and the commit their `case`
+/// names) and the invariant it broke there.
 #[derive(Clone, Copy, Debug)]
 pub struct Regression {
     /// The seed (with [`DEFAULT_STEPS`] steps generated).
@@ -38,7 +39,7 @@ pub struct Regression {
     pub keep: &'static [u32],
     /// What it showed.
     pub case: &'static str,
-    /// The invariant it broke on 3892a13.
+    /// The invariant it broke on 3892a13 (or the commit its `case` names).
     pub invariant: &'static str,
 }
 
@@ -133,5 +134,19 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         keep: &[3, 8, 15, 21, 22],
         case: "hot+cold, lost data directory: cold refuses the gap marker's PUT once and resume_topic cannot be retried",
         invariant: model::inv::OPEN_FAILED,
+    },
+    Regression {
+        seed: 5001,
+        keep: &[107, 110, 112, 113, 117],
+        case: "session 5 (0eba162): cold behind the defaults-only wrapper, the object after [0, 1) damaged, WAL and warm \
+               gone by retention: a read from 0 fails before delivering the intact record 0 (paged_records)",
+        invariant: model::inv::READ_FAILED,
+    },
+    Regression {
+        seed: 5015,
+        keep: &[103, 111, 113, 115],
+        case: "session 5 (0eba162), the simulation's reader: after failing in a recorded gap it skipped to the end of \
+               an older, longer maybe-lost report, past records acknowledged after the operator resumed the topic",
+        invariant: model::inv::MISSING,
     },
 ];

@@ -180,6 +180,12 @@ impl Model {
                 .any(|((r, damage), cold_end)| *damage && r.contains(offset) && offset >= *cold_end)
     }
 
+    /// The offsets of the damaged cold object holding `offset`, if the schedule damaged
+    /// one.
+    pub fn damaged_object(&self, offset: Offset) -> Option<OffsetRange> {
+        self.cold_damaged.iter().find(|r| r.contains(offset)).copied()
+    }
+
     /// Records a WAL destruction of `range` (`damage`: byte damage, else a loss), with
     /// cold's end at the time.
     pub fn destroy_wal(&mut self, range: OffsetRange, damage: bool, cold_end: Offset) {

@@ -16,7 +16,7 @@ use tier_hot::HotConfig;
 use tier_router::{NewRecord, RouterConfig, TieredStore, Topic, WarmFailurePolicy};
 use tokio::runtime::Runtime;
 
-use crate::cold::{Bucket, DefaultsCold};
+use crate::cold::{self, Bucket, DefaultsCold};
 use crate::disk::{self, Disk};
 use crate::model::{Model, Rec, Violation, inv, lossy};
 use crate::rng::{Rng, step_seed};
@@ -729,7 +729,7 @@ impl World<'_> {
                     StartPosition::Timestamp(BASE_TS + elapsed_ms * i64::from(k) / 1000)
                 }
             };
-            read_until(topic, start, hwm, max, &reported).await
+            read_until(topic, start, hwm, max, &reported, None).await
         });
         if let Some(obs) = obs {
             self.observe(obs, false);
@@ -756,11 +756,14 @@ impl World<'_> {
                         return None;
                     }
                     // A read may fail where the store reported a loss, where every copy
-                    // was destroyed, or — before it knows an offset — on damaged bytes.
+                    // was destroyed (loudly, if the last copy is a damaged cold object),
+                    // or — before it knows an offset — on damaged bytes.
                     let excused = match at {
                         Some(at) => {
                             self.model.reported(at)
-                                || view.as_ref().is_some_and(|v| self.copies_gone(at, v).unwrap_or(false))
+                                || view.as_ref().is_some_and(|v| {
+                                    self.copies_gone(at, v).unwrap_or(false) && self.fails_loudly(at, &e, v)
+                                })
                         }
                         None => self.damaged && e.kind() == ErrorKind::Corruption,
                     };
@@ -830,20 +833,64 @@ impl World<'_> {
         Some(wal_gone && warm_gone && cold_gone)
     }
 
-    /// The gaps cold records (offsets declared lost) and its holes.
-    fn cold_gaps(&self) -> Vec<OffsetRange> {
-        self.view().and_then(|v| v.cold).map(|(_, holes)| holes).unwrap_or_default()
+    /// Whether a read failing with `e` at `at`, where every copy is gone, fails as it
+    /// must: when the copy cold still lists there is damaged (the schedule flipped a byte
+    /// of the last copy), only `Corruption` naming the damaged object excuses the failure
+    /// (a copy exported from a damaged WAL segment: `Corruption` naming a location), so a
+    /// store that answered anything else over damage — or skipped it, which the density
+    /// check catches — is not excused. Other lost copies may fail with any error.
+    fn fails_loudly(&self, at: Offset, e: &TierError, view: &View) -> bool {
+        let cold_lists = view
+            .cold
+            .as_ref()
+            .is_some_and(|(range, holes)| range.contains(at) && !holes.iter().any(|g| g.contains(at)));
+        if !cold_lists || !self.model.cold_copy_damaged(at) {
+            return true;
+        }
+        let Some(location) = e.context().location.as_deref().filter(|_| e.kind() == ErrorKind::Corruption)
+        else {
+            return false;
+        };
+        self.model.damaged_object(at).is_none_or(|r| location.contains(&cold::object_name(r)))
     }
 
-    /// The ranges a reader skips after failing inside one: reported losses and damaged
-    /// copies.
+    /// The ranges a reader skips after failing inside one: reported losses, cold's gaps
+    /// and, of each damaged WAL segment or cold object, the runs whose every copy is gone
+    /// (another tier still serves the rest of it, which must be read).
     fn skippable(&self) -> Vec<OffsetRange> {
+        let view = self.view();
         let mut out = self.model.reported.clone();
-        out.extend(
-            self.model.wal_destroyed.iter().zip(&self.model.wal_damage).filter(|(_, d)| **d).map(|(r, _)| *r),
-        );
-        out.extend(self.model.cold_damaged.iter().copied());
-        out.extend(self.cold_gaps());
+        let wal_damaged =
+            self.model.wal_destroyed.iter().zip(&self.model.wal_damage).filter(|(_, d)| **d).map(|(r, _)| *r);
+        let damaged: Vec<OffsetRange> = wal_damaged.chain(self.model.cold_damaged.iter().copied()).collect();
+        for range in damaged {
+            out.extend(self.gone_runs(range, view.as_ref()));
+        }
+        out.extend(view.and_then(|v| v.cold).map(|(_, holes)| holes).unwrap_or_default());
+        out
+    }
+
+    /// The acknowledged offsets some tier still holds intact (the full check demands
+    /// them; its reader never skips one after a failure).
+    fn readable(&self) -> BTreeSet<Offset> {
+        let Some(view) = self.view() else { return BTreeSet::new() };
+        self.model.acked.keys().copied().filter(|o| self.copies_gone(*o, &view) == Some(false)).collect()
+    }
+
+    /// The runs of `range` whose every copy is gone (or that hold no acknowledged record);
+    /// all of it when the tiers cannot be inspected.
+    fn gone_runs(&self, range: OffsetRange, view: Option<&View>) -> Vec<OffsetRange> {
+        let Some(view) = view else { return vec![range] };
+        let mut out: Vec<OffsetRange> = Vec::new();
+        for offset in range.start..range.end {
+            if self.copies_gone(offset, view) == Some(false) {
+                continue;
+            }
+            match out.last_mut() {
+                Some(run) if run.end == offset => run.end += 1,
+                _ => out.push(OffsetRange::new(offset, offset + 1)),
+            }
+        }
         out
     }
 
@@ -895,6 +942,7 @@ impl World<'_> {
     /// every acknowledged record below it is there (or lost with every copy, reported).
     fn full_check(&mut self, last: bool) {
         let reported = self.skippable();
+        let readable = self.readable();
         let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {
             let hwm = topic.high_watermark();
             // From the earliest offset any tier holds, named, so that a failure before
@@ -907,7 +955,7 @@ impl World<'_> {
                 }
                 Err(_) => StartPosition::Earliest,
             };
-            (hwm, read_until(topic, start, hwm, usize::MAX, &reported).await)
+            (hwm, read_until(topic, start, hwm, usize::MAX, &reported, Some(&readable)).await)
         });
         let Some((hwm, obs)) = got else { return };
         let Some(served) = self.observe(obs, true) else { return };
@@ -1034,14 +1082,21 @@ impl World<'_> {
 }
 
 /// Reads from `start` until the commit point `hwm` or `max` records.
-/// After a failed read at `a`, the reader restarts past the reported lost range holding
-/// `a` (from `skip`), or at `a + 1`.
+/// After a failed read at `a`, the reader restarts past the nearest end of the skippable
+/// ranges holding `a` (from `skip`), or at `a + 1`. The nearest end, not the farthest:
+/// a range reported lost earlier may since hold records acknowledged after an operator
+/// resumed the topic inside it, and those must be read. A full check passes `readable`
+/// (the records some tier holds intact, which it demands): its reader never restarts
+/// past one, and restarts at the next one rather than at `a + 1` where no skippable
+/// range holds `a` (every offset before it is gone), so a long unreported loss does not
+/// use up its restarts.
 async fn read_until(
     topic: &Topic,
     start: StartPosition,
     hwm: Offset,
     max: usize,
     skip: &[OffsetRange],
+    readable: Option<&BTreeSet<Offset>>,
 ) -> Vec<Obs> {
     let mut obs = Vec::new();
     let mut start = start;
@@ -1092,8 +1147,15 @@ async fn read_until(
                     restarts += 1;
                     match at {
                         Some(a) if restarts < 512 => {
-                            let past = skip.iter().filter(|r| r.contains(a)).map(|r| r.end).max();
-                            start = StartPosition::Offset(past.unwrap_or(a + 1));
+                            let past = skip.iter().filter(|r| r.contains(a)).map(|r| r.end).min();
+                            let held = readable.and_then(|r| r.range(a + 1..).next().copied());
+                            let restart = match (past, held) {
+                                (Some(p), Some(h)) => p.min(h),
+                                (Some(p), None) => p,
+                                (None, Some(h)) => h,
+                                (None, None) => a + 1,
+                            };
+                            start = StartPosition::Offset(restart);
                             continue 'open;
                         }
                         _ => break 'open,
