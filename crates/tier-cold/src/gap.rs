@@ -135,6 +135,14 @@ impl ColdTier {
         Ok(())
     }
 
+    /// Where the next segment of `topic` must start: the last segment's end, moved past
+    /// the recorded gaps that follow it (0 when the topic holds nothing). Unlike
+    /// [`range`](tier_core::Tier::range), which ends at the last segment, it counts a
+    /// trailing gap: after one, the log continues beyond it.
+    pub async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        Ok(self.listing(topic).await?.continuation())
+    }
+
     /// The recorded gaps of `topic` (from the cached manifest), in offset order.
     pub async fn recorded_gaps(&self, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
         Ok(self.listing(topic).await?.recorded().iter().map(|g| g.range).collect())

@@ -103,6 +103,13 @@ pub trait ColdBackend: Tier + 'static {
 
     /// Whether [`record_topic`](Self::record_topic) recorded `topic`.
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError>;
+
+    /// The offset the next stored segment of `topic` must start at: the end of what the
+    /// tier holds, moved past offsets recorded lost after it
+    /// ([`record_gap`](Self::record_gap)); 0 for a topic it holds nothing of. Recovery
+    /// never hands out an offset below it. A tier that cannot record a gap answers
+    /// [`Tier::range`]'s end.
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError>;
 }
 
 /// [`ColdBackend::topic_recorded`] for a tier that cannot hold a topic marker: whether it
@@ -355,6 +362,11 @@ impl ColdBackend for tier_cold::ColdTier {
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
         tier_cold::ColdTier::topic_recorded(self, topic).await
     }
+
+    /// [`tier_cold::ColdTier::continuation`]: past the recorded gaps after the last segment.
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        tier_cold::ColdTier::continuation(self, topic).await
+    }
 }
 
 #[cfg(feature = "testkit")]
@@ -419,6 +431,11 @@ mod testkit_impls {
         async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
             holds_records(self, topic).await
         }
+
+        /// A memory tier records no gap: its log continues at its end.
+        async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+            Ok(self.range(topic).await?.end)
+        }
     }
 
     /// Faults apply to the [`Tier`] methods only; trimming and replay are forwarded.
@@ -474,6 +491,10 @@ mod testkit_impls {
 
         async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
             self.inner().topic_recorded(topic).await
+        }
+
+        async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+            self.inner().continuation(topic).await
         }
     }
 }

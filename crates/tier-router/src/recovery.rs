@@ -121,9 +121,11 @@ pub(crate) async fn recover_topic(
         },
         None => None,
     };
-    let cold = match &tiers.cold {
-        Some(c) => Some(c.range(topic).await?),
-        None => None,
+    let (cold, cold_continues) = match &tiers.cold {
+        // Where cold's log continues: past offsets it recorded lost after its last
+        // segment (a trailing gap, which its range does not count).
+        Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
+        None => (None, 0),
     };
     let checkpoint = read_checkpoint(state_dir, topic)?;
     let reservation = read_reservation(state_dir, topic)?;
@@ -187,7 +189,7 @@ pub(crate) async fn recover_topic(
         }
     }
     // Offsets are never reused: continue after everything any tier holds.
-    let mut next = hot.end.max(warm_r.end).max(cold_r.end);
+    let mut next = hot.end.max(warm_r.end).max(cold_r.end).max(cold_continues);
 
     // A checkpointed commit point beyond what the tiers hold: those offsets were handed
     // out and acknowledged; they are lost, and never reused.

@@ -107,6 +107,10 @@ impl ColdBackend for Custom {
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
         tier_router::holds_records(self, topic).await
     }
+
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        Ok(self.range(topic).await?.end)
+    }
 }
 
 fn hot(dir: &tempfile::TempDir) -> HotConfig {

@@ -726,3 +726,44 @@ async fn export_now_reaches_the_commit_point_while_warm_is_behind() {
     topic.flush().await.unwrap();
     store.close().await;
 }
+
+/// The whole data directory lost after cold recorded a trailing gap (the simulation's
+/// seed 5156): cold's segments end at 10 but [10, 20) is recorded lost after them, so
+/// its log continues at 20. Recovery must not offer to continue below 20 — an operator
+/// resuming at the reported next offset would land inside the recorded gap and cold
+/// would refuse every later segment.
+#[tokio::test]
+async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cold = local_cold(dir.path());
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 10, 20, 10).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(data.join("hot")).unwrap();
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    assert_eq!(store.recover_topic(T).await.unwrap().lost, vec![r(10, 20)]);
+    store.close().await;
+    assert_eq!(
+        (cold.range(&name()).await.unwrap(), cold.recorded_gaps(&name()).await.unwrap()),
+        (r(0, 10), vec![r(10, 20)])
+    );
+    std::fs::remove_dir_all(&data).unwrap();
+
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "{report:?}");
+    assert!(report.next_offset >= 20, "the offsets cold recorded lost are not offered again: {report:?}");
+    let at = report.next_offset;
+    store.resume_topic(T, at).await.unwrap();
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(at)]).await.unwrap(), r(at, at + 1));
+    let exported = store.export_now(T).await.expect("cold accepts the segment after its recorded gap");
+    assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(at, at + 1)]);
+    drop(topic);
+    store.close().await;
+}

@@ -99,6 +99,10 @@ impl ColdBackend for Defaults {
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
         self.0.topic_recorded(topic).await
     }
+
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        self.0.continuation(topic).await
+    }
 }
 
 /// Flips one byte inside the records of the batch starting at `base` in the sealed

@@ -177,4 +177,8 @@ impl ColdBackend for DefaultsCold {
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
         ColdBackend::topic_recorded(&self.0, topic).await
     }
+
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        ColdBackend::continuation(&self.0, topic).await
+    }
 }

@@ -118,6 +118,10 @@ impl<T: ColdBackend> ColdBackend for Metered<T> {
         self.0.topic_recorded(topic).await
     }
 
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        self.0.continuation(topic).await
+    }
+
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
         let bytes = tokio::fs::metadata(path).await.map(|m| m.len()).unwrap_or(0);
         match self.0.store_segment(topic, path).await {
