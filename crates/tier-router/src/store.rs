@@ -271,8 +271,12 @@ impl TieredStore {
         tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;
         let skipped = answer.await.map_err(|_| closed())??;
         if let Some(cold) = &self.inner.tiers.cold {
+            // A WAL holding the topic (replayed from warm) recorded the skipped offsets as
+            // its own gap, which the exporter passes on; cold's gap runs to where it starts.
             let held = cold.range(&name).await?;
-            record_gap_in_cold(&self.inner.tiers, &name, held, at).await?;
+            let wal = tier_core::Tier::range(&self.inner.tiers.hot, &name).await?;
+            let wal_first = if wal.is_empty() { at } else { wal.start };
+            record_gap_in_cold(&self.inner.tiers, &name, held, wal_first).await?;
         }
         let mut report = core.report.lock();
         if !skipped.is_empty() {
