@@ -47,6 +47,13 @@ pub trait WarmBackend: Tier {
     /// fresh WAL and warm's own back-fill checks. Tiers that store batches return them as
     /// appended; [`rebuilt_warm_batches`] rebuilds batches from [`Tier::read`].
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>>;
+
+    /// Drops every batch of `topic` — all of them lie below `offset` — so that the tier
+    /// holds nothing and takes its next batch at `offset`. The router calls it only to
+    /// continue warm past offsets no tier holds any more (a reported loss), and only when
+    /// the WAL or cold also holds every record warm holds (`docs/router.md`, "Warm past
+    /// offsets no tier holds"). `InvalidInput` when a batch ends beyond `offset`.
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
 }
 
 /// A [`Tier`] usable in the cold position: it receives each sealed WAL segment once the
@@ -309,6 +316,10 @@ impl WarmBackend for tier_warm::WarmTier {
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
         self.recovery_stream(topic, from)
     }
+
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        tier_warm::WarmTier::restart_at(self, topic, offset).await.map(|_| ())
+    }
 }
 
 #[cfg(feature = "cold")]
@@ -391,6 +402,18 @@ mod testkit_impls {
             let batches = self.batches(topic);
             stream::iter(batches.into_iter().filter(move |b| b.end_offset() > from).map(Ok)).boxed()
         }
+
+        async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+            let range = self.range(topic).await?;
+            if range.end > offset {
+                return Err(TierError::invalid(
+                    ErrorContext::tier(self.kind()).topic(topic).offset(offset),
+                    format!("cannot restart at {offset}: the tier holds {range}"),
+                ));
+            }
+            MemoryTier::trim_before(self, topic, offset);
+            Ok(())
+        }
     }
 
     #[async_trait]
@@ -451,6 +474,10 @@ mod testkit_impls {
             from: Offset,
         ) -> BoxStream<'_, Result<RecordBatch, TierError>> {
             self.inner().batches_from(topic, from)
+        }
+
+        async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+            self.inner().restart_at(topic, offset).await
         }
     }
 

@@ -86,6 +86,10 @@ impl WarmBackend for LazyWarm {
         WarmBackend::trim_before(self.tier().await?, topic, offset).await
     }
 
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        WarmBackend::restart_at(self.tier().await?, topic, offset).await
+    }
+
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
         let topic = topic.clone();
         stream::once(async move {

@@ -109,12 +109,19 @@ pub(crate) async fn recover_topic(
     topic: &TopicName,
 ) -> Result<Recovered, TierError> {
     let hot = tiers.hot.range(topic).await?;
+    let checkpoint = read_checkpoint(state_dir, topic)?;
+    let reservation = read_reservation(state_dir, topic)?;
+    // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
+    // reservation may have been acknowledged, and warm may hold them.
+    let wal_unsure = reservation.as_ref().is_some_and(|res| {
+        res.offset > hot.end && (!res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
+    });
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
         Some(w) => match w.range(topic).await {
             Ok(r) => Some(r),
             Err(e) if e.kind() == ErrorKind::Unavailable => {
-                warm_unreachable = degraded_open(tiers, topic, hot, e)?;
+                warm_unreachable = degraded_open(tiers, topic, hot, wal_unsure, e)?;
                 None
             }
             Err(e) => return Err(e),
@@ -127,8 +134,6 @@ pub(crate) async fn recover_topic(
         Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
         None => (None, 0),
     };
-    let checkpoint = read_checkpoint(state_dir, topic)?;
-    let reservation = read_reservation(state_dir, topic)?;
     let mut report = RecoveryReport {
         topic: topic.clone(),
         hot,
@@ -179,8 +184,10 @@ pub(crate) async fn recover_topic(
         if from < warm_r.end {
             // Under `fail`, warm's batches after the checkpoint may lack their confirmation:
             // keep them, as warm stores them, to confirm again (an identical re-append).
+            // Without a checkpoint only what warm trimmed away is known committed: keep
+            // every batch warm holds.
             let keep_after = match tiers.config.warm_failure_policy {
-                WarmFailurePolicy::Fail => checkpoint,
+                WarmFailurePolicy::Fail => Some(checkpoint.unwrap_or(warm_r.start)),
                 WarmFailurePolicy::Degrade => None,
             };
             let (range, kept) = replay(tiers, topic, from, hot, keep_after).await?;
@@ -248,15 +255,17 @@ pub(crate) async fn recover_topic(
     if let Some(w) = warm {
         // Warm must continue where the WAL ends (or, empty, where it takes over).
         let target = tiers.hot.range(topic).await?.end.max(if wal_lost { next } else { 0 });
-        // Under `fail`, only what is known committed stays committed: the checkpoint (or,
-        // without one, what warm holds — all a lost WAL leaves to go by). Warm may hold a
-        // batch whose confirmation fell short: after a lost WAL it was replayed, and is
-        // confirmed again like any batch after the checkpoint.
+        // Under `fail`, only what is known committed stays committed: the checkpoint, or,
+        // without one, where warm starts (below it warm trimmed, so those were committed).
+        // Warm may hold a batch whose confirmation fell short — a `WAIT` that timed out
+        // lands the entry on the primary — so what it holds after that point is confirmed
+        // again (an identical re-append only waits for the replicas), whether the WAL
+        // survived or was replayed from warm.
         let wal_now = tiers.hot.range(topic).await?;
         let checkpointed = match checkpoint {
             Some(cp) => cp,
+            None if !w.is_empty() => w.start,
             None if wal_lost => target,
-            None if !w.is_empty() => w.end,
             None => hot.start,
         };
         // Also committed: what cold holds (only committed offsets are exported) and what
@@ -265,12 +274,30 @@ pub(crate) async fn recover_topic(
         let unconfirmed = if degrade { target } else { known.clamp(wal_now.start.min(target), target) };
         let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
         if let Some(first) = replayed_unconfirmed.first() {
-            // After a lost WAL: the replayed batches after the checkpoint, as warm holds
-            // them (warm holds everything replayed, so nothing else is missing).
-            report.warm_backfill = Some(OffsetRange::new(first.base_offset().max(from), target));
-            backlog = std::mem::take(&mut replayed_unconfirmed);
+            // Warm was ahead of the WAL: the replayed batches after the checkpoint, as warm
+            // holds them (warm holds everything replayed, so nothing else is missing), and,
+            // under `fail`, warm's batches before them from the last point known committed.
+            let first_base = first.base_offset();
+            let mut start = first_base.max(from);
+            if !degrade && from < first_base {
+                warm_batches(tiers, topic, from, first_base, &mut backlog).await?;
+                start = from;
+            }
+            report.warm_backfill = Some(OffsetRange::new(start, target));
+            backlog.append(&mut replayed_unconfirmed);
         } else if from < target {
-            backlog = batches_for_warm(tiers, topic, OffsetRange::new(from, target)).await?;
+            // What warm holds is confirmed again as warm stores it (the WAL's copy of a
+            // batch straddling cold's end was cut at a replay, and warm would refuse it as
+            // a different batch); what it lacks comes from the WAL or cold.
+            let held_to = if w.is_empty() { from } else { w.end.min(target) };
+            let reached = if from < held_to {
+                warm_batches(tiers, topic, from, held_to, &mut backlog).await?
+            } else {
+                from
+            };
+            if reached < target {
+                backlog.extend(batches_for_warm(tiers, topic, OffsetRange::new(reached, target)).await?);
+            }
             report.warm_backfill = Some(OffsetRange::new(from, target));
         }
         if !degrade && unconfirmed < target {
@@ -322,6 +349,36 @@ async fn mark_topic_in_cold(
     Ok(false)
 }
 
+/// Pushes onto `out` warm's batches holding `[from, to)`, as warm stores them (the first
+/// may start before `from`); returns where they end (`to`, or sooner if warm ends sooner).
+async fn warm_batches(
+    tiers: &Tiers,
+    topic: &TopicName,
+    from: Offset,
+    to: Offset,
+    out: &mut Vec<RecordBatch>,
+) -> Result<Offset, TierError> {
+    let Some(warm) = &tiers.warm else { return Ok(from) };
+    let mut stream = warm.batches_from(topic, from);
+    let mut reached = from;
+    while reached < to {
+        let Some(batch) = stream.next().await else { break };
+        let batch = batch?;
+        if batch.end_offset() <= reached {
+            continue;
+        }
+        if batch.base_offset() > reached {
+            return Err(TierError::corruption(
+                ctx(topic).offset(reached),
+                format!("warm's batch at {} does not hold offset {reached}", batch.base_offset()),
+            ));
+        }
+        reached = batch.end_offset();
+        out.push(batch);
+    }
+    Ok(reached)
+}
+
 /// Records offsets `[cold end, wal_first)` as lost in cold when the WAL takes over above
 /// cold's end (they were reported lost or maybe lost), so cold accepts the segments that
 /// follow. A cold tier that cannot hold a gap is left as it is (logged): its export stops
@@ -351,12 +408,13 @@ pub(crate) async fn record_gap_in_cold(
 }
 
 /// Decides what an unreachable warm tier (`err`) at recovery means: under `degrade`,
-/// with a WAL that knows the topic, the topic opens without warm (`Ok(true)`); otherwise
-/// recovery fails with an `Unavailable` error naming warm.
+/// with a WAL that knows the topic and vouches for its end, the topic opens without warm
+/// (`Ok(true)`); otherwise recovery fails with an `Unavailable` error naming warm.
 fn degraded_open(
     tiers: &Tiers,
     topic: &TopicName,
     hot: OffsetRange,
+    wal_unsure: bool,
     err: TierError,
 ) -> Result<bool, TierError> {
     let why = if tiers.config.warm_failure_policy != WarmFailurePolicy::Degrade {
@@ -365,6 +423,11 @@ fn degraded_open(
         // An empty WAL that never held the topic: warm may hold records the WAL lacks
         // (a lost disk), and continuing without knowing its end could reuse offsets.
         "the WAL holds nothing of the topic, so recovery needs warm's records"
+    } else if wal_unsure {
+        // A power cut may have taken the WAL's unsynced tail: warm may hold those
+        // acknowledged records. Opening without it would declare them maybe lost and
+        // continue past them, leaving warm unable to take the next batch.
+        "the WAL cannot vouch for its end (a power cut may have taken its tail), so recovery needs warm's records"
     } else {
         warn!(
             topic = %topic, error = %err,

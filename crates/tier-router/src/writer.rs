@@ -40,10 +40,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TierError, TierKind, TopicName,
+    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TierError, TierKind,
+    TopicName,
 };
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::WarmFailurePolicy;
 use crate::recovery::batches_for_warm;
@@ -380,6 +381,13 @@ impl Writer {
             ));
         }
         self.reserve(at).await?;
+        // A WAL holding the topic (replayed from warm) continues at `at` too: the skipped
+        // offsets are recorded as its gap, as recovery records the ones it skips.
+        let wal = self.tiers.hot.range(&self.topic).await?;
+        if !wal.is_empty() && wal.end < at {
+            let gap = self.tiers.hot.skip_to(&self.topic, at).await?;
+            warn!(topic = %self.topic, lost = %gap, "recorded the skipped offsets in the WAL");
+        }
         let skipped = OffsetRange::new(self.next, at);
         self.next = at;
         if *self.hwm.borrow() < at {
@@ -505,8 +513,9 @@ impl Writer {
         } else {
             Vec::new()
         };
-        let hot: &dyn Tier = &self.tiers.hot;
-        let warm = self.tiers.warm.as_deref().map(|w| w as &dyn Tier);
+        let tiers = Arc::clone(&self.tiers);
+        let hot: &dyn Tier = &tiers.hot;
+        let warm = tiers.warm.as_deref().map(|w| w as &dyn Tier);
         let ((wal_done, wal_err), (warm_done, warm_err)) =
             futures::join!(push_in_order(hot, &self.topic, wal_todo), async {
                 match warm {
@@ -518,9 +527,24 @@ impl Writer {
         for p in self.pending.iter_mut().skip(wal_skip).take(wal_done) {
             p.in_wal = true;
         }
-        let warm_skip = self.pending.iter().take_while(|p| p.in_warm).count();
-        for p in self.pending.iter_mut().skip(warm_skip).take(warm_done) {
-            p.in_warm = true;
+        self.mark_in_warm(warm_done);
+        let mut warm_err = warm_err;
+        if let (Some(w), Some(e)) = (warm, &warm_err)
+            && e.kind() == ErrorKind::InvalidInput
+        {
+            // Warm does not continue where the next batch starts: catch it up, or restart
+            // it past offsets no tier holds, then try once more.
+            match self.continue_warm().await {
+                Ok(true) => {
+                    let todo: Vec<RecordBatch> =
+                        self.pending.iter().skip_while(|p| p.in_warm).map(|p| p.batch.clone()).collect();
+                    let (done, err) = push_in_order(w, &self.topic, todo).await;
+                    self.mark_in_warm(done);
+                    warm_err = err;
+                }
+                Ok(false) => {}
+                Err(e) => warn!(topic = %self.topic, error = %e, "could not bring warm to the next batch"),
+            }
         }
         if let Some(e) = &warm_err {
             self.warm_behind = true;
@@ -531,6 +555,103 @@ impl Writer {
         }
         self.advance();
         wal_err.or(warm_err)
+    }
+
+    /// Marks the first `done` pending batches warm lacked as held by warm.
+    fn mark_in_warm(&mut self, done: usize) {
+        let skip = self.pending.iter().take_while(|p| p.in_warm).count();
+        for p in self.pending.iter_mut().skip(skip).take(done) {
+            p.in_warm = true;
+        }
+    }
+
+    /// Warm refused the first batch it lacks as not continuing its end. If the WAL or cold
+    /// holds the offsets in between, they are queued for warm ahead of it. If no tier holds
+    /// some of them (a reported loss, a gap the WAL recorded), warm can never be caught up:
+    /// when every record warm holds is also in the WAL or cold, warm is restarted at that
+    /// batch ([`WarmBackend::restart_at`]) — the only way for it to continue while its
+    /// stream IDs stay offsets — and takes the batches from there. Returns true when warm
+    /// should now take the batch. See `docs/router.md`, "Warm past offsets no tier holds".
+    async fn continue_warm(&mut self) -> Result<bool, TierError> {
+        let Some(warm) = self.tiers.warm.clone() else { return Ok(false) };
+        let Some(at) = self.pending.iter().position(|p| !p.in_warm) else { return Ok(false) };
+        let first = self.pending[at].batch.base_offset();
+        let held = warm.range(&self.topic).await?;
+        if held.is_empty() || held.end >= first {
+            return Ok(false);
+        }
+        let hole = OffsetRange::new(held.end, first);
+        let fill = batches_for_warm(&self.tiers, &self.topic, hole).await?;
+        if fill.last().is_some_and(|b| b.end_offset() == first) {
+            for (i, batch) in fill.into_iter().enumerate() {
+                self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
+            }
+            info!(topic = %self.topic, warm = %held, "queued the records warm lacks before the next batch");
+            return Ok(true);
+        }
+        if let Some(only) = self.only_in_warm(held).await? {
+            error!(
+                topic = %self.topic, warm = %held, lost = %hole, only_in_warm = %only,
+                "warm cannot be continued: no tier holds the offsets before the next batch, and warm holds \
+                 records no other tier does"
+            );
+            return Ok(false);
+        }
+        // Restart where the last offsets no tier holds end (a gap the WAL recorded), and
+        // send warm what the WAL holds from there, so that warm keeps holding every record
+        // after the gap (it is what a lost WAL is replayed from); else at the batch itself.
+        let after_gap = self
+            .tiers
+            .hot
+            .gaps(&self.topic)
+            .iter()
+            .filter(|g| g.start < first && g.end > hole.start)
+            .map(|g| g.end.min(first))
+            .max();
+        let mut restart = first;
+        let mut fill = Vec::new();
+        if let Some(gap_end) = after_gap
+            && gap_end < first
+        {
+            let batches =
+                batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(gap_end, first)).await?;
+            if batches.first().is_some_and(|b| b.base_offset() == gap_end)
+                && batches.last().is_some_and(|b| b.end_offset() == first)
+            {
+                restart = gap_end;
+                fill = batches;
+            }
+        }
+        warm.restart_at(&self.topic, restart).await?;
+        warn!(
+            topic = %self.topic, dropped = %held, lost = %OffsetRange::new(hole.start, restart), at = restart,
+            "restarted warm past offsets no tier holds; the WAL or cold holds everything warm held"
+        );
+        for (i, batch) in fill.into_iter().enumerate() {
+            self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
+        }
+        Ok(true)
+    }
+
+    /// The part of `held` (what warm holds) that neither the WAL nor cold holds, if any.
+    /// Below the WAL's start without cold, records are past the WAL's retention (which
+    /// deletes only what warm holds) and count as held elsewhere no longer needed.
+    async fn only_in_warm(&self, held: OffsetRange) -> Result<Option<OffsetRange>, TierError> {
+        let wal = self.tiers.hot.range(&self.topic).await?;
+        let upper = OffsetRange::new(held.start.max(wal.start).min(held.end), held.end);
+        let gaps = self.tiers.hot.gaps(&self.topic);
+        if !upper.is_empty()
+            && (upper.end > wal.end || gaps.iter().any(|g| g.start < upper.end && upper.start < g.end))
+        {
+            return Ok(Some(upper));
+        }
+        let lower = OffsetRange::new(held.start, held.end.min(wal.start).max(held.start));
+        if lower.is_empty() {
+            return Ok(None);
+        }
+        let Some(cold) = &self.tiers.cold else { return Ok(None) };
+        let c = cold.range(&self.topic).await?;
+        Ok((c.is_empty() || c.start > lower.start || c.end < lower.end).then_some(lower))
     }
 
     /// Warm answered after being unreachable at open: queues, ahead of the pending

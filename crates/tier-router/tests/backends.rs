@@ -64,6 +64,11 @@ impl WarmBackend for Custom {
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
         tier_router::rebuilt_warm_batches(self, topic, from)
     }
+
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        self.0.trim_before(topic, offset);
+        Ok(())
+    }
 }
 
 /// The helpers a custom tier with nothing better uses, built on its `Tier` methods.

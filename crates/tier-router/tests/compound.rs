@@ -767,3 +767,222 @@ async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_
     drop(topic);
     store.close().await;
 }
+
+/// A batch whose `WAIT` fell short (never acknowledged), then the whole data directory lost
+/// (WAL and checkpoint): the replay from warm brings the batch back, but with no checkpoint
+/// left only what warm trimmed away (or cold holds) is known committed, so it stays
+/// unreadable until warm confirms it. The same with only the state directory lost (the
+/// WAL survives) — sim seeds 5022 and 5085.
+#[tokio::test]
+async fn an_unconfirmed_batch_is_not_served_after_the_checkpoint_is_lost() {
+    for lose_wal in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let warm = faulty_warm();
+        let store = open(&data, FsyncPolicy::Always, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+        let topic = store.topic(T).await.unwrap();
+        append_range(&topic, 0, 10, 10).await;
+        warm.fail_after_append(true);
+        warm.fail_fraction(1.0);
+        assert_eq!(
+            topic.append((10..20).map(rec).collect()).await.unwrap_err().kind(),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(warm.inner().range(&name()).await.unwrap(), r(0, 20), "the batch landed in warm");
+        drop(topic);
+        store.close().await;
+        if lose_wal {
+            std::fs::remove_dir_all(&data).unwrap();
+        } else {
+            std::fs::remove_dir_all(data.join("router")).unwrap();
+        }
+
+        // Warm still does not confirm: nothing of the batch may be served.
+        let store = open(&data, FsyncPolicy::Always, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+        let topic = store.topic(T).await.unwrap();
+        assert_eq!(topic.high_watermark(), 0, "nothing is known committed (lost WAL: {lose_wal})");
+        assert_eq!(
+            served_at(&store, 10).await,
+            None,
+            "served before warm confirmed it (lost WAL: {lose_wal})"
+        );
+        warm.clear();
+        topic.flush().await.unwrap();
+        assert_eq!(topic.high_watermark(), 20);
+        assert_eq!(served_at(&store, 0).await, Some(rec(0).payload));
+        assert_eq!(served_at(&store, 19).await, Some(rec(19).payload));
+        assert_eq!(topic.append(vec![rec(20)]).await.unwrap(), r(20, 21));
+        store.close().await;
+    }
+}
+
+/// `degrade`, a lost WAL after an unclean stop: recovery replays warm, reports the offsets
+/// up to the reservation as maybe lost and records them as a gap in the WAL. Warm holds
+/// nothing the WAL lacks, but no tier can give it the skipped offsets: it must still take
+/// the batches after the gap (flush succeeds, WAL retention is not held), not refuse them
+/// forever — sim seed 5069.
+#[tokio::test]
+async fn warm_continues_after_offsets_no_tier_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(MemoryTier::new());
+    let cold = local_cold(dir.path());
+    let store = open(
+        dir.path(),
+        FsyncPolicy::Always,
+        WarmFailurePolicy::Degrade,
+        Some(warm.clone()),
+        Some(cold.clone()),
+    )
+    .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = open(
+        dir.path(),
+        FsyncPolicy::Always,
+        WarmFailurePolicy::Degrade,
+        Some(warm.clone()),
+        Some(cold.clone()),
+    )
+    .await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.replayed, Some(r(0, 20)), "{report:?}");
+    let next = report.next_offset;
+    assert!(next > 20 && report.maybe_lost == vec![r(20, next)], "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(next)]).await.unwrap(), r(next, next + 1));
+    topic.flush().await.expect("warm takes the batch after the gap");
+    assert_eq!(warm.range(&name()).await.unwrap(), r(next, next + 1), "warm restarted at the batch");
+    // Everything warm held is in the WAL: nothing is lost, and the WAL may be exported and
+    // deleted as usual.
+    assert_eq!(served_at(&store, 0).await, Some(rec(0).payload));
+    assert_eq!(served_at(&store, next).await, Some(rec(next).payload));
+    store.export_now(T).await.unwrap();
+    assert_eq!(cold.range(&name()).await.unwrap().end, next + 1);
+    let far = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    store.run_retention_now(far).await.unwrap();
+    assert!(store.hot().sealed_segments(&name()).is_empty(), "retention is not held by warm");
+    store.close().await;
+}
+
+/// `degrade`, hot+warm, the whole data directory lost: the topic opens fenced (warm cannot
+/// vouch for the end) with the WAL replayed from warm; the operator resumes it beyond
+/// warm's end. The WAL and warm must both continue there: the next append is acknowledged
+/// and reaches warm, and nothing refused is served later — sim seed 5046.
+#[tokio::test]
+async fn a_resumed_topic_continues_in_the_wal_and_in_warm() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let warm = Arc::new(MemoryTier::new());
+    let store = open(&data, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(&data).unwrap();
+
+    let store = open(&data, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "{report:?}");
+    let report = store.resume_topic(T, 50).await.unwrap();
+    assert_eq!(report.maybe_lost, vec![r(20, 50)], "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(50)]).await.unwrap(), r(50, 51), "the WAL continues at 50");
+    topic.flush().await.expect("warm continues at 50");
+    assert_eq!(served_at(&store, 19).await, Some(rec(19).payload));
+    assert_eq!(served_at(&store, 50).await, Some(rec(50).payload));
+    store.close().await;
+}
+
+/// `degrade`, `fsync = never`: records acknowledged up to 30 (warm holds them all), a power
+/// cut keeps only [0, 10) of the WAL, and warm is down when the store reopens. The WAL
+/// cannot vouch for its end, so opening from it alone would declare [10, 30) maybe lost —
+/// records warm holds — and continue past them, leaving warm unable to take the next batch.
+/// The open waits for warm instead (`Unavailable`); once warm answers, recovery replays
+/// [10, 30) from it and warm continues — sim seed 5184.
+#[tokio::test]
+async fn a_power_cut_with_warm_down_waits_for_warms_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let store =
+        open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 30, 10).await;
+    let seg = common_active_segment(&dir.path().join("hot"));
+    let sizes = batch_ends(&store).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(sizes[&10]).unwrap();
+
+    let reopen = |warm: Arc<FaultyTier<MemoryTier>>| {
+        let dir = dir.path().to_owned();
+        async move {
+            TieredStore::builder()
+                .hot(hot(&dir, FsyncPolicy::Never))
+                .router(router(WarmFailurePolicy::Degrade))
+                .background(false)
+                .boot_id("after-the-power-cut")
+                .warm(warm)
+                .topics([name()])
+                .open()
+                .await
+        }
+    };
+    warm.fail_fraction(1.0);
+    let err = reopen(warm.clone()).await.expect_err("the WAL alone cannot say what was acknowledged");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    warm.clear();
+    let store = reopen(warm.clone()).await.unwrap();
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.replayed, Some(r(10, 30)), "{report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(served_at(&store, 29).await, Some(rec(29).payload));
+    let next = topic.append(vec![rec(100)]).await.unwrap();
+    topic.flush().await.expect("warm continues");
+    assert_eq!(served_at(&store, next.start).await, Some(rec(100).payload));
+    store.close().await;
+}
+
+/// As above, but records were acknowledged after the gap while warm was down, and the store
+/// restarted before warm got them (recovery's back-fill stops at the gap). Warm restarts at
+/// the gap's end and is sent those records from the WAL, so it holds everything after the
+/// gap — what a later lost WAL is replayed from.
+#[tokio::test]
+async fn warm_restarts_at_the_end_of_the_gap_and_gets_the_records_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let open_degrade =
+        || open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
+    let store = open_degrade().await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = open_degrade().await;
+    let next = store.recover_topic(T).await.unwrap().next_offset;
+    let topic = store.topic(T).await.unwrap();
+    warm.fail_fraction(1.0);
+    append_range(&topic, next, next + 10, 5).await;
+    drop(topic);
+    store.close().await;
+
+    warm.clear();
+    let store = open_degrade().await;
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(next + 10)]).await.unwrap(), r(next + 10, next + 11));
+    topic.flush().await.expect("warm continues after the gap");
+    assert_eq!(
+        warm.inner().range(&name()).await.unwrap(),
+        r(next, next + 11),
+        "warm holds what follows the gap"
+    );
+    store.close().await;
+}

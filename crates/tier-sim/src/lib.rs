@@ -149,4 +149,36 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                an older, longer maybe-lost report, past records acknowledged after the operator resumed the topic",
         invariant: model::inv::MISSING,
     },
+    Regression {
+        seed: 5069,
+        keep: &[21, 22],
+        case: "degrade, lost WAL: warm lacks the maybe-lost offsets no tier holds and refuses every later batch",
+        invariant: model::inv::LIVENESS_FLUSH,
+    },
+    Regression {
+        seed: 5046,
+        keep: &[137, 139, 167, 168, 184, 185, 188, 190, 191, 193],
+        case: "degrade, lost data dir, resumed topic: the WAL is not moved to the resume point; a refused batch is \
+               served once retention empties the WAL",
+        invariant: model::inv::UNACKED_SERVED,
+    },
+    Regression {
+        seed: 5184,
+        keep: &[167, 169, 170, 171, 172],
+        case: "degrade, power cut with warm down: opened from the WAL alone, warm's records skipped as maybe lost; \
+               warm can never be continued",
+        invariant: model::inv::LIVENESS_FLUSH,
+    },
+    Regression {
+        seed: 5022,
+        keep: &[143, 152, 154, 155],
+        case: "fail, WAIT short, then the whole data directory lost: the batch replayed from warm is served unconfirmed",
+        invariant: model::inv::UNACKED_SERVED,
+    },
+    Regression {
+        seed: 5085,
+        keep: &[143, 147, 148, 157, 159],
+        case: "fail, WAIT short, then the state directory lost: the WAL's unconfirmed batch is served",
+        invariant: model::inv::UNACKED_SERVED,
+    },
 ];

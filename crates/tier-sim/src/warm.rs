@@ -289,6 +289,21 @@ impl WarmBackend for SimWarm {
         Ok(())
     }
 
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        let mut s = self.enter(topic)?;
+        let Some(log) = s.topics.get_mut(topic) else { return Ok(()) };
+        if log.end > offset {
+            return Err(TierError::invalid(
+                ctx(topic).offset(offset),
+                format!("cannot restart at {offset}: the tier holds {}", log.range()),
+            ));
+        }
+        // Like `XTRIM MINID <offset>-1`: every entry goes, the stream stays.
+        log.batches.clear();
+        log.start = log.end;
+        Ok(())
+    }
+
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
         let batches = match self.enter(topic) {
             Ok(s) => Ok(s

@@ -263,6 +263,36 @@ impl WarmTier {
         Ok(removed)
     }
 
+    /// Removes every entry of `topic`'s stream — all must lie below `offset` — so that the
+    /// stream holds nothing and its next batch may start at `offset` (or anywhere past the
+    /// last ID it generated): `XTRIM key MINID <offset>-1`. The key stays, so Valkey keeps
+    /// refusing IDs at or below the last one generated. For a router continuing warm past
+    /// offsets no tier holds (every record removed is also held elsewhere). `InvalidInput`
+    /// when a batch ends beyond `offset`. Returns how many batches were removed.
+    pub async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<u64, TierError> {
+        let range = self.refresh_range(topic).await?;
+        if range.end > offset {
+            return Err(TierError::invalid(
+                self.ctx(topic).offset(offset),
+                format!("cannot restart the stream at {offset}: it holds {range}"),
+            ));
+        }
+        let handle = self.handle(topic);
+        let min_id = entry_id(offset);
+        let removed: u64 = bounded(
+            &handle.ctx,
+            "XTRIM",
+            self.config.command_timeout,
+            self.client.xtrim(handle.key.as_str(), (XCapKind::MinID, XCapTrim::Exact, min_id.as_str())),
+        )
+        .await?;
+        let mut ranges = self.ranges.lock();
+        let cached = ranges.topics.entry(topic.clone()).or_default();
+        cached.version += 1;
+        cached.range = Some(OffsetRange::empty_at(range.end));
+        Ok(removed)
+    }
+
     /// Every batch of `topic` from the one containing `from` on (all batches with base
     /// offset `>= from`, plus the batch containing `from`), in order, fetched a page at
     /// a time, checked for contiguity. For replaying into a fresh WAL after the local

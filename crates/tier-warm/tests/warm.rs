@@ -145,6 +145,40 @@ async fn trim_keeps_the_batch_containing_the_offset() {
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(90, 101));
 }
 
+/// `restart_at` empties the stream so that it takes its next batch past offsets no tier
+/// holds any more (the router's way to continue warm past a reported loss); the next batch
+/// is written and read back, also by a tier with no cached range, and a restart below what
+/// the stream holds is refused.
+#[tokio::test]
+async fn restart_at_lets_the_stream_continue_past_a_gap() {
+    let (valkey, tier) = shared_tier().await;
+    let t = topic("restart");
+    for i in 0..3 {
+        tier.append(&t, batch(i * 10, 10, "r")).await.unwrap();
+    }
+    let err = tier.restart_at(&t, 25).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 30));
+    // Offsets [30, 1000) are held by no tier: the stream continues at 1000.
+    let err = tier.append(&t, batch(1000, 5, "after")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert_eq!(tier.restart_at(&t, 1000).await.unwrap(), 3);
+    assert!(tier.range(&t).await.unwrap().is_empty());
+    tier.append(&t, batch(1000, 5, "after")).await.unwrap();
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(1000, 1005));
+    let fresh = fresh_tier(&valkey).await;
+    assert_eq!(fresh.range(&t).await.unwrap(), OffsetRange::new(1000, 1005));
+    let records = fresh.read(&t, 1000, u64::MAX, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(records.iter().map(|r| r.offset).collect::<Vec<_>>(), (1000..1005).collect::<Vec<_>>());
+    let replayed: Vec<RecordBatch> = fresh.recovery_stream(&t, 0).try_collect().await.unwrap();
+    assert_eq!(replayed, vec![batch(1000, 5, "after")]);
+    // The same from a tier whose range is not cached: a restart, then the next batch.
+    fresh.append(&t, batch(1005, 5, "more")).await.unwrap();
+    assert_eq!(fresh_tier(&valkey).await.restart_at(&t, 2000).await.unwrap(), 2);
+    tier.append(&t, batch(2000, 1, "again")).await.unwrap();
+    assert_eq!(fresh_tier(&valkey).await.range(&t).await.unwrap(), OffsetRange::new(2000, 2001));
+}
+
 #[tokio::test]
 async fn pages_through_100k_records_in_bounded_reads() {
     let (valkey, _) = shared_tier().await;

@@ -77,6 +77,10 @@ impl<T: WarmBackend> WarmBackend for Metered<T> {
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
         self.0.batches_from(topic, from)
     }
+
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        self.0.restart_at(topic, offset).await
+    }
 }
 
 /// Counts a sequential cold read (one read request to the tier, however many ranged GETs
