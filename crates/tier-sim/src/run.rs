@@ -713,7 +713,10 @@ impl World<'_> {
         if let Some((which, detail)) = problem {
             self.violate(which, detail);
         }
-        self.model.seen.insert(offset, payload);
+        // A copy of its own: a record read from the WAL may share the bytes of a mapped
+        // segment file, which the simulation later damages in place — the model would see
+        // what it remembers change under it.
+        self.model.seen.insert(offset, Bytes::copy_from_slice(&payload));
     }
 
     fn read(&mut self, from: ReadFrom, max: usize) {
