@@ -270,16 +270,28 @@ impl Writer {
     /// Replaces the (empty) active segment by one starting at `base`.
     async fn restart_at(&mut self, base: Offset) -> Result<(), TierError> {
         self.next = base;
-        let Some(old) = self.active.take() else { return Ok(()) };
+        let old = self.active.take();
         let (topic, dir, interval) =
             (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
         // Create the new file before removing the old one, so a crash in between leaves
-        // the old empty segment as a lower bound, which recovery discards.
+        // the old empty segment as a lower bound, which recovery discards. A topic with no
+        // segment file yet gets its directory and one: the file is the durable record of
+        // where the topic continues (nothing else in the WAL would say it).
         let new = blocking(self.topic(), move || {
+            if old.is_none() {
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| io_err(&topic, &dir, "creating the topic directory", e))?;
+                if let Some(parent) = dir.parent() {
+                    fsync_dir(parent)
+                        .map_err(|e| io_err(&topic, parent, "fsyncing the data directory", e))?;
+                }
+            }
             let new = ActiveSegment::create(&topic, &dir, base, interval)?;
-            std::fs::remove_file(&old.path)
-                .map_err(|e| io_err(&topic, &old.path, "removing an empty segment", e))?;
-            fsync_dir(&dir).map_err(|e| io_err(&topic, &dir, "fsyncing the topic directory", e))?;
+            if let Some(old) = old {
+                std::fs::remove_file(&old.path)
+                    .map_err(|e| io_err(&topic, &old.path, "removing an empty segment", e))?;
+                fsync_dir(&dir).map_err(|e| io_err(&topic, &dir, "fsyncing the topic directory", e))?;
+            }
             Ok(new)
         })
         .await;

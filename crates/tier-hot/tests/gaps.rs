@@ -290,3 +290,26 @@ async fn two_adjacent_gaps_bridge_the_segments_around_them() {
     assert_eq!(tier.gaps(&t), vec![OffsetRange::new(30, 50)]);
     tier.close().await;
 }
+
+/// `skip_to` on a topic that holds nothing — not even a segment file — is a take-over:
+/// no marker, and a header-only segment at the offset, fsynced, so that a reopen (with
+/// nothing else to go by) still continues there.
+#[tokio::test]
+async fn skipping_a_topic_with_no_file_yet_starts_its_segment_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path());
+    let tier = open(config.clone()).await;
+    let t = topic("fresh");
+    assert_eq!(tier.skip_to(&t, 1028).await.unwrap(), OffsetRange::new(0, 1028));
+    let names: Vec<_> = std::fs::read_dir(dir.path().join("fresh"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec![segment_file_name(1028)], "no gap marker, one segment file");
+    tier.close().await;
+    let tier = open(config).await;
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::empty_at(1028));
+    append_records(&tier, &t, 1028, 3, 3).await;
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(1028, 1031));
+    tier.close().await;
+}

@@ -238,8 +238,11 @@ pub(crate) async fn recover_topic(
     }
 
     // The WAL continues at `next`: record the skipped offsets so reads name them and the
-    // export continues across them.
-    skip_wal_to(tiers, topic, next).await?;
+    // export continues across them. Not for a topic whose end is unknown: the file the
+    // WAL would start at `next` would pass for evidence of its end (`resume_topic` does it).
+    if !report.end_unknown {
+        skip_wal_to(tiers, topic, next).await?;
+    }
     let wal_first = match tiers.hot.range(topic).await? {
         r if r.is_empty() => next,
         r => r.start,
@@ -442,17 +445,22 @@ fn degraded_open(
     .with_source(err))
 }
 
-/// Makes a non-empty WAL continue at `next` (the offsets before it were lost), recording
-/// the gap durably (`HotTier::skip_to`) so the topic accepts appends at `next` and reads
-/// into the gap fail naming it. An empty WAL needs nothing: it takes over at the first
-/// append.
+/// Makes the WAL continue at `next` (the offsets before it were lost or never used):
+/// a non-empty WAL records the gap durably (`HotTier::skip_to`) so the topic accepts
+/// appends at `next` and reads into the gap fail naming it; an empty one starts its
+/// segment file at `next`, which records durably where the topic continues.
 pub(crate) async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(), TierError> {
     let held = tiers.hot.range(topic).await?;
-    if held.is_empty() || held.end >= next {
+    if held.end >= next {
         return Ok(());
     }
+    // An empty WAL takes over at `next` (no gap marker, nothing on either side), and its
+    // new segment file says so durably: it is then evidence of where the topic continues
+    // even if the state directory is lost next.
     let gap = tiers.hot.skip_to(topic, next).await?;
-    warn!(topic = %topic, lost = %gap, "recorded the lost offsets in the WAL; it continues after them");
+    if !held.is_empty() {
+        warn!(topic = %topic, lost = %gap, "recorded the lost offsets in the WAL; it continues after them");
+    }
     Ok(())
 }
 

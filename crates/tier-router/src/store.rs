@@ -290,18 +290,18 @@ impl TieredStore {
                 format!("cannot resume at {at}: the tiers already hold offsets up to {next}"),
             ));
         }
-        // Record the skipped offsets first (a WAL replayed from warm continues at `at`;
-        // cold records everything from its end to the WAL's first offset as lost): until
-        // that has worked the topic stays fenced and nothing is handed out.
-        skip_wal_to(tiers, &name, at).await?;
+        // Record the skipped offsets first — cold everything from its end to the WAL's
+        // first offset, then the WAL (one replayed from warm records a gap up to `at`, an
+        // empty one starts its segment file at `at`): until that has worked the topic
+        // stays fenced and nothing is handed out. The WAL comes last because its file at
+        // `at` is itself evidence of the topic's end: after it, a restart opens the topic
+        // unfenced, so everything else must be recorded by then.
         if let Some(cold) = &tiers.cold {
             let held = cold.range(&name).await?;
-            let wal_first = match tiers.hot.range(&name).await? {
-                r if r.is_empty() => at,
-                r => r.start,
-            };
+            let wal_first = if wal.is_empty() { at } else { wal.start };
             record_gap_in_cold(tiers, &name, held, wal_first).await?;
         }
+        skip_wal_to(tiers, &name, at).await?;
         let (done, answer) = tokio::sync::oneshot::channel();
         let tx = core.tx.lock().clone().ok_or_else(closed)?;
         tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;

@@ -986,3 +986,35 @@ async fn warm_restarts_at_the_end_of_the_gap_and_gets_the_records_after_it() {
     );
     store.close().await;
 }
+
+/// A lost WAL, then a lost state directory (the simulation's seed 7183; hot only, so
+/// nothing outside the data directory survives). After the first loss the topic continues
+/// at its reservation, past the offsets that may have been acknowledged; the empty WAL
+/// must then record where it starts, durably, or the second loss leaves no evidence and
+/// the topic restarts at 0, handing out acknowledged offsets again.
+#[tokio::test]
+async fn a_lost_wal_then_a_lost_state_directory_never_reuses_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 12, 4).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
+    let first = store.recover_topic(T).await.unwrap();
+    assert!(first.next_offset >= 12 && first.maybe_lost == vec![r(0, first.next_offset)], "{first:?}");
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
+    let second = store.recover_topic(T).await.unwrap();
+    assert_eq!(second.next_offset, first.next_offset, "the WAL recorded where it continues: {second:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(0)]).await.unwrap().start, first.next_offset);
+    drop(topic);
+    store.close().await;
+}

@@ -181,4 +181,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "fail, WAIT short, then the state directory lost: the WAL's unconfirmed batch is served",
         invariant: model::inv::UNACKED_SERVED,
     },
+    Regression {
+        seed: 7183,
+        keep: &[196, 197, 199],
+        case: "session 5 (a26ef4c+): hot only, a lost WAL then a lost state directory: the empty WAL kept no record of \
+               where it continued and the topic restarted at 0",
+        invariant: model::inv::TWO_CONTENTS,
+    },
 ];
