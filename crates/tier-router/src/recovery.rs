@@ -196,7 +196,7 @@ pub(crate) async fn recover_topic(
         }
     }
     // Offsets are never reused: continue after everything any tier holds.
-    let mut next = hot.end.max(warm_r.end).max(cold_r.end).max(cold_continues);
+    let mut next = hot.end.max(warm_r.end).max(cold_r.end);
 
     // A checkpointed commit point beyond what the tiers hold: those offsets were handed
     // out and acknowledged; they are lost, and never reused.
@@ -227,6 +227,15 @@ pub(crate) async fn recover_topic(
         next = res.offset;
     }
 
+    // Cold recorded offsets lost after its last segment (a trailing gap): the log
+    // continues after them, never inside them. They were reported when they were recorded;
+    // they are reported again (a report may not have reached anyone: the open that
+    // recorded them may have failed after it).
+    if cold_continues > next {
+        report.maybe_lost.push(OffsetRange::new(next, cold_continues));
+        next = cold_continues;
+    }
+
     // Nothing survived that bounds the acknowledged end.
     if no_local_evidence && other_tier_holds && !warm_bounds_acks {
         report.end_unknown = true;
@@ -238,17 +247,18 @@ pub(crate) async fn recover_topic(
     }
 
     // The WAL continues at `next`: record the skipped offsets so reads name them and the
-    // export continues across them. Not for a topic whose end is unknown: the file the
-    // WAL would start at `next` would pass for evidence of its end (`resume_topic` does it).
+    // export continues across them — in cold first, then in the WAL, whose gap marker or
+    // new segment file at `next` is itself evidence of the end: once it is written, a
+    // later recovery no longer sees these offsets as lost, so nothing may fail after it
+    // (a failed open reports nothing). Not for a topic whose end is unknown: that evidence
+    // would lift its fence (`resume_topic` records them).
     if !report.end_unknown {
-        skip_wal_to(tiers, topic, next).await?;
-    }
-    let wal_first = match tiers.hot.range(topic).await? {
-        r if r.is_empty() => next,
-        r => r.start,
-    };
-    if !report.end_unknown {
+        let wal_first = match tiers.hot.range(topic).await? {
+            r if r.is_empty() => next,
+            r => r.start,
+        };
         record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
+        skip_wal_to(tiers, topic, next).await?;
     }
 
     // What warm must be sent, and the commit point to start from.

@@ -1018,3 +1018,48 @@ async fn a_lost_wal_then_a_lost_state_directory_never_reuses_offsets() {
     drop(topic);
     store.close().await;
 }
+
+/// An open that fails half-way must report its losses the next time (the simulation's
+/// seed 9015). A lost WAL leaves [5, 19) held by no tier; the first open cannot record
+/// the gap in cold (its PUT fails) and fails. Had it already started the WAL at 19, the
+/// next open would see an intact WAL ending there and report nothing: the loss was never
+/// reported to anyone.
+#[tokio::test]
+async fn a_failed_open_records_nothing_that_hides_its_losses_from_the_next() {
+    use tier_cold::testing::{Faults, FaultyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let config = ColdConfig::local(dir.path().join("cold"));
+    let faulty = Arc::new(FaultyStore::new(config.build_store().unwrap(), Faults::default()));
+    let cold = Arc::new(ColdTier::with_store(faulty.clone(), config).unwrap());
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 5, 5).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 5, 19, 7).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    cold.refresh(&name()).await.unwrap(); // the listing is cached: only the gap's PUT is left to fail
+    faulty.set_faults(Faults { fail_after_calls: Some(0), ..Faults::default() });
+    let opened = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .router(router(WarmFailurePolicy::Fail))
+        .background(false)
+        .cold(cold.clone())
+        .open()
+        .await
+        .unwrap();
+    let err = opened.recover_topic(T).await.expect_err("cold refuses the gap marker");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    opened.close().await;
+
+    faulty.set_faults(Faults::default());
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let report = store.recover_topic(T).await.unwrap();
+    let reported: Vec<_> = report.lost.iter().chain(&report.maybe_lost).copied().collect();
+    assert!(reported.iter().any(|l| l.start <= 5 && l.end >= 19), "the loss is reported: {report:?}");
+    store.close().await;
+}

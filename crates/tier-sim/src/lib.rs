@@ -188,4 +188,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                where it continued and the topic restarted at 0",
         invariant: model::inv::TWO_CONTENTS,
     },
+    Regression {
+        seed: 9015,
+        keep: &[103, 105, 111, 117, 118],
+        case: "session 5 (fa35c93): a lost WAL; the open fails recording the gap in cold after starting the WAL past \
+               the loss, and the next open reports nothing",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
