@@ -36,7 +36,7 @@ use tier_core::{
 use tracing::{error, info, warn};
 
 use crate::config::WarmFailurePolicy;
-use crate::state::{ReservationFile, read_checkpoint, read_reservation};
+use crate::state::{ReservationFile, read_checkpoint, read_fence, read_reservation, write_fence};
 use crate::store::Tiers;
 
 /// What opening a topic found and did.
@@ -111,6 +111,7 @@ pub(crate) async fn recover_topic(
     let hot = tiers.hot.range(topic).await?;
     let checkpoint = read_checkpoint(state_dir, topic)?;
     let reservation = read_reservation(state_dir, topic)?;
+    let fence = read_fence(state_dir, topic)?;
     // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
     // reservation may have been acknowledged, and warm may hold them.
     let wal_unsure = reservation.as_ref().is_some_and(|res| {
@@ -236,14 +237,35 @@ pub(crate) async fn recover_topic(
         next = cold_continues;
     }
 
-    // Nothing survived that bounds the acknowledged end.
-    if no_local_evidence && other_tier_holds && !warm_bounds_acks {
+    // Nothing survived that bounds the acknowledged end: the WAL and the state files are
+    // gone while another tier says the topic existed, or the state files are gone and the
+    // WAL cannot vouch for its end (appends were not fsynced: a power cut may have taken
+    // acknowledged records, and no reservation says how many). Or an earlier recovery
+    // found that and no operator has resumed the topic since (its fence file).
+    let wal_unvouched = !wal_lost
+        && checkpoint.is_none()
+        && reservation.is_none()
+        && tiers.hot.config().fsync != tier_hot::FsyncPolicy::Always;
+    if let Some(at_least) = fence
+        && at_least > next
+    {
+        // The tiers held up to `at_least` when the topic was fenced; they hold less now.
+        report.maybe_lost.push(OffsetRange::new(next, at_least));
+        next = at_least;
+    }
+    if fence.is_some() || ((no_local_evidence && other_tier_holds) || wal_unvouched) && !warm_bounds_acks {
         report.end_unknown = true;
         error!(
             topic = %topic, next,
-            "recovery: the WAL and the router's state files are gone: nothing bounds the offsets acknowledged \
-             beyond {next}; appends are refused until an operator resumes the topic (tierlog recover --resume-at)"
+            "recovery: the WAL cannot vouch for its end and the router's state files are gone: nothing bounds \
+             the offsets acknowledged beyond {next}; appends are refused until an operator resumes the topic \
+             (tierlog recover --resume-at)"
         );
+        if fence.is_none() {
+            // The evidence that made this decision may not survive the next restart
+            // (an unsynced WAL tail): the fence must.
+            write_fence(state_dir, topic, next)?;
+        }
     }
 
     // The WAL continues at `next`: record the skipped offsets so reads name them and the

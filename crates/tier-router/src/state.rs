@@ -1,5 +1,6 @@
 //! The router's per-topic state files under `state_dir`: the checkpointed commit point
-//! (`<topic>.end`) and the durable offset reservation (`<topic>.reserved`), and the
+//! (`<topic>.end`), the durable offset reservation (`<topic>.reserved`), the fence of a
+//! topic whose acknowledged end is unknown (`<topic>.fenced`), and the
 //! identity of the running OS boot that tells recovery whether the page cache survived.
 //!
 //! Both files are written to a temporary file, synced, renamed over the old one and the
@@ -18,6 +19,8 @@ use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
 const CHECKPOINT: &str = "end";
 /// The suffix of reservation files.
 const RESERVATION: &str = "reserved";
+/// The suffix of fence files.
+const FENCE: &str = "fenced";
 
 /// A durable offset reservation as found on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +81,38 @@ pub(crate) fn read_reservation(
     let boot = words.next().map(str::to_owned);
     let durable = words.next() == Some("durable");
     Ok(Some(ReservationFile { offset, boot, durable }))
+}
+
+/// The fence of `topic` (`<state_dir>/<topic>.fenced`), if any: recovery found its
+/// acknowledged end unknown, and the offset it found everything any tier holds to end at.
+/// The file keeps the topic fenced across restarts until an operator resumes it — nothing
+/// else does where the evidence that made recovery fence it is gone by the next restart
+/// (an unsynced WAL tail after a power cut).
+pub(crate) fn read_fence(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
+    let Some((path, text)) = read_state(state_dir, topic, FENCE)? else { return Ok(None) };
+    parse_offset(topic, &path, FENCE, text.trim()).map(Some)
+}
+
+/// Records that `topic`'s acknowledged end is unknown beyond `at_least`, durably.
+pub(crate) fn write_fence(state_dir: &Path, topic: &TopicName, at_least: Offset) -> Result<(), TierError> {
+    write_state(state_dir, topic, FENCE, &at_least.to_string())
+}
+
+/// Removes `topic`'s fence file (an operator resumed it), durably.
+pub(crate) fn remove_fence(state_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
+    let path = state_path(state_dir, topic, FENCE);
+    let io = |what: &str, e: std::io::Error| {
+        TierError::unavailable(ctx(topic).location(path.display().to_string()), what.to_owned())
+            .with_source(e)
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("removing the fence file", e)),
+    }
+    std::fs::File::open(state_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|e| io("syncing the state directory", e))
 }
 
 /// Records `end` as `topic`'s commit point, durably.

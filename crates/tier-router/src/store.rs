@@ -17,7 +17,7 @@ use crate::backend::{ColdBackend, WarmBackend};
 use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
-use crate::state::{current_boot_id, write_checkpoint};
+use crate::state::{current_boot_id, remove_fence, write_checkpoint};
 use crate::topic::Topic;
 use crate::writer::{Command, Reservation, Writer};
 
@@ -306,6 +306,12 @@ impl TieredStore {
         let tx = core.tx.lock().clone().ok_or_else(closed)?;
         tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;
         let skipped = answer.await.map_err(|_| closed())??;
+        // The writer reserved `at` durably: that is the evidence of the end from now on.
+        let state_dir = self.inner.state_dir.clone();
+        let fence_topic = name.clone();
+        tokio::task::spawn_blocking(move || remove_fence(&state_dir, &fence_topic))
+            .await
+            .map_err(|e| TierError::internal(ctx(), format!("fence task: {e}")))??;
         let mut report = core.report.lock();
         if !skipped.is_empty() {
             report.maybe_lost.push(skipped);
@@ -409,9 +415,10 @@ impl TieredStore {
         writer.settle_backlog().await;
         if recovered.report.end_unknown {
             writer.fence(format!(
-                "the WAL and the router's state files of topic '{name}' were lost: nothing bounds the offsets \
-                 acknowledged beyond {next}, which would be reused; resume the topic at an offset at or beyond \
-                 the last one acknowledged (TieredStore::resume_topic, tierlog recover --topic {name} --resume-at N)"
+                "the router's state files of topic '{name}' were lost and the WAL cannot vouch for its end: nothing \
+                 bounds the offsets acknowledged beyond {next}, which would be reused; resume the topic at an offset \
+                 at or beyond the last one acknowledged (TieredStore::resume_topic, tierlog recover --topic {name} \
+                 --resume-at N)"
             ));
         }
         writer.cover_recovered_end().await?;

@@ -558,8 +558,8 @@ async fn a_lost_data_directory_before_the_first_export_never_reuses_offsets() {
 /// only in the page cache; the process dies and the state directory (the reservation) is
 /// lost; the store reopens in the same boot, where the page cache still holds the WAL.
 /// Then the power goes: the WAL loses its unsynced records. The reopened topic must have
-/// made its end durable again at once — a fresh reservation covering [0, 30) — so the
-/// next boot reports the range and never hands out those offsets again.
+/// kept durable evidence at once — its fence at 30 — so the next boot never hands out
+/// those offsets again, and the operator's resume reports them.
 #[tokio::test]
 async fn a_lost_state_directory_then_a_power_cut_never_reuses_acknowledged_offsets() {
     let dir = tempfile::tempdir().unwrap();
@@ -583,22 +583,31 @@ async fn a_lost_state_directory_then_a_power_cut_never_reuses_acknowledged_offse
     drop(store);
     std::fs::remove_dir_all(dir.path().join("router")).unwrap();
 
-    // The same boot: the page cache kept the WAL.
+    // The same boot: the page cache kept the WAL, but with no state file nothing says so
+    // (or how far acknowledgements went): the topic is fenced at the WAL's end.
     let store = open_in("boot-1").await.unwrap();
-    assert_eq!(store.recover_topic(T).await.unwrap().next_offset, 30);
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown && report.next_offset == 30, "{report:?}");
     store.abort().await;
     drop(store);
     // The power cut: nothing of the WAL was fsynced.
     std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(header_only).unwrap();
 
+    // The fence outlives the WAL's tail (its file in the state directory): still fenced,
+    // never below 30, until the operator resumes; the skipped range is then reported.
     let store = open_in("boot-2").await.unwrap();
     let report = store.recover_topic(T).await.unwrap();
     assert_eq!(report.hot, r(0, 0), "{report:?}");
+    assert!(report.end_unknown, "{report:?}");
     assert!(report.next_offset >= 30, "acknowledged offsets [0, 30) would be reused: {report:?}");
     assert!(
         report.maybe_lost.iter().any(|l| l.start == 0 && l.end >= 30),
         "the range is reported: {report:?}"
     );
+    store.resume_topic(T, report.next_offset).await.unwrap();
+    store.close().await;
+    let store = open_in("boot-2").await.unwrap();
+    assert!(!store.recover_topic(T).await.unwrap().end_unknown, "resuming removed the fence");
     store.close().await;
 }
 
@@ -1010,9 +1019,13 @@ async fn a_lost_wal_then_a_lost_state_directory_never_reuses_offsets() {
     drop(store);
     std::fs::remove_dir_all(dir.path().join("router")).unwrap();
 
+    // The WAL's file says where it continued; with appends not fsynced and no state file
+    // left, it cannot say what was acknowledged after that: fenced, at or past it.
     let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
     let second = store.recover_topic(T).await.unwrap();
+    assert!(second.end_unknown, "{second:?}");
     assert_eq!(second.next_offset, first.next_offset, "the WAL recorded where it continues: {second:?}");
+    store.resume_topic(T, second.next_offset).await.unwrap();
     let topic = store.topic(T).await.unwrap();
     assert_eq!(topic.append(vec![rec(0)]).await.unwrap().start, first.next_offset);
     drop(topic);
@@ -1061,5 +1074,35 @@ async fn a_failed_open_records_nothing_that_hides_its_losses_from_the_next() {
     let report = store.recover_topic(T).await.unwrap();
     let reported: Vec<_> = report.lost.iter().chain(&report.maybe_lost).copied().collect();
     assert!(reported.iter().any(|l| l.start <= 5 && l.end >= 19), "the loss is reported: {report:?}");
+    store.close().await;
+}
+
+/// A power cut, then the state directory lost before the store opened again (the
+/// simulation's seed 9325, where warm was down so the first open was refused). `fsync =
+/// never`: [0, 30) acknowledged, the WAL keeps [0, 10). With no reservation left, the WAL
+/// cannot vouch for its end: the topic must not continue at 10.
+#[tokio::test]
+async fn a_power_cut_then_a_lost_state_directory_fences_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 30, 10).await;
+    let seg = common_active_segment(&dir.path().join("hot"));
+    let cut = batch_ends(&store).await[&10];
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(cut).unwrap();
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.hot, r(0, 10));
+    assert!(report.end_unknown, "nothing bounds what was acknowledged after 10: {report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(10)]).await.unwrap_err().kind(), ErrorKind::Fenced);
+    store.resume_topic(T, 30).await.unwrap();
+    assert_eq!(topic.append(vec![rec(30)]).await.unwrap(), r(30, 31));
+    drop(topic);
     store.close().await;
 }

@@ -195,4 +195,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                the loss, and the next open reports nothing",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 9325,
+        keep: &[84, 85, 86, 88, 90, 93],
+        case: "session 5 (7bdcdaa): degrade, fsync never, a power cut, the open refused (warm down), the state \
+               directory lost: the WAL's cut-back end was taken as exact and acknowledged offsets reused",
+        invariant: model::inv::TWO_CONTENTS,
+    },
 ];
