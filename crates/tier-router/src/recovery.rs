@@ -268,20 +268,14 @@ pub(crate) async fn recover_topic(
         }
     }
 
-    // The WAL continues at `next`: record the skipped offsets so reads name them and the
-    // export continues across them — in cold first, then in the WAL, whose gap marker or
-    // new segment file at `next` is itself evidence of the end: once it is written, a
-    // later recovery no longer sees these offsets as lost, so nothing may fail after it
-    // (a failed open reports nothing). Not for a topic whose end is unknown: that evidence
-    // would lift its fence (`resume_topic` records them).
-    if !report.end_unknown {
-        let wal_first = match tiers.hot.range(topic).await? {
-            r if r.is_empty() => next,
-            r => r.start,
-        };
-        record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
-        skip_wal_to(tiers, topic, next).await?;
-    }
+    // What the WAL holds once it continues at `next` (recorded at the end, below).
+    let wal = tiers.hot.range(topic).await?;
+    let skip_wal = !report.end_unknown && wal.end < next;
+    let wal_now = match (skip_wal, wal.is_empty()) {
+        (false, _) => wal,
+        (true, true) => OffsetRange::empty_at(next),
+        (true, false) => OffsetRange::new(wal.start, next),
+    };
 
     // What warm must be sent, and the commit point to start from.
     let degrade = tiers.config.warm_failure_policy == WarmFailurePolicy::Degrade;
@@ -289,14 +283,13 @@ pub(crate) async fn recover_topic(
     let mut backlog = Vec::new();
     if let Some(w) = warm {
         // Warm must continue where the WAL ends (or, empty, where it takes over).
-        let target = tiers.hot.range(topic).await?.end.max(if wal_lost { next } else { 0 });
+        let target = wal_now.end.max(if wal_lost { next } else { 0 });
         // Under `fail`, only what is known committed stays committed: the checkpoint, or,
         // without one, where warm starts (below it warm trimmed, so those were committed).
         // Warm may hold a batch whose confirmation fell short — a `WAIT` that timed out
         // lands the entry on the primary — so what it holds after that point is confirmed
         // again (an identical re-append only waits for the replicas), whether the WAL
         // survived or was replayed from warm.
-        let wal_now = tiers.hot.range(topic).await?;
         let checkpointed = match checkpoint {
             Some(cp) => cp,
             None if !w.is_empty() => w.start,
@@ -337,6 +330,21 @@ pub(crate) async fn recover_topic(
         }
         if !degrade && unconfirmed < target {
             committed = unconfirmed;
+        }
+    }
+
+    // The WAL continues at `next`: record the skipped offsets so reads name them and the
+    // export continues across them — in cold first, then in the WAL, whose gap marker or
+    // new segment file at `next` is itself evidence of the end: once it is written, a
+    // later recovery no longer sees these offsets as lost, so it is the last thing that
+    // can fail (a failed open reports nothing; the next one must find the same losses).
+    // Not for a topic whose end is unknown: that evidence would lift its fence
+    // (`resume_topic` records them).
+    if !report.end_unknown {
+        let wal_first = if wal.is_empty() { next } else { wal.start };
+        record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
+        if skip_wal {
+            skip_wal_to(tiers, topic, next).await?;
         }
     }
 

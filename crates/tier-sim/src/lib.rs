@@ -202,4 +202,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                directory lost: the WAL's cut-back end was taken as exact and acknowledged offsets reused",
         invariant: model::inv::TWO_CONTENTS,
     },
+    Regression {
+        seed: 11735,
+        keep: &[10, 17, 18, 23, 25, 27, 32, 33, 34],
+        case: "session 5 (f1eb162): a lost WAL; the open fails reading cold for warm's back-fill after the WAL was \
+               already started past the loss, and the next open reports nothing",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
