@@ -408,6 +408,14 @@ impl TieredStore {
             durable,
         );
         let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
+        // Warm's back-fill stopped short of the WAL's end (offsets no tier holds lie in
+        // between): until warm is continued, WAL retention keeps what warm lacks.
+        if let Some(warm) = recovered.report.warm.filter(|w| !w.is_empty()) {
+            let reached = recovered.backlog.last().map_or(warm.end, |b| b.end_offset().max(warm.end));
+            if reached < next {
+                writer.hold_warm_floor(reached);
+            }
+        }
         writer.queue_backlog(recovered.backlog);
         if recovered.report.warm_unreachable {
             writer.warm_unknown();

@@ -135,6 +135,10 @@ pub(crate) struct Writer {
     /// [`Command::Resume`].
     fenced: Option<String>,
     reservation: Reservation,
+    /// Warm lacks the WAL's records from here and no batch queued for it says so (its
+    /// back-fill stopped at offsets no tier holds): the warm floor stays at or below it
+    /// until warm is continued ([`continue_warm`](Self::continue_warm)).
+    warm_hold: Option<Offset>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -164,7 +168,14 @@ impl Writer {
             warm_floor: Arc::new(AtomicU64::new(u64::MAX)),
             fenced: None,
             reservation,
+            warm_hold: None,
         }
+    }
+
+    /// Keeps the warm floor at or below `at` (see the field `warm_hold`).
+    pub(crate) fn hold_warm_floor(&mut self, at: Offset) {
+        self.warm_hold = Some(at);
+        self.publish_warm_floor();
     }
 
     /// The offset WAL retention must not delete beyond (see the field `warm_floor`).
@@ -195,6 +206,7 @@ impl Writer {
         } else {
             self.pending.iter().find(|p| !p.in_warm).map_or(self.next, |p| p.batch.base_offset())
         };
+        let floor = self.warm_hold.map_or(floor, |hold| floor.min(hold));
         self.warm_floor.store(floor, Ordering::Release);
     }
 
@@ -587,6 +599,7 @@ impl Writer {
                 self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
             }
             info!(topic = %self.topic, warm = %held, "queued the records warm lacks before the next batch");
+            self.warm_hold = None;
             return Ok(true);
         }
         if let Some(only) = self.only_in_warm(held).await? {
@@ -600,6 +613,9 @@ impl Writer {
         // Restart where the last offsets no tier holds end (a gap the WAL recorded), and
         // send warm what the WAL holds from there, so that warm keeps holding every record
         // after the gap (it is what a lost WAL is replayed from); else at the batch itself.
+        // The WAL's own start counts as a gap's end: retention may have deleted the
+        // segments before the gap, and its marker with them.
+        let wal_start = self.tiers.hot.range(&self.topic).await?.start;
         let after_gap = self
             .tiers
             .hot
@@ -607,6 +623,7 @@ impl Writer {
             .iter()
             .filter(|g| g.start < first && g.end > hole.start)
             .map(|g| g.end.min(first))
+            .chain((hole.start < wal_start && wal_start < first).then_some(wal_start))
             .max();
         let mut restart = first;
         let mut fill = Vec::new();
@@ -630,6 +647,7 @@ impl Writer {
         for (i, batch) in fill.into_iter().enumerate() {
             self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
         }
+        self.warm_hold = None;
         Ok(true)
     }
 

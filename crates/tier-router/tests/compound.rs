@@ -1106,3 +1106,44 @@ async fn a_power_cut_then_a_lost_state_directory_fences_the_topic() {
     drop(topic);
     store.close().await;
 }
+
+/// WAL retention while warm lags behind a gap (the simulation's seed 11800). As above:
+/// warm holds [0, 20), the WAL continues past a reported loss at `next`, and
+/// [next, next + 10) reached only the WAL (warm down, `degrade`). After a restart warm's
+/// back-fill stops at the gap, so nothing queued says warm lacks [next, next + 10); WAL
+/// retention must still keep it until warm is continued — it is the only copy.
+#[tokio::test]
+async fn wal_retention_keeps_what_warm_lacks_behind_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let open_degrade =
+        || open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
+    let store = open_degrade().await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = open_degrade().await;
+    let next = store.recover_topic(T).await.unwrap().next_offset;
+    let topic = store.topic(T).await.unwrap();
+    warm.fail_fraction(1.0);
+    append_range(&topic, next, next + 10, 5).await;
+    drop(topic);
+    store.close().await;
+
+    warm.clear();
+    let store = open_degrade().await;
+    let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    store.hot().rotate(&name()).await.unwrap();
+    store.run_retention_now(later).await.unwrap();
+    assert_eq!(served_at(&store, next).await, Some(rec(next).payload), "the WAL kept what warm lacks");
+    let topic = store.topic(T).await.unwrap();
+    topic.append(vec![rec(next + 10)]).await.unwrap();
+    topic.flush().await.expect("warm continues after the gap");
+    assert_eq!(warm.inner().range(&name()).await.unwrap(), r(next, next + 11));
+    drop(topic);
+    store.close().await;
+}

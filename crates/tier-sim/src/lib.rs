@@ -209,4 +209,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                already started past the loss, and the next open reports nothing",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 11800,
+        keep: &[32, 33, 47, 48, 63, 64, 70, 73, 75, 76, 79],
+        case: "session 5 (2cc9015): degrade, warm behind a WAL gap after a restart, nothing queued for it: WAL \
+               retention deleted records only the WAL held",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
