@@ -1,9 +1,9 @@
 //! `cargo xtask test`: everything CI checks, in order, each step timed.
 //!
-//! Lint steps (deps, fmt, clippy, rustdoc, deny, feature builds) fail fast: after the first failure
-//! the rest are reported as skipped (unless `--keep-going`). The test steps (workspace
-//! tests against shared servers, a 60-second simulation run, doctests, a short fuzz run,
-//! the quick chaos run) all run even if one fails.
+//! Lint steps (deps, fmt, clippy, rustdoc, deny, feature builds) fail fast: after the
+//! first failure the rest are reported as skipped (unless `--keep-going`). The test steps
+//! (workspace tests against shared servers, a 60-second simulation run, doctests, the
+//! examples, a short fuzz run, the quick chaos run) all run even if one fails.
 //! The summary table is always printed, and its very last line is `N passed, N failed`.
 
 use std::{
@@ -86,7 +86,7 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> Result<ExitCode> {
     if lints_ok || args.keep_going {
         run_tests(&mut run, args.fuzz_secs);
     } else {
-        for name in ["servers", "tests", "sim", "doctests", "fuzz", "chaos"] {
+        for name in ["servers", "tests", "sim", "doctests", "examples", "fuzz", "chaos"] {
             run.skip(name, "a lint step failed");
         }
     }
@@ -251,6 +251,19 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
     });
     run.count(&doc_tally);
 
+    // The examples a developer embedding the store starts from: each runs to completion.
+    run.step("examples", || {
+        let mut details = Vec::new();
+        let mut ok = true;
+        for (package, example) in EXAMPLES {
+            let passed =
+                cmd::run(&mut cargo(&["run", "--quiet", "-p", package, "--example", example])).is_ok();
+            ok &= passed;
+            details.push(format!("{package} --example {example}: {}", if passed { "ok" } else { "FAILED" }));
+        }
+        Ok(StepResult { ok, details })
+    });
+
     let mut fuzz_tally = TestTally::default();
     run.step("fuzz", || {
         let outcome = fuzz::run(fuzz_secs)?;
@@ -266,6 +279,9 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
         Ok(StepResult { ok: captured.status.success(), details: chaos::summary_lines(&captured) })
     });
 }
+
+/// The examples `cargo xtask test` runs: (package, example).
+const EXAMPLES: &[(&str, &str)] = &[("tier-router", "embed")];
 
 /// The whole workspace's tests (nextest when installed, else `cargo test`), with the
 /// shared servers' addresses in the environment.
