@@ -196,6 +196,11 @@ pub(crate) async fn recover_topic(
             replayed_unconfirmed = kept;
         }
     }
+    // A lost WAL and a warm stream that is empty but starts above cold's end (it was
+    // trimmed or restarted past offsets the WAL held then): no tier holds those offsets.
+    if wal_lost && warm_r.is_empty() && warm_r.start > cold_r.end {
+        report.lost.push(OffsetRange::new(cold_r.end, warm_r.start));
+    }
     // Offsets are never reused: continue after everything any tier holds.
     let mut next = hot.end.max(warm_r.end).max(cold_r.end);
 

@@ -1147,3 +1147,29 @@ async fn wal_retention_keeps_what_warm_lacks_behind_a_gap() {
     drop(topic);
     store.close().await;
 }
+
+/// A lost WAL while warm's stream is empty but starts above cold's end (the simulation's
+/// seed 20066: warm had been restarted past a gap, dropping records the WAL held then;
+/// the WAL is lost later). Nothing holds [0, 8) any more: it is reported lost.
+#[tokio::test]
+async fn a_lost_wal_below_an_empty_restarted_warm_reports_the_offsets_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 8, 4).await;
+    drop(topic);
+    store.close().await;
+    WarmBackend::restart_at(warm.as_ref(), &name(), 20).await.unwrap();
+    assert_eq!(warm.range(&name()).await.unwrap(), r(8, 8), "empty, remembering its end");
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    let reported: Vec<_> = report.lost.iter().chain(&report.maybe_lost).copied().collect();
+    assert!(reported.iter().any(|l| l.start == 0 && l.end >= 8), "[0, 8) is held by no tier: {report:?}");
+    assert!(report.next_offset >= 8, "{report:?}");
+    store.close().await;
+}

@@ -216,4 +216,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                retention deleted records only the WAL held",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 20066,
+        keep: &[101, 102, 103, 112, 115, 116, 121],
+        case: "session 5 (99e0c22): degrade, warm restarted past a gap (dropping what the WAL held), then the WAL \
+               lost: the offsets below warm's empty stream went unreported",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
