@@ -106,10 +106,16 @@ async fn check_objects(
             r.fail(format!("{phase}: a time marker for {marker:?} has no segment object"));
         }
     }
-    if metas.len() != ranges.len() + markers.len() {
+    // At most one topic marker (written before the topic's first offset was handed out).
+    let topic_markers =
+        metas.iter().filter(|m| m.location.filename() == Some(tier_cold::layout::TOPIC_MARKER)).count();
+    if topic_markers > 1 {
+        r.fail(format!("{phase}: {topic_markers} topic markers"));
+    }
+    if metas.len() != ranges.len() + markers.len() + topic_markers {
         r.fail(format!(
-            "{phase}: {} objects that are neither segments nor time markers",
-            metas.len() - ranges.len() - markers.len()
+            "{phase}: {} objects that are neither segments, time markers nor the topic marker",
+            metas.len() - ranges.len() - markers.len() - topic_markers
         ));
     }
     Ok(ranges.len())
