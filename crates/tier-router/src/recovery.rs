@@ -114,9 +114,15 @@ pub(crate) async fn recover_topic(
     let fence = read_fence(state_dir, topic)?;
     // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
     // reservation may have been acknowledged, and warm may hold them.
+    // So it cannot either with no state file at all when appends were not fsynced, or
+    // once a recovery fenced the topic.
     let wal_unsure = reservation.as_ref().is_some_and(|res| {
         res.offset > hot.end && (!res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
-    });
+    }) || (hot.end > 0
+        && checkpoint.is_none()
+        && reservation.is_none()
+        && tiers.hot.config().fsync != tier_hot::FsyncPolicy::Always)
+        || fence.is_some();
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
         Some(w) => match w.range(topic).await {

@@ -223,4 +223,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                lost: the offsets below warm's empty stream went unreported",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 30000671,
+        keep: &[69, 70, 73, 74, 75, 84, 98, 99],
+        case: "session 5 (a power cut and a lost state directory with warm down, degrade): the store opened \
+               without warm, which alone held acknowledged records, and the resume skipped them",
+        invariant: model::inv::MISSING,
+    },
 ];
