@@ -36,7 +36,10 @@ use tier_core::{
 use tracing::{error, info, warn};
 
 use crate::config::WarmFailurePolicy;
-use crate::state::{ReservationFile, read_checkpoint, read_fence, read_reservation, write_fence};
+use crate::state::{
+    PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation, write_fence,
+    write_losses,
+};
 use crate::store::Tiers;
 
 /// What opening a topic found and did.
@@ -112,6 +115,8 @@ pub(crate) async fn recover_topic(
     let checkpoint = read_checkpoint(state_dir, topic)?;
     let reservation = read_reservation(state_dir, topic)?;
     let fence = read_fence(state_dir, topic)?;
+    // Losses an earlier recovery found whose open did not complete: reported again.
+    let pending = read_losses(state_dir, topic)?;
     // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
     // reservation may have been acknowledged, and warm may hold them.
     // So it cannot either with no state file at all when appends were not fsynced, or
@@ -197,6 +202,9 @@ pub(crate) async fn recover_topic(
                 WarmFailurePolicy::Fail => Some(checkpoint.unwrap_or(warm_r.start)),
                 WarmFailurePolicy::Degrade => None,
             };
+            // Replaying puts records in the WAL: the next recovery would see it hold the
+            // topic. The losses found so far are kept first.
+            keep_losses(state_dir, topic, &report, &pending)?;
             let (range, kept) = replay(tiers, topic, from, hot, keep_after).await?;
             report.replayed = Some(range);
             replayed_unconfirmed = kept;
@@ -275,6 +283,7 @@ pub(crate) async fn recover_topic(
         if fence.is_none() {
             // The evidence that made this decision may not survive the next restart
             // (an unsynced WAL tail): the fence must.
+            keep_losses(state_dir, topic, &report, &pending)?;
             write_fence(state_dir, topic, next)?;
         }
     }
@@ -352,6 +361,7 @@ pub(crate) async fn recover_topic(
     // Not for a topic whose end is unknown: that evidence would lift its fence
     // (`resume_topic` records them).
     if !report.end_unknown {
+        keep_losses(state_dir, topic, &report, &pending)?;
         let wal_first = if wal.is_empty() { next } else { wal.start };
         record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
         if skip_wal {
@@ -360,6 +370,16 @@ pub(crate) async fn recover_topic(
     }
 
     report.next_offset = next;
+    for range in pending.lost {
+        if !report.lost.contains(&range) {
+            report.lost.push(range);
+        }
+    }
+    for range in pending.maybe_lost {
+        if !report.maybe_lost.contains(&range) {
+            report.maybe_lost.push(range);
+        }
+    }
     for range in &report.lost {
         error!(topic = %topic, lost = %range, "recovery: these offsets are held by no tier and are lost");
     }
@@ -373,6 +393,29 @@ pub(crate) async fn recover_topic(
         info!(topic = %topic, report = ?report, "recovered topic");
     }
     Ok(Recovered { report, backlog, committed, reservation })
+}
+
+/// Records the losses found so far (and those of an earlier recovery that did not
+/// complete) in the state directory before recovery writes anything that would hide them
+/// from the next one; the store removes the file once the topic is open.
+fn keep_losses(
+    state_dir: &std::path::Path,
+    topic: &TopicName,
+    report: &RecoveryReport,
+    pending: &PendingLosses,
+) -> Result<(), TierError> {
+    let mut losses = pending.clone();
+    for r in &report.lost {
+        if !losses.lost.contains(r) {
+            losses.lost.push(*r);
+        }
+    }
+    for r in &report.maybe_lost {
+        if !losses.maybe_lost.contains(r) {
+            losses.maybe_lost.push(*r);
+        }
+    }
+    write_losses(state_dir, topic, &losses)
 }
 
 /// Makes sure cold's topic marker ([`ColdBackend::record_topic`](crate::ColdBackend::record_topic))

@@ -1,6 +1,7 @@
 //! The router's per-topic state files under `state_dir`: the checkpointed commit point
 //! (`<topic>.end`), the durable offset reservation (`<topic>.reserved`), the fence of a
-//! topic whose acknowledged end is unknown (`<topic>.fenced`), and the
+//! topic whose acknowledged end is unknown (`<topic>.fenced`), the losses a recovery found
+//! until its topic opened (`<topic>.losses`), and the
 //! identity of the running OS boot that tells recovery whether the page cache survived.
 //!
 //! Both files are written to a temporary file, synced, renamed over the old one and the
@@ -21,6 +22,73 @@ const CHECKPOINT: &str = "end";
 const RESERVATION: &str = "reserved";
 /// The suffix of fence files.
 const FENCE: &str = "fenced";
+/// The suffix of the file of losses a recovery found and has not reported yet.
+const LOSSES: &str = "losses";
+
+/// Losses a recovery found, kept until the topic opened and the report was handed out:
+/// `lost` ranges (known acknowledged) and `maybe_lost` ranges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PendingLosses {
+    pub(crate) lost: Vec<tier_core::OffsetRange>,
+    pub(crate) maybe_lost: Vec<tier_core::OffsetRange>,
+}
+
+/// The losses an earlier recovery of `topic` found but whose open did not complete
+/// (`<state_dir>/<topic>.losses`; lines `lost <from> <to>` / `maybe <from> <to>`).
+pub(crate) fn read_losses(state_dir: &Path, topic: &TopicName) -> Result<PendingLosses, TierError> {
+    let Some((path, text)) = read_state(state_dir, topic, LOSSES)? else {
+        return Ok(PendingLosses::default());
+    };
+    let mut out = PendingLosses::default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [kind, from, to] = words[..] else {
+            return Err(TierError::corruption(
+                ctx(topic).location(path.display().to_string()),
+                format!("bad {LOSSES} line {line:?}"),
+            ));
+        };
+        let (from, to) = (parse_offset(topic, &path, LOSSES, from)?, parse_offset(topic, &path, LOSSES, to)?);
+        if to < from {
+            return Err(TierError::corruption(
+                ctx(topic).location(path.display().to_string()),
+                format!("bad {LOSSES} line {line:?}: the range ends before it starts"),
+            ));
+        }
+        let range = tier_core::OffsetRange::new(from, to);
+        match kind {
+            "lost" => out.lost.push(range),
+            _ => out.maybe_lost.push(range),
+        }
+    }
+    Ok(out)
+}
+
+/// Records `losses` for `topic` durably, before recovery changes anything that would hide
+/// them from the next recovery (replaying warm into the WAL, recording gaps): an open that
+/// fails after that reports them the next time. Nothing is written for no losses.
+pub(crate) fn write_losses(
+    state_dir: &Path,
+    topic: &TopicName,
+    losses: &PendingLosses,
+) -> Result<(), TierError> {
+    if losses.lost.is_empty() && losses.maybe_lost.is_empty() {
+        return Ok(());
+    }
+    let mut text = String::new();
+    for r in &losses.lost {
+        text.push_str(&format!("lost {} {}\n", r.start, r.end));
+    }
+    for r in &losses.maybe_lost {
+        text.push_str(&format!("maybe {} {}\n", r.start, r.end));
+    }
+    write_state(state_dir, topic, LOSSES, &text)
+}
+
+/// Removes `topic`'s pending losses: the topic opened and its report was handed out.
+pub(crate) fn remove_losses(state_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
+    remove_state(state_dir, topic, LOSSES)
+}
 
 /// A durable offset reservation as found on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,7 +168,12 @@ pub(crate) fn write_fence(state_dir: &Path, topic: &TopicName, at_least: Offset)
 
 /// Removes `topic`'s fence file (an operator resumed it), durably.
 pub(crate) fn remove_fence(state_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
-    let path = state_path(state_dir, topic, FENCE);
+    remove_state(state_dir, topic, FENCE)
+}
+
+/// Removes `topic`'s state file of `kind`, if any, durably.
+fn remove_state(state_dir: &Path, topic: &TopicName, kind: &str) -> Result<(), TierError> {
+    let path = state_path(state_dir, topic, kind);
     let io = |what: &str, e: std::io::Error| {
         TierError::unavailable(ctx(topic).location(path.display().to_string()), what.to_owned())
             .with_source(e)
@@ -108,7 +181,7 @@ pub(crate) fn remove_fence(state_dir: &Path, topic: &TopicName) -> Result<(), Ti
     match std::fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io("removing the fence file", e)),
+        Err(e) => return Err(io("removing a state file", e)),
     }
     std::fs::File::open(state_dir)
         .and_then(|dir| dir.sync_all())
@@ -182,6 +255,26 @@ fn write_state(state_dir: &Path, topic: &TopicName, kind: &str, value: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_losses_round_trip_and_are_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let topic = TopicName::new("t").expect("topic");
+        assert_eq!(read_losses(dir.path(), &topic).expect("none"), PendingLosses::default());
+        write_losses(dir.path(), &topic, &PendingLosses::default()).expect("nothing to write");
+        assert!(!state_path(dir.path(), &topic, LOSSES).exists(), "no file for no losses");
+        let losses = PendingLosses {
+            lost: vec![tier_core::OffsetRange::new(5, 10)],
+            maybe_lost: vec![tier_core::OffsetRange::new(10, 1034), tier_core::OffsetRange::new(2000, 2010)],
+        };
+        write_losses(dir.path(), &topic, &losses).expect("write");
+        assert_eq!(read_losses(dir.path(), &topic).expect("read"), losses);
+        remove_losses(dir.path(), &topic).expect("remove");
+        remove_losses(dir.path(), &topic).expect("removing none is fine");
+        assert_eq!(read_losses(dir.path(), &topic).expect("gone"), PendingLosses::default());
+        std::fs::write(state_path(dir.path(), &topic, LOSSES), "lost 9 3\n").expect("write");
+        assert_eq!(read_losses(dir.path(), &topic).unwrap_err().kind(), tier_core::ErrorKind::Corruption);
+    }
 
     #[test]
     fn reservation_files_round_trip_and_old_ones_parse() {

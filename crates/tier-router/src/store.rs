@@ -17,7 +17,7 @@ use crate::backend::{ColdBackend, WarmBackend};
 use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
-use crate::state::{current_boot_id, remove_fence, write_checkpoint};
+use crate::state::{current_boot_id, remove_fence, remove_losses, write_checkpoint};
 use crate::topic::Topic;
 use crate::writer::{Command, Reservation, Writer};
 
@@ -442,6 +442,13 @@ impl TieredStore {
             warm_floor,
         });
         topics.insert(name.clone(), Arc::clone(&core));
+        // The report is handed out (and logged): the losses kept for it are done with.
+        let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
+        match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+            Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+        }
         Ok(core)
     }
 

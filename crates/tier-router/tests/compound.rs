@@ -1223,3 +1223,61 @@ async fn a_power_cut_and_a_lost_state_directory_with_warm_down_wait_for_warms_re
     assert_eq!(served_at(&store, next.start).await, Some(rec(100).payload));
     store.close().await;
 }
+
+/// An open that fails after replaying warm into the lost WAL (the simulation's seed
+/// 30000943): warm holds [10, 19) only (trimmed), cold [0, 5), so [5, 10) is held by no
+/// tier. The replay leaves the WAL holding [10, 19) before cold refuses the gap marker;
+/// the next open finds a WAL that holds the topic and would see no loss. The losses a
+/// recovery found are kept in the state directory until the topic opens.
+#[tokio::test]
+async fn a_failed_open_after_a_replay_reports_its_losses_the_next_time() {
+    use tier_cold::testing::{Faults, FaultyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let config = ColdConfig::local(dir.path().join("cold"));
+    let faulty = Arc::new(FaultyStore::new(config.build_store().unwrap(), Faults::default()));
+    let cold = Arc::new(ColdTier::with_store(faulty.clone(), config).unwrap());
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let open_both = || {
+        open(
+            dir.path(),
+            FsyncPolicy::Always,
+            WarmFailurePolicy::Degrade,
+            Some(warm.clone()),
+            Some(cold.clone()),
+        )
+    };
+    let store = open_both().await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 5, 5).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 5, 10, 5).await;
+    append_range(&topic, 10, 19, 9).await;
+    drop(topic);
+    store.close().await;
+    WarmBackend::trim_before(warm.as_ref(), &name(), 10).await.unwrap();
+    assert_eq!(warm.range(&name()).await.unwrap(), r(10, 19));
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    cold.refresh(&name()).await.unwrap();
+    faulty.set_faults(Faults { fail_after_calls: Some(0), ..Faults::default() });
+    let opened = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .router(router(WarmFailurePolicy::Degrade))
+        .background(false)
+        .warm(warm.clone())
+        .cold(cold.clone())
+        .open()
+        .await
+        .unwrap();
+    assert!(opened.recover_topic(T).await.is_err(), "cold refuses the gap marker");
+    opened.close().await;
+
+    faulty.set_faults(Faults::default());
+    let store = open_both().await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.lost.iter().any(|l| l.start <= 5 && l.end >= 10), "the loss is reported: {report:?}");
+    store.close().await;
+    let store = open_both().await;
+    assert!(store.recover_topic(T).await.unwrap().is_clean(), "once reported, not again");
+    store.close().await;
+}

@@ -230,4 +230,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                without warm, which alone held acknowledged records, and the resume skipped them",
         invariant: model::inv::MISSING,
     },
+    Regression {
+        seed: 30000943,
+        keep: &[125, 126, 127, 136, 137, 138, 140],
+        case: "session 5: a lost WAL; the open fails recording cold's gap after replaying warm into the WAL, and \
+               the next open, finding the WAL holding the topic, reports nothing",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
