@@ -957,23 +957,19 @@ async fn a_power_cut_with_warm_down_waits_for_warms_records() {
     store.close().await;
 }
 
-/// As above, but records were acknowledged after the gap while warm was down, and the store
-/// restarted before warm got them (recovery's back-fill stops at the gap). Warm restarts at
-/// the gap's end and is sent those records from the WAL, so it holds everything after the
-/// gap — what a later lost WAL is replayed from.
-#[tokio::test]
-async fn warm_restarts_at_the_end_of_the_gap_and_gets_the_records_after_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+/// `degrade`: warm holds [0, 20); the WAL is lost after a crash, so recovery replays warm
+/// and continues past a maybe-lost gap at the returned `next`; [next, next + 10) reaches
+/// only the WAL (warm down); clean close, warm back.
+async fn warm_behind_a_gap(dir: &Path, warm: &Arc<FaultyTier<MemoryTier>>) -> u64 {
     let open_degrade =
-        || open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
+        || open(dir, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
     let store = open_degrade().await;
     let topic = store.topic(T).await.unwrap();
     append_range(&topic, 0, 20, 10).await;
     store.abort().await;
     drop(topic);
     drop(store);
-    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    std::fs::remove_dir_all(dir.join("hot")).unwrap();
 
     let store = open_degrade().await;
     let next = store.recover_topic(T).await.unwrap().next_offset;
@@ -982,9 +978,21 @@ async fn warm_restarts_at_the_end_of_the_gap_and_gets_the_records_after_it() {
     append_range(&topic, next, next + 10, 5).await;
     drop(topic);
     store.close().await;
-
     warm.clear();
-    let store = open_degrade().await;
+    next
+}
+
+/// As above, but records were acknowledged after the gap while warm was down, and the store
+/// restarted before warm got them (recovery's back-fill stops at the gap). Warm restarts at
+/// the gap's end and is sent those records from the WAL, so it holds everything after the
+/// gap — what a later lost WAL is replayed from.
+#[tokio::test]
+async fn warm_restarts_at_the_end_of_the_gap_and_gets_the_records_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let next = warm_behind_a_gap(dir.path(), &warm).await;
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
     let topic = store.topic(T).await.unwrap();
     assert_eq!(topic.append(vec![rec(next + 10)]).await.unwrap(), r(next + 10, next + 11));
     topic.flush().await.expect("warm continues after the gap");
@@ -1116,26 +1124,9 @@ async fn a_power_cut_then_a_lost_state_directory_fences_the_topic() {
 async fn wal_retention_keeps_what_warm_lacks_behind_a_gap() {
     let dir = tempfile::tempdir().unwrap();
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
-    let open_degrade =
-        || open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
-    let store = open_degrade().await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 20, 10).await;
-    store.abort().await;
-    drop(topic);
-    drop(store);
-    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
-
-    let store = open_degrade().await;
-    let next = store.recover_topic(T).await.unwrap().next_offset;
-    let topic = store.topic(T).await.unwrap();
-    warm.fail_fraction(1.0);
-    append_range(&topic, next, next + 10, 5).await;
-    drop(topic);
-    store.close().await;
-
-    warm.clear();
-    let store = open_degrade().await;
+    let next = warm_behind_a_gap(dir.path(), &warm).await;
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
     let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
     store.hot().rotate(&name()).await.unwrap();
     store.run_retention_now(later).await.unwrap();
