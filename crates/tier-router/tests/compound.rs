@@ -67,6 +67,18 @@ fn faulty_warm() -> Arc<FaultyTier<MemoryTier>> {
     warm
 }
 
+/// A store on `dir` (`fsync = never`, `fail`) with `cold`: [0, `exported`) appended and
+/// exported, [`exported`, `end`) appended after it; closed cleanly.
+async fn exported_then_more(dir: &Path, cold: &Arc<ColdTier>, exported: u64, end: u64) {
+    let store = open(dir, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, exported, 10).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, exported, end, 10).await;
+    drop(topic);
+    store.close().await;
+}
+
 /// The payload served at `offset` (None: nothing within a moment, i.e. not readable).
 async fn served_at(store: &TieredStore, offset: u64) -> Option<bytes::Bytes> {
     let topic = store.topic(T).await.unwrap();
@@ -325,13 +337,7 @@ async fn a_lost_data_directory_never_silently_reuses_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let cold = local_cold(dir.path());
-    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 100, 10).await;
-    store.export_now(T).await.unwrap();
-    append_range(&topic, 100, 150, 10).await;
-    drop(topic);
-    store.close().await;
+    exported_then_more(&data, &cold, 100, 150).await;
     std::fs::remove_dir_all(&data).unwrap();
 
     let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
@@ -620,13 +626,7 @@ async fn a_lost_state_directory_then_a_power_cut_never_reuses_acknowledged_offse
 async fn a_second_lost_wal_after_a_trailing_gap_in_cold_lets_the_export_continue() {
     let dir = tempfile::tempdir().unwrap();
     let cold = local_cold(dir.path());
-    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 10, 10).await;
-    store.export_now(T).await.unwrap();
-    append_range(&topic, 10, 20, 10).await;
-    drop(topic);
-    store.close().await;
+    exported_then_more(dir.path(), &cold, 10, 20).await;
     std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
 
     let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
@@ -673,13 +673,7 @@ async fn a_resume_that_cold_refuses_for_a_moment_can_be_retried() {
     let config = ColdConfig::local(dir.path().join("cold"));
     let faulty = Arc::new(FaultyStore::new(config.build_store().unwrap(), Faults::default()));
     let cold = Arc::new(ColdTier::with_store(faulty.clone(), config).unwrap());
-    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 100, 10).await;
-    store.export_now(T).await.unwrap();
-    append_range(&topic, 100, 150, 10).await;
-    drop(topic);
-    store.close().await;
+    exported_then_more(&data, &cold, 100, 150).await;
     std::fs::remove_dir_all(&data).unwrap();
 
     let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
@@ -746,13 +740,7 @@ async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let cold = local_cold(dir.path());
-    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 10, 10).await;
-    store.export_now(T).await.unwrap();
-    append_range(&topic, 10, 20, 10).await;
-    drop(topic);
-    store.close().await;
+    exported_then_more(&data, &cold, 10, 20).await;
     std::fs::remove_dir_all(data.join("hot")).unwrap();
     let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
     assert_eq!(store.recover_topic(T).await.unwrap().lost, vec![r(10, 20)]);
