@@ -279,12 +279,7 @@ impl Writer {
         // where the topic continues (nothing else in the WAL would say it).
         let new = blocking(self.topic(), move || {
             if old.is_none() {
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| io_err(&topic, &dir, "creating the topic directory", e))?;
-                if let Some(parent) = dir.parent() {
-                    fsync_dir(parent)
-                        .map_err(|e| io_err(&topic, parent, "fsyncing the data directory", e))?;
-                }
+                create_topic_dir(&topic, &dir)?;
             }
             let new = ActiveSegment::create(&topic, &dir, base, interval)?;
             if let Some(old) = old {
@@ -373,13 +368,7 @@ impl Writer {
             let mut active = match active {
                 Some(a) => a,
                 None => {
-                    let parent = dir.parent().map(std::path::Path::to_path_buf);
-                    std::fs::create_dir_all(&dir)
-                        .map_err(|e| io_err(&topic, &dir, "creating the topic directory", e))?;
-                    if let Some(parent) = parent {
-                        fsync_dir(&parent)
-                            .map_err(|e| io_err(&topic, &parent, "fsyncing the data directory", e))?;
-                    }
+                    create_topic_dir(&topic, &dir)?;
                     ActiveSegment::create(&topic, &dir, batches[0].base_offset(), interval)?
                 }
             };
@@ -492,4 +481,14 @@ async fn tick_opt(tick: &mut Option<tokio::time::Interval>) {
         }
         None => std::future::pending().await,
     }
+}
+
+/// Creates the topic directory `dir` (if missing) and fsyncs the data directory holding
+/// it, so the new directory entry is durable before a segment file is created in it.
+fn create_topic_dir(topic: &TopicName, dir: &std::path::Path) -> Result<(), TierError> {
+    std::fs::create_dir_all(dir).map_err(|e| io_err(topic, dir, "creating the topic directory", e))?;
+    if let Some(parent) = dir.parent() {
+        fsync_dir(parent).map_err(|e| io_err(topic, parent, "fsyncing the data directory", e))?;
+    }
+    Ok(())
 }

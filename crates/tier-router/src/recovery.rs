@@ -115,18 +115,22 @@ pub(crate) async fn recover_topic(
     let checkpoint = read_checkpoint(state_dir, topic)?;
     let reservation = read_reservation(state_dir, topic)?;
     let fence = read_fence(state_dir, topic)?;
-    // Losses an earlier recovery found whose open did not complete: reported again.
     let pending = read_losses(state_dir, topic)?;
-    // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
-    // reservation may have been acknowledged, and warm may hold them.
-    // So it cannot either with no state file at all when appends were not fsynced, or
-    // once a recovery fenced the topic.
-    let wal_unsure = reservation.as_ref().is_some_and(|res| {
-        res.offset > hot.end && (!res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
-    }) || (hot.end > 0
+    // The WAL holds nothing of the topic: it was lost (or the topic is new).
+    let wal_lost = hot.end == 0;
+    // A WAL that holds the topic while no state file survived, written without an fsync
+    // per append: a power cut may have taken acknowledged records, and no reservation
+    // says how many.
+    let wal_unvouched = !wal_lost
         && checkpoint.is_none()
         && reservation.is_none()
-        && tiers.hot.config().fsync != tier_hot::FsyncPolicy::Always)
+        && tiers.hot.config().fsync != tier_hot::FsyncPolicy::Always;
+    // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
+    // reservation may have been acknowledged, and warm may hold them. Nor can it without
+    // a state file (above), or once a recovery fenced the topic.
+    let wal_unsure = reservation.as_ref().is_some_and(|res| {
+        res.offset > hot.end && (!res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
+    }) || wal_unvouched
         || fence.is_some();
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
@@ -153,8 +157,9 @@ pub(crate) async fn recover_topic(
         cold,
         replayed: None,
         warm_backfill: None,
-        lost: Vec::new(),
-        maybe_lost: Vec::new(),
+        // Reported again: an earlier recovery found them and its open did not complete.
+        lost: pending.lost,
+        maybe_lost: pending.maybe_lost,
         warm_unreachable,
         end_unknown: false,
         next_offset: hot.end,
@@ -162,8 +167,6 @@ pub(crate) async fn recover_topic(
     let warm_r = warm.unwrap_or_default();
     let cold_r = cold.unwrap_or_default();
     let mut replayed_unconfirmed: Vec<RecordBatch> = Vec::new();
-    // The WAL holds nothing of the topic: it was lost (or the topic is new).
-    let wal_lost = hot.end == 0;
 
     if !wal_lost && hot.end < cold_r.end {
         return Err(TierError::corruption(
@@ -204,7 +207,7 @@ pub(crate) async fn recover_topic(
             };
             // Replaying puts records in the WAL: the next recovery would see it hold the
             // topic. The losses found so far are kept first.
-            keep_losses(state_dir, topic, &report, &pending)?;
+            keep_losses(state_dir, topic, &report)?;
             let (range, kept) = replay(tiers, topic, from, hot, keep_after).await?;
             report.replayed = Some(range);
             replayed_unconfirmed = kept;
@@ -258,13 +261,8 @@ pub(crate) async fn recover_topic(
 
     // Nothing survived that bounds the acknowledged end: the WAL and the state files are
     // gone while another tier says the topic existed, or the state files are gone and the
-    // WAL cannot vouch for its end (appends were not fsynced: a power cut may have taken
-    // acknowledged records, and no reservation says how many). Or an earlier recovery
-    // found that and no operator has resumed the topic since (its fence file).
-    let wal_unvouched = !wal_lost
-        && checkpoint.is_none()
-        && reservation.is_none()
-        && tiers.hot.config().fsync != tier_hot::FsyncPolicy::Always;
+    // WAL cannot vouch for its end (`wal_unvouched`). Or an earlier recovery found that
+    // and no operator has resumed the topic since (its fence file).
     if let Some(at_least) = fence
         && at_least > next
     {
@@ -283,7 +281,7 @@ pub(crate) async fn recover_topic(
         if fence.is_none() {
             // The evidence that made this decision may not survive the next restart
             // (an unsynced WAL tail): the fence must.
-            keep_losses(state_dir, topic, &report, &pending)?;
+            keep_losses(state_dir, topic, &report)?;
             write_fence(state_dir, topic, next)?;
         }
     }
@@ -361,7 +359,7 @@ pub(crate) async fn recover_topic(
     // Not for a topic whose end is unknown: that evidence would lift its fence
     // (`resume_topic` records them).
     if !report.end_unknown {
-        keep_losses(state_dir, topic, &report, &pending)?;
+        keep_losses(state_dir, topic, &report)?;
         let wal_first = if wal.is_empty() { next } else { wal.start };
         record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
         if skip_wal {
@@ -370,16 +368,8 @@ pub(crate) async fn recover_topic(
     }
 
     report.next_offset = next;
-    for range in pending.lost {
-        if !report.lost.contains(&range) {
-            report.lost.push(range);
-        }
-    }
-    for range in pending.maybe_lost {
-        if !report.maybe_lost.contains(&range) {
-            report.maybe_lost.push(range);
-        }
-    }
+    dedup(&mut report.lost);
+    dedup(&mut report.maybe_lost);
     for range in &report.lost {
         error!(topic = %topic, lost = %range, "recovery: these offsets are held by no tier and are lost");
     }
@@ -395,27 +385,28 @@ pub(crate) async fn recover_topic(
     Ok(Recovered { report, backlog, committed, reservation })
 }
 
-/// Records the losses found so far (and those of an earlier recovery that did not
-/// complete) in the state directory before recovery writes anything that would hide them
-/// from the next one; the store removes the file once the topic is open.
+/// Records the losses found so far (those of an earlier recovery that did not complete
+/// included: the report starts with them) in the state directory before recovery writes
+/// anything that would hide them from the next one; the store removes the file once the
+/// topic is open.
 fn keep_losses(
     state_dir: &std::path::Path,
     topic: &TopicName,
     report: &RecoveryReport,
-    pending: &PendingLosses,
 ) -> Result<(), TierError> {
-    let mut losses = pending.clone();
-    for r in &report.lost {
-        if !losses.lost.contains(r) {
-            losses.lost.push(*r);
-        }
-    }
-    for r in &report.maybe_lost {
-        if !losses.maybe_lost.contains(r) {
-            losses.maybe_lost.push(*r);
-        }
-    }
+    let losses = PendingLosses { lost: report.lost.clone(), maybe_lost: report.maybe_lost.clone() };
     write_losses(state_dir, topic, &losses)
+}
+
+/// Drops repeated ranges (one found again by a recovery after the one that kept it), in
+/// order.
+fn dedup(ranges: &mut Vec<OffsetRange>) {
+    let mut seen = Vec::with_capacity(ranges.len());
+    ranges.retain(|r| {
+        let new = !seen.contains(r);
+        seen.push(*r);
+        new
+    });
 }
 
 /// Makes sure cold's topic marker ([`ColdBackend::record_topic`](crate::ColdBackend::record_topic))

@@ -442,12 +442,19 @@ impl TieredStore {
             warm_floor,
         });
         topics.insert(name.clone(), Arc::clone(&core));
-        // The report is handed out (and logged): the losses kept for it are done with.
-        let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
-        match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
-            Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+        // The report is handed out (and logged): the losses kept for it are done with. A
+        // report without losses had none kept (recovery writes the file only for losses).
+        let had_losses = {
+            let report = core.report.lock();
+            !report.lost.is_empty() || !report.maybe_lost.is_empty()
+        };
+        if had_losses {
+            let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
+            match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+                Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+            }
         }
         Ok(core)
     }

@@ -219,12 +219,20 @@ impl Writer {
         let r = &mut self.reservation;
         r.chunk = next_chunk(r.chunk, r.since.map(|t| t.elapsed()));
         let target = end.saturating_add(r.chunk);
-        let (dir, topic, file) = (r.state_dir.clone(), self.topic.clone(), r.file(target));
+        self.write_reservation(target).await?;
+        self.reservation.since = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Writes a reservation of exactly `offset` durably (on the blocking pool) and records
+    /// it as the current one.
+    async fn write_reservation(&mut self, offset: Offset) -> Result<(), TierError> {
+        let (dir, topic, file) =
+            (self.reservation.state_dir.clone(), self.topic.clone(), self.reservation.file(offset));
         tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file))
             .await
             .map_err(|e| TierError::internal(self.ctx(), format!("reservation task: {e}")))??;
-        self.reservation.reserved = target;
-        self.reservation.since = Some(Instant::now());
+        self.reservation.reserved = offset;
         Ok(())
     }
 
@@ -237,13 +245,7 @@ impl Writer {
         if self.fenced.is_some() || self.next <= self.reservation.reserved {
             return Ok(());
         }
-        let (dir, topic, file) =
-            (self.reservation.state_dir.clone(), self.topic.clone(), self.reservation.file(self.next));
-        tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file))
-            .await
-            .map_err(|e| TierError::internal(self.ctx(), format!("reservation task: {e}")))??;
-        self.reservation.reserved = self.next;
-        Ok(())
+        self.write_reservation(self.next).await
     }
 
     /// Lowers the reservation to the commit point: the writer stops, and nothing at or
@@ -256,12 +258,8 @@ impl Writer {
         if self.fenced.is_some() || self.reservation.reserved <= committed {
             return;
         }
-        let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());
-        let file = self.reservation.file(committed);
-        match tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file)).await {
-            Ok(Ok(())) => self.reservation.reserved = committed,
-            Ok(Err(e)) => warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed"),
-            Err(e) => warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed"),
+        if let Err(e) = self.write_reservation(committed).await {
+            warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed");
         }
     }
 
