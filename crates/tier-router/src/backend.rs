@@ -380,6 +380,87 @@ impl ColdBackend for tier_cold::ColdTier {
     }
 }
 
+/// A cold backend in the shape of a custom tier with nothing better: its sequential reads
+/// are built on its [`Tier`] methods with [`paged_records`] and [`rebuilt_batches`];
+/// every other method is forwarded to the tier it wraps. For testing the router's read
+/// path over such a tier with a real one underneath (tier-router's tests, the simulation).
+#[cfg(feature = "testkit")]
+#[derive(Debug)]
+pub struct PagedCold<T: ?Sized>(pub Arc<T>);
+
+#[cfg(feature = "testkit")]
+#[async_trait]
+impl<T: ColdBackend + ?Sized> Tier for PagedCold<T> {
+    fn kind(&self) -> tier_core::TierKind {
+        self.0.kind()
+    }
+    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        self.0.range(topic).await
+    }
+    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
+        self.0.append(topic, batch).await
+    }
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        self.0.read(topic, from, to, limit).await
+    }
+    async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: tier_core::Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.0.offset_for_timestamp(topic, timestamp).await
+    }
+}
+
+#[cfg(feature = "testkit")]
+#[async_trait]
+impl<T: ColdBackend + ?Sized> ColdBackend for PagedCold<T> {
+    fn records_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+    ) -> BoxStream<'static, Result<Record, TierError>> {
+        paged_records(self, topic, from, to)
+    }
+
+    fn record_batches_from(
+        self: Arc<Self>,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+    ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+        let kind = self.kind();
+        rebuilt_batches(kind, topic, paged_records(self, topic, from, to), from)
+    }
+
+    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
+        self.0.store_segment(topic, path).await
+    }
+
+    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
+        self.0.record_gap(topic, range).await
+    }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        self.0.record_topic(topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        self.0.topic_recorded(topic).await
+    }
+
+    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
+        self.0.continuation(topic).await
+    }
+}
+
 #[cfg(feature = "testkit")]
 mod testkit_impls {
     use super::*;

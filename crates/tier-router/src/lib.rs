@@ -31,6 +31,8 @@ mod store;
 mod topic;
 mod writer;
 
+#[cfg(feature = "testkit")]
+pub use backend::PagedCold;
 pub use backend::{
     ColdBackend, WarmBackend, append_segment, holds_records, paged_records, rebuilt_batches,
     rebuilt_warm_batches, refuse_gap,

@@ -14,96 +14,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use common::{ColdOn, Deployment, Tiers, append_range, check, r};
 use futures::StreamExt;
 use tier_core::segment::SealedSegment;
-use tier_core::{
-    ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierKind,
-    Timestamp, TopicName,
-};
-use tier_router::{ColdBackend, Source, TieredStore, Topic};
+use tier_core::{ErrorKind, Offset, OffsetRange, Record, StartPosition, TierError, TopicName};
+use tier_router::{ColdBackend, PagedCold, Source, TieredStore, Topic};
 
 const TOPIC: &str = "damaged";
 const WAIT: Duration = Duration::from_secs(20);
-
-/// A cold backend that forwards the [`Tier`] methods, `store_segment` and `record_gap` to
-/// the tier it wraps and builds its sequential reads with the helpers on `Tier`
-/// (`paged_records`, `rebuilt_batches`), as a custom cold tier with nothing better does.
-#[derive(Debug)]
-struct Defaults(Arc<dyn ColdBackend>);
-
-#[async_trait]
-impl Tier for Defaults {
-    fn kind(&self) -> TierKind {
-        self.0.kind()
-    }
-    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
-        self.0.range(topic).await
-    }
-    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
-        self.0.append(topic, batch).await
-    }
-    async fn read(
-        &self,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        self.0.read(topic, from, to, limit).await
-    }
-    async fn offset_for_timestamp(
-        &self,
-        topic: &TopicName,
-        timestamp: Timestamp,
-    ) -> Result<Option<Offset>, TierError> {
-        self.0.offset_for_timestamp(topic, timestamp).await
-    }
-}
-
-#[async_trait]
-impl ColdBackend for Defaults {
-    fn records_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> futures::stream::BoxStream<'static, Result<Record, TierError>> {
-        tier_router::paged_records(self, topic, from, to)
-    }
-
-    fn record_batches_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> futures::stream::BoxStream<'static, Result<RecordBatch, TierError>> {
-        let kind = self.kind();
-        tier_router::rebuilt_batches(kind, topic, tier_router::paged_records(self, topic, from, to), from)
-    }
-
-    async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
-        self.0.store_segment(topic, path).await
-    }
-
-    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
-        self.0.record_gap(topic, range).await
-    }
-
-    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
-        self.0.record_topic(topic).await
-    }
-
-    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
-        self.0.topic_recorded(topic).await
-    }
-
-    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
-        self.0.continuation(topic).await
-    }
-}
 
 /// Flips one byte inside the records of the batch starting at `base` in the sealed
 /// segment file at `path`, so that the batch's CRC fails (header, index and trailer
@@ -197,7 +116,7 @@ async fn damage_past_the_hand_off(
     let mut d = Deployment::new(Tiers::HotCold, cold_on).await;
     if default_streams {
         let cold = d.cold.take().unwrap();
-        d.cold = Some(Arc::new(Defaults(cold)));
+        d.cold = Some(Arc::new(PagedCold(cold)));
     }
     let name = TopicName::new(TOPIC).unwrap();
     let store = d.open(&[TOPIC]).await;
@@ -409,7 +328,7 @@ async fn damaged_cold_object(
     }
     let cold: Arc<dyn ColdBackend> =
         Arc::new(tier_cold::ColdTier::open(tier_cold::ColdConfig::local(root)).unwrap());
-    d.cold = Some(if default_streams { Arc::new(Defaults(cold)) } else { cold });
+    d.cold = Some(if default_streams { Arc::new(PagedCold(cold)) } else { cold });
     let store = d.open(&[TOPIC]).await;
     let topic = store.topic(TOPIC).await.unwrap();
     let ranges = topic.ranges().await.unwrap();

@@ -3,16 +3,13 @@
 //! injects request failures and latency. The in-memory store outlives every simulated
 //! process (it is the bucket); each process opens a fresh `ColdTier` over it.
 //!
-//! [`DefaultsCold`] is the second shape of cold backend the simulation drives: a wrapper
-//! that forwards only the required [`Tier`] methods and `store_segment`, leaving
-//! `record_gap`, `records_from` and `record_batches_from` to [`ColdBackend`]'s default
-//! bodies — the shape of the CLI's metered wrapper (`tierlog/src/metered.rs`, private to
-//! the binary) and of any third-party backend that relies on the defaults.
+//! The second shape of cold backend the simulation drives is tier-router's
+//! [`PagedCold`](tier_router::PagedCold) over the same tier: its sequential reads are paged
+//! through `Tier::read` with tier-router's helpers, as a custom cold tier with nothing
+//! better does (on 3892a13 such a wrapper, relying on default trait bodies, reached case 4).
 
-use std::path::Path as FsPath;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::memory::InMemory;
@@ -20,10 +17,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tier_cold::testing::{Faults, FaultyStore};
 use tier_cold::{ColdConfig, ColdTier};
-use tier_core::{
-    Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
-};
-use tier_router::ColdBackend;
+use tier_core::{Offset, OffsetRange, TierError};
 
 use crate::rng::Rng;
 
@@ -102,83 +96,4 @@ fn parse_segment_key(key: &Path) -> Option<OffsetRange> {
     let (base, last) = name.split_once('-')?;
     let (base, last): (Offset, Offset) = (base.parse().ok()?, last.parse().ok()?);
     (base <= last).then(|| OffsetRange::new(base, last.saturating_add(1)))
-}
-
-/// A wrapper cold backend in the shape of a custom tier with nothing better: its
-/// sequential reads are built on its `Tier` methods with tier-router's helpers
-/// (`paged_records`, `rebuilt_batches`), it forwards `store_segment` and `record_gap`. On
-/// 3892a13 the position traits had default bodies and this wrapper forwarded only
-/// `store_segment`, which is how case 4 was reached; a wrapper can no longer forget one.
-#[derive(Debug)]
-pub struct DefaultsCold(pub ColdTier);
-
-#[async_trait]
-impl Tier for DefaultsCold {
-    fn kind(&self) -> TierKind {
-        self.0.kind()
-    }
-    async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
-        self.0.range(topic).await
-    }
-    async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
-        self.0.append(topic, batch).await
-    }
-    async fn read(
-        &self,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        self.0.read(topic, from, to, limit).await
-    }
-    async fn offset_for_timestamp(
-        &self,
-        topic: &TopicName,
-        timestamp: Timestamp,
-    ) -> Result<Option<Offset>, TierError> {
-        self.0.offset_for_timestamp(topic, timestamp).await
-    }
-}
-
-#[async_trait]
-impl ColdBackend for DefaultsCold {
-    fn records_from(
-        self: std::sync::Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> futures::stream::BoxStream<'static, Result<Record, TierError>> {
-        tier_router::paged_records(self, topic, from, to)
-    }
-
-    fn record_batches_from(
-        self: std::sync::Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> futures::stream::BoxStream<'static, Result<RecordBatch, TierError>> {
-        let kind = self.kind();
-        tier_router::rebuilt_batches(kind, topic, tier_router::paged_records(self, topic, from, to), from)
-    }
-
-    async fn store_segment(&self, topic: &TopicName, path: &FsPath) -> Result<OffsetRange, TierError> {
-        ColdBackend::store_segment(&self.0, topic, path).await
-    }
-
-    async fn record_gap(&self, topic: &TopicName, range: OffsetRange) -> Result<(), TierError> {
-        ColdBackend::record_gap(&self.0, topic, range).await
-    }
-
-    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
-        ColdBackend::record_topic(&self.0, topic).await
-    }
-
-    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
-        ColdBackend::topic_recorded(&self.0, topic).await
-    }
-
-    async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError> {
-        ColdBackend::continuation(&self.0, topic).await
-    }
 }
