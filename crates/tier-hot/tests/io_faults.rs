@@ -9,14 +9,13 @@
 mod common;
 
 use std::{
-    future::Future,
     io::ErrorKind as IoKind,
     path::{Path, PathBuf},
     time::Duration,
 };
 
-use bytes::{Bytes, BytesMut};
-use common::{batch, open, small_config, topic};
+use bytes::Bytes;
+use common::{batch, open, records, small_config, topic, within};
 use tier_core::{
     ErrorKind, Offset, OffsetRange, ReadLimit, Record, Tier, TierError, TopicName, segment::SealedSegment,
     segment::TRAILER_LEN,
@@ -27,29 +26,6 @@ use tier_hot::{
     layout::segment_file_name,
 };
 use tokio::sync::broadcast::error::TryRecvError;
-
-/// Fails the test instead of hanging when `fut` is wedged.
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), fut).await.unwrap_or_else(|_| panic!("{what} is wedged"))
-}
-
-/// `count` records from `base`, each with a `payload`-byte payload.
-fn records(base: Offset, count: usize, payload: usize) -> Vec<Record> {
-    (0..count as u64)
-        .map(|i| {
-            let offset = base + i;
-            let mut body = BytesMut::from(format!("record {offset} ").as_bytes());
-            body.resize(payload.max(body.len()), (offset % 251) as u8);
-            Record {
-                offset,
-                timestamp: 1000 + offset as i64,
-                key: Some(Bytes::from(format!("k{offset}"))),
-                headers: Vec::new(),
-                payload: body.freeze(),
-            }
-        })
-        .collect()
-}
 
 fn config(dir: &Path, fsync: FsyncPolicy) -> HotConfig {
     HotConfig { fsync, segment_bytes: 1 << 20, ..small_config(dir) }

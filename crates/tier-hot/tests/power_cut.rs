@@ -15,42 +15,17 @@
 mod common;
 
 use std::{
-    future::Future,
     path::{Path, PathBuf},
     time::Duration,
 };
 
-use bytes::{Bytes, BytesMut};
-use common::{batch, open_damaged, small_config, topic};
+use common::{batch, open_damaged, records, small_config, topic, within};
 use tier_core::{ErrorKind, Offset, OffsetRange, ReadLimit, Record, Tier, TopicName};
 use tier_hot::{
     FsyncPolicy, HotConfig, HotTier, RecoveryPolicy,
     faults::{self, FaultPoint, PowerCut},
     layout::{gap_file_name, segment_file_name},
 };
-
-/// Fails the test instead of hanging when `fut` is wedged.
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), fut).await.unwrap_or_else(|_| panic!("{what} is wedged"))
-}
-
-/// `count` records from `base`, each with a `payload`-byte payload.
-fn records(base: Offset, count: usize, payload: usize) -> Vec<Record> {
-    (0..count as u64)
-        .map(|i| {
-            let offset = base + i;
-            let mut body = BytesMut::from(format!("record {offset} ").as_bytes());
-            body.resize(payload.max(body.len()), (offset % 251) as u8);
-            Record {
-                offset,
-                timestamp: 1000 + offset as i64,
-                key: Some(Bytes::from(format!("k{offset}"))),
-                headers: Vec::new(),
-                payload: body.freeze(),
-            }
-        })
-        .collect()
-}
 
 /// 64 KiB segments; the timer fsync never fires during a test (its first tick is an
 /// hour after the writer's start), so only `close` fsyncs the active segment.

@@ -60,3 +60,28 @@ pub async fn open_damaged(config: HotConfig, topic: &TopicName) -> tier_core::Ti
     tier.close().await;
     damaged.remove(0).1
 }
+
+/// Fails the test instead of hanging when `fut` is wedged.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} is wedged"))
+}
+
+/// `count` records from `base`, each with a `payload`-byte payload.
+pub fn records(base: Offset, count: usize, payload: usize) -> Vec<Record> {
+    (0..count as u64)
+        .map(|i| {
+            let offset = base + i;
+            let mut body = bytes::BytesMut::from(format!("record {offset} ").as_bytes());
+            body.resize(payload.max(body.len()), (offset % 251) as u8);
+            Record {
+                offset,
+                timestamp: 1000 + offset as i64,
+                key: Some(bytes::Bytes::from(format!("k{offset}"))),
+                headers: Vec::new(),
+                payload: body.freeze(),
+            }
+        })
+        .collect()
+}
