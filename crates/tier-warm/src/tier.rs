@@ -244,14 +244,7 @@ impl WarmTier {
         let Some(keep) = handle.batch_at_or_before(offset).await? else {
             return Ok(0);
         };
-        let min_id = entry_id(keep.base_offset());
-        let removed: u64 = bounded(
-            &handle.ctx,
-            "XTRIM",
-            self.config.command_timeout,
-            self.client.xtrim(handle.key.as_str(), (XCapKind::MinID, XCapTrim::Exact, min_id.as_str())),
-        )
-        .await?;
+        let removed = self.trim_ids_below(&handle, keep.base_offset()).await?;
         let mut ranges = self.ranges.lock();
         let cached = ranges.topics.entry(topic.clone()).or_default();
         cached.version += 1;
@@ -277,20 +270,25 @@ impl WarmTier {
                 format!("cannot restart the stream at {offset}: it holds {range}"),
             ));
         }
-        let handle = self.handle(topic);
-        let min_id = entry_id(offset);
-        let removed: u64 = bounded(
-            &handle.ctx,
-            "XTRIM",
-            self.config.command_timeout,
-            self.client.xtrim(handle.key.as_str(), (XCapKind::MinID, XCapTrim::Exact, min_id.as_str())),
-        )
-        .await?;
+        let removed = self.trim_ids_below(&self.handle(topic), offset).await?;
         let mut ranges = self.ranges.lock();
         let cached = ranges.topics.entry(topic.clone()).or_default();
         cached.version += 1;
         cached.range = Some(OffsetRange::empty_at(range.end));
         Ok(removed)
+    }
+
+    /// `XTRIM key MINID <offset>-1` (the ID of a batch at `offset`): removes every entry
+    /// of batches below `offset`; returns how many.
+    async fn trim_ids_below(&self, handle: &StreamHandle, offset: Offset) -> Result<u64, TierError> {
+        let min_id = entry_id(offset);
+        bounded(
+            &handle.ctx,
+            "XTRIM",
+            self.config.command_timeout,
+            self.client.xtrim(handle.key.as_str(), (XCapKind::MinID, XCapTrim::Exact, min_id.as_str())),
+        )
+        .await
     }
 
     /// Every batch of `topic` from the one containing `from` on (all batches with base
