@@ -12,11 +12,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
+use tier_core::segment::{SealedSegment, SegmentHeader, SegmentWriter};
 use tier_core::{ErrorContext, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
 use tier_hot::{SegmentEvent, SegmentInfo};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::store::{StoreInner, TieredStore};
 
@@ -187,13 +188,99 @@ impl TieredStore {
                     info!(topic = %topic, range = %lost, "recorded offsets lost in the WAL as a gap in cold");
                 }
             }
-            let range = cold.store_segment(topic, &segment.path).await?;
+            let rebuilt = self.rebuilt_from_warm(topic, &segment).await?;
+            let stored = cold.store_segment(topic, rebuilt.as_deref().unwrap_or(&segment.path)).await;
+            if let Some(path) = &rebuilt {
+                let _ = std::fs::remove_file(path);
+            }
+            let range = stored?;
             cold_empty = false;
             info!(topic = %topic, range = %range, "exported a sealed segment to cold");
             cold_end = cold_end.max(range.end);
             exported.push(ExportedSegment { topic: topic.clone(), range });
         }
         Ok(exported)
+    }
+
+    /// Checks a sealed WAL segment's checksums before it is exported. Damage on the local
+    /// disk would otherwise become the cold copy's damage, and the only copy once WAL
+    /// retention and warm's trim have run. When the segment is damaged and warm holds its
+    /// batches intact, they are written into a segment rebuilt in the state directory (the
+    /// same offsets, so the same cold object) and its path is returned, for the caller to
+    /// store and remove. Otherwise `None`: the WAL's file is stored — intact, or damaged
+    /// with no intact copy anywhere (its intact batches stay readable from cold; a read of
+    /// the damaged one names it). `Unavailable` while warm, which may hold the intact copy,
+    /// cannot be asked: the export is retried.
+    ///
+    /// The check reads the whole file (on the blocking pool), as a single-part upload does.
+    async fn rebuilt_from_warm(
+        &self,
+        topic: &TopicName,
+        segment: &SegmentInfo,
+    ) -> Result<Option<std::path::PathBuf>, TierError> {
+        let ctx = || ErrorContext::tier(TierKind::Router).topic(topic).offset(segment.range.start);
+        let path = segment.path.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            let bytes = bytes::Bytes::from(std::fs::read(&path)?);
+            let header = SegmentHeader::decode(&bytes).ok().map(|(h, _)| h);
+            let damage = SealedSegment::open(bytes).and_then(|s| s.verify()).err().map(|e| e.to_string());
+            Ok::<_, std::io::Error>((damage, header))
+        })
+        .await
+        .map_err(|e| TierError::internal(ctx(), format!("segment check task: {e}")))?
+        .map_err(|e| {
+            TierError::unavailable(
+                ctx().location(segment.path.display().to_string()),
+                "reading a sealed segment",
+            )
+            .with_source(e)
+        })?;
+        let (Some(damage), header) = checked else { return Ok(None) };
+        let range = segment.range;
+        let Some(warm) = &self.inner.tiers.warm else {
+            error!(topic = %topic, range = %range, damage, "exporting a damaged WAL segment as it is: no tier holds an intact copy");
+            return Ok(None);
+        };
+        let held = warm.range(topic).await?;
+        let mut batches = Vec::new();
+        let reached = if held.start <= range.start && range.end <= held.end {
+            crate::recovery::warm_batches(&self.inner.tiers, topic, range.start, range.end, &mut batches)
+                .await?
+        } else {
+            range.start
+        };
+        let aligned = reached == range.end && batches.first().is_some_and(|b| b.base_offset() == range.start);
+        if !aligned {
+            error!(
+                topic = %topic, range = %range, warm = %held, damage,
+                "exporting a damaged WAL segment as it is: warm does not hold its batches"
+            );
+            return Ok(None);
+        }
+        let header = header.filter(|h| h.base_offset == range.start).unwrap_or_else(|| {
+            SegmentHeader::new(topic.clone(), range.start, segment.min_timestamp)
+                .with_index_interval_bytes(self.hot().config().index_interval_bytes)
+        });
+        let rebuilt = self.inner.state_dir.join(format!(".rebuilt-{topic}-{}.seg", range.start));
+        let target = rebuilt.clone();
+        tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::create(&target).map_err(|e| {
+                TierError::unavailable(
+                    ErrorContext::default().location(target.display().to_string()),
+                    "creating a rebuilt segment",
+                )
+                .with_source(e)
+            })?;
+            let mut writer = SegmentWriter::new(std::io::BufWriter::new(file), &header)?;
+            for batch in &batches {
+                writer.append(batch)?;
+            }
+            writer.seal().map(drop)
+        })
+        .await
+        .map_err(|e| TierError::internal(ctx(), format!("segment rebuild task: {e}")))??;
+        warn!(topic = %topic, range = %range, damage, "a sealed WAL segment is damaged; exporting warm's intact copy");
+        Ok(Some(rebuilt))
     }
 
     /// Seals `topic`'s active WAL segment and stores every sealed segment cold does not

@@ -397,3 +397,46 @@ async fn a_damaged_cold_object_warm_still_holds_is_served_from_warm() {
         }
     }
 }
+
+/// A sealed WAL segment damaged before its export (sim seed 60001204). Cold must not be
+/// handed the damage: once WAL retention and warm's trim have run it would be the only
+/// copy. With warm (Valkey) holding the batches intact, the object stored is rebuilt from
+/// warm's copy and reads back whole; without warm there is no intact copy, and the file is
+/// stored as it is (its intact batches stay readable).
+#[tokio::test]
+async fn a_damaged_wal_segment_is_exported_from_warms_intact_copy() {
+    for tiers in [Tiers::HotWarmCold, Tiers::HotCold] {
+        let d = Deployment::new(tiers, ColdOn::Local).await;
+        let name = TopicName::new(TOPIC).unwrap();
+        let store = d.open(&[TOPIC]).await;
+        let topic = store.topic(TOPIC).await.unwrap();
+        append_range(&topic, 0, 500, 10).await;
+        let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+        drop(topic);
+        store.close().await;
+        damage_batch(&sealed.path, 200);
+
+        let store = d.open(&[TOPIC]).await;
+        let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
+        assert_eq!(exported, vec![r(0, 500)], "{tiers:?}");
+        let cold = d.cold.clone().unwrap();
+        let read = cold.read(&name, 0, 500, tier_core::ReadLimit::unbounded()).await;
+        if tiers.warm() {
+            let records = read.unwrap_or_else(|e| panic!("cold was given the WAL's damage: {e}"));
+            assert_eq!(records.len(), 500);
+            records.iter().for_each(check);
+        } else {
+            assert_eq!(read.unwrap_err().kind(), ErrorKind::Corruption, "no intact copy: stored as it is");
+            let before = cold.read(&name, 0, 200, tier_core::ReadLimit::unbounded()).await.unwrap();
+            assert_eq!(before.len(), 200, "the intact batches before the damage stay readable");
+        }
+        let state_dir = d.dir.path().join("router");
+        let leftovers: Vec<_> =
+            std::fs::read_dir(&state_dir).unwrap().filter_map(Result::ok).map(|e| e.file_name()).collect();
+        assert!(
+            leftovers.iter().all(|f| !f.to_string_lossy().starts_with(".rebuilt")),
+            "the rebuilt file is removed: {leftovers:?}"
+        );
+        store.close().await;
+    }
+}
