@@ -54,6 +54,18 @@ pub trait WarmBackend: Tier {
     /// the WAL or cold also holds every record warm holds (`docs/router.md`, "Warm past
     /// offsets no tier holds"). `InvalidInput` when a batch ends beyond `offset`.
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
+
+    /// Records that `topic` exists, durably as the tier's appends are (on a replicated
+    /// tier, confirmed by the replicas; `Unavailable` when they do not confirm it).
+    /// Idempotent. Recovery calls it before a topic's first offset is handed out, while
+    /// the tier holds nothing of it: if the data directory is lost before warm holds a
+    /// record the replicas confirmed (a `degrade` outage, a `WAIT` that fell short, then a
+    /// failover), the marker is what tells the next recovery that offsets were handed out
+    /// (`docs/router.md`, "Topic markers").
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError>;
+
+    /// True when [`record_topic`](Self::record_topic) recorded `topic`.
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError>;
 }
 
 /// A [`Tier`] usable in the cold position: it receives each sealed WAL segment once the
@@ -320,6 +332,14 @@ impl WarmBackend for tier_warm::WarmTier {
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         tier_warm::WarmTier::restart_at(self, topic, offset).await.map(|_| ())
     }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        tier_warm::WarmTier::record_topic(self, topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        tier_warm::WarmTier::topic_recorded(self, topic).await
+    }
 }
 
 #[cfg(feature = "cold")]
@@ -495,6 +515,15 @@ mod testkit_impls {
             MemoryTier::trim_before(self, topic, offset);
             Ok(())
         }
+
+        async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+            self.create_topic(topic);
+            Ok(())
+        }
+
+        async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+            Ok(self.topics().contains(topic))
+        }
     }
 
     #[async_trait]
@@ -542,7 +571,8 @@ mod testkit_impls {
         }
     }
 
-    /// Faults apply to the [`Tier`] methods only; trimming and replay are forwarded.
+    /// Faults apply to the [`Tier`] methods only; trimming, replay and the topic marker
+    /// are forwarded.
     #[async_trait]
     impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
         async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
@@ -559,6 +589,14 @@ mod testkit_impls {
 
         async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
             self.inner().restart_at(topic, offset).await
+        }
+
+        async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+            self.inner().record_topic(topic).await
+        }
+
+        async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+            self.inner().topic_recorded(topic).await
         }
     }
 

@@ -90,6 +90,14 @@ impl WarmBackend for LazyWarm {
         WarmBackend::restart_at(self.tier().await?, topic, offset).await
     }
 
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        WarmBackend::record_topic(self.tier().await?, topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        WarmBackend::topic_recorded(self.tier().await?, topic).await
+    }
+
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
         let topic = topic.clone();
         stream::once(async move {

@@ -69,6 +69,15 @@ impl WarmBackend for Custom {
         self.0.trim_before(topic, offset);
         Ok(())
     }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        self.0.create_topic(topic);
+        Ok(())
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        Ok(self.0.topics().contains(topic))
+    }
 }
 
 /// The helpers a custom tier with nothing better uses, built on its `Tier` methods.

@@ -9,7 +9,7 @@
 //!   replica stays behind until an append is confirmed again (it then catches up on
 //!   everything, as real replication does).
 //! - **Entry loss**: failover to the lagging replica — every primary entry beyond what
-//!   the replica holds vanishes.
+//!   the replica holds vanishes, and so does a topic marker the replica never confirmed.
 //! - **Outage**: every call is `Unavailable`.
 //!
 //! The contract is tier-warm's: an identical re-append of a held batch is `Ok` (and, when
@@ -57,6 +57,8 @@ struct State {
     wait_short: bool,
     /// Offset → (payload, timestamp) of every record of a batch this tier confirmed.
     confirmed: BTreeMap<Offset, (bytes::Bytes, Timestamp)>,
+    /// Topic markers on the primary, each with whether the replica holds it.
+    markers: BTreeMap<TopicName, bool>,
     calls: u64,
 }
 
@@ -113,6 +115,7 @@ impl SimWarm {
             }
             log.replica_end = log.end;
         }
+        s.markers.retain(|_, on_replica| *on_replica);
         lost
     }
 
@@ -215,6 +218,8 @@ impl Tier for SimWarm {
         for b in &caught_up {
             confirm(&mut s, b);
         }
+        // The met `WAIT` confirms the markers written before it too.
+        s.markers.values_mut().for_each(|on_replica| *on_replica = true);
         confirm(&mut s, &batch);
         Ok(())
     }
@@ -302,6 +307,24 @@ impl WarmBackend for SimWarm {
         log.batches.clear();
         log.start = log.end;
         Ok(())
+    }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        let mut s = self.enter(topic)?;
+        let wait_short = s.wait_short;
+        let on_replica = s.markers.entry(topic.clone()).or_insert(false);
+        if wait_short {
+            return Err(TierError::unavailable(
+                ctx(topic),
+                "simulated WAIT short: the topic marker is on the primary, the replica did not confirm it",
+            ));
+        }
+        *on_replica = true;
+        Ok(())
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        Ok(self.enter(topic)?.markers.contains_key(topic))
     }
 
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {

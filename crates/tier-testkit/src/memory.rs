@@ -60,7 +60,12 @@ impl MemoryTier {
         log.range()
     }
 
-    /// The topics that were ever appended to.
+    /// Makes `topic` known (listed by [`topics`](Self::topics)) while it holds nothing.
+    pub fn create_topic(&self, topic: &TopicName) {
+        self.topics.write().entry(topic.clone()).or_default();
+    }
+
+    /// The topics that were ever appended to or [created](Self::create_topic).
     pub fn topics(&self) -> Vec<TopicName> {
         let mut names: Vec<_> = self.topics.read().keys().cloned().collect();
         names.sort();

@@ -4,9 +4,10 @@ use std::{collections::HashMap, fmt};
 
 use async_trait::async_trait;
 use fred::{
+    clients::Pipeline,
     error::Error as FredError,
     prelude::Options,
-    prelude::{Client, ClientLike, EventInterface, ServerInterface, StreamsInterface},
+    prelude::{Client, ClientLike, EventInterface, KeysInterface, ServerInterface, StreamsInterface},
     types::{ClusterHash, ClusterStateChange, Value, config::Server, streams::XCapKind, streams::XCapTrim},
     util::redis_keyslot,
 };
@@ -126,6 +127,72 @@ impl WarmTier {
     /// The stream key of `topic`: `<key_prefix><topic>`.
     pub fn stream_key(&self, topic: &TopicName) -> String {
         format!("{}{}", self.config.key_prefix, topic)
+    }
+
+    /// The key of `topic`'s marker: `<key_prefix><topic>:topic` (a topic name holds no
+    /// `:`, so no stream key is ever a marker key).
+    pub fn topic_key(&self, topic: &TopicName) -> String {
+        format!("{}{}:topic", self.config.key_prefix, topic)
+    }
+
+    /// Records that `topic` exists (`SET <topic_key> 1`, then `WAIT` like an append): the
+    /// evidence a router looks for when its data directory is lost before warm holds any
+    /// record the replicas confirmed. `Unavailable` when the replicas do not confirm it.
+    /// Idempotent.
+    pub async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        let key = self.topic_key(topic);
+        let ctx = self.ctx(topic).location(key.clone());
+        let pipeline = self.client.pipeline();
+        let queued: Result<(), FredError> = pipeline.set(key.as_str(), 1, None, None, false).await;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "SET", e))?;
+        let (reply, wait) = self.send_with_wait(&ctx, "SET+WAIT", &key, pipeline).await?;
+        reply.map_err(|e| crate::client::map_fred(ctx.clone(), "SET", e))?;
+        match wait {
+            Some(reply) => self.check_wait(ctx, reply),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends `pipeline`, a write queued on it, followed by a `WAIT` for the replicas when
+    /// they are configured — one round trip, bounded by the command and wait timeouts, on
+    /// the connection that took the write. Returns the write's reply and the `WAIT`'s
+    /// (`None` without replicas to wait for, or when the write failed).
+    async fn send_with_wait(
+        &self,
+        ctx: &ErrorContext,
+        doing: &str,
+        key: &str,
+        pipeline: Pipeline<Client>,
+    ) -> Result<(Result<Value, FredError>, Option<Result<Value, FredError>>), TierError> {
+        let wait = self.config.wait_replicas > 0;
+        let wait_options = self.wait_options(key);
+        let (wait_replicas, wait_ms) = (i64::from(self.config.wait_replicas), self.wait_timeout_ms());
+        let queue = async {
+            if wait {
+                let _: () = pipeline.with_options(&wait_options).wait(wait_replicas, wait_ms).await?;
+            }
+            Ok::<_, FredError>(pipeline.try_all::<Value>().await)
+        };
+        let limit = self.config.command_timeout + self.config.wait_timeout;
+        let mut replies = bounded(ctx, doing, limit, queue).await?.into_iter();
+        let missing =
+            || TierError::internal(ctx.clone(), format!("{doing}: a reply is missing in the pipeline"));
+        let write = replies.next().ok_or_else(missing)?;
+        let wait = match (wait, &write) {
+            // A failed write is the answer (its WAIT reply may be missing with it).
+            (false, _) | (true, Err(_)) => None,
+            (true, Ok(_)) => Some(replies.next().ok_or_else(missing)?),
+        };
+        Ok((write, wait))
+    }
+
+    /// True when [`record_topic`](Self::record_topic) recorded `topic` (`EXISTS`).
+    pub async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        let key = self.topic_key(topic);
+        let ctx = self.ctx(topic).location(key.clone());
+        let n: i64 =
+            bounded(&ctx, "EXISTS", self.config.command_timeout, self.client.exists(key.as_str())).await?;
+        Ok(n > 0)
     }
 
     /// Closes the connection(s). Later calls fail with `Unavailable`.
@@ -343,39 +410,25 @@ impl WarmTier {
         // One copy of the batch: a stream field is a single bulk string, so the prefix
         // and body cannot be sent as two buffers.
         let bytes = batch.to_bytes();
-        let pipeline = self.client.pipeline();
-        let wait = self.config.wait_replicas > 0;
         let key = handle.key.clone();
-        let wait_options = self.wait_options(&key);
-        let wait_ms = self.wait_timeout_ms();
-        let wait_replicas = i64::from(self.config.wait_replicas);
-        let queue = async {
-            let _: () = pipeline
-                .xadd(key.as_str(), false, None::<()>, id.as_str(), vec![(BATCH_FIELD, bytes.clone())])
-                .await?;
-            if wait {
-                let _: () = pipeline.with_options(&wait_options).wait(wait_replicas, wait_ms).await?;
-            }
-            Ok::<_, FredError>(pipeline.try_all::<Value>().await)
-        };
-        let limit = self.config.command_timeout + self.config.wait_timeout;
-        let mut replies = bounded(&handle.ctx, "XADD+WAIT", limit, queue).await?.into_iter();
         let ctx = handle.ctx.clone().offset(batch.base_offset()).location(format!("{key}@{id}"));
-        match replies.next() {
-            Some(Ok(_)) => self.note_appended(topic, batch),
-            Some(Err(e)) if e.details().contains("equal or smaller") => {
+        let pipeline = self.client.pipeline();
+        let queued: Result<(), FredError> = pipeline
+            .xadd(key.as_str(), false, None::<()>, id.as_str(), vec![(BATCH_FIELD, bytes.clone())])
+            .await;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "XADD", e))?;
+        let (reply, wait) = self.send_with_wait(&handle.ctx, "XADD+WAIT", &key, pipeline).await?;
+        match reply {
+            Ok(_) => self.note_appended(topic, batch),
+            Err(e) if e.details().contains("equal or smaller") => {
                 return self.resolve_existing(topic, &handle, batch, &bytes).await;
             }
-            Some(Err(e)) => return Err(crate::client::map_fred(ctx, "XADD", e)),
-            None => return Err(TierError::internal(ctx, "XADD: no reply in the pipeline")),
+            Err(e) => return Err(crate::client::map_fred(ctx, "XADD", e)),
         }
-        if wait {
-            let reply = replies
-                .next()
-                .ok_or_else(|| TierError::internal(ctx.clone(), "WAIT: no reply in the pipeline"))?;
-            self.check_wait(ctx, reply)?;
+        match wait {
+            Some(reply) => self.check_wait(ctx, reply),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// XADD refused the ID because the stream already has an entry at or after it:

@@ -83,3 +83,28 @@ async fn primary_outage_fails_fast_and_the_client_reconnects() {
     assert_eq!(tier.range(&fresh).await.unwrap(), OffsetRange::new(0, 2));
     assert_eq!(tier.read(&fresh, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap().len(), 2);
 }
+
+/// The topic marker (`record_topic`) is written like an append: confirmed by the replicas
+/// (`Unavailable` while they are silent), idempotent, and not a stream: the topic's range
+/// stays empty.
+#[tokio::test]
+async fn a_topic_marker_is_confirmed_by_the_replicas() {
+    let mut pair = ValkeyPair::start().await.expect("a Valkey primary and replica");
+    let tier = WarmTier::connect(config(&pair.primary_url(), "marker:")).await.unwrap();
+    let (t, other) = (topic("marked"), topic("never-marked"));
+    assert!(!tier.topic_recorded(&t).await.unwrap());
+    tier.record_topic(&t).await.unwrap();
+    tier.record_topic(&t).await.unwrap();
+    assert!(tier.topic_recorded(&t).await.unwrap());
+    assert!(!tier.topic_recorded(&other).await.unwrap());
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 0), "the marker is not the stream");
+    assert_eq!(tier.topic_key(&t), "marker:marked:topic");
+
+    pair.stop_replica().await;
+    let err = tier.record_topic(&other).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("only 0 of 1 replicas acknowledged"), "{err}");
+    pair.start_replica().await.expect("replica restarts");
+    eventually(Duration::from_secs(15), || tier.record_topic(&other)).await.unwrap();
+    assert!(tier.topic_recorded(&other).await.unwrap());
+}

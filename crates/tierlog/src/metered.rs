@@ -81,6 +81,14 @@ impl<T: WarmBackend> WarmBackend for Metered<T> {
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         self.0.restart_at(topic, offset).await
     }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        self.0.record_topic(topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        self.0.topic_recorded(topic).await
+    }
 }
 
 /// Counts a sequential cold read (one read request to the tier, however many ranged GETs
