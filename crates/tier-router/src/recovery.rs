@@ -37,8 +37,8 @@ use tracing::{error, info, warn};
 
 use crate::config::WarmFailurePolicy;
 use crate::state::{
-    PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation, write_fence,
-    write_losses,
+    Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation,
+    write_checkpoint, write_fence, write_losses,
 };
 use crate::store::Tiers;
 
@@ -99,6 +99,10 @@ pub(crate) struct Recovered {
     pub(crate) committed: Offset,
     /// The durable offset reservation found.
     pub(crate) reservation: Option<ReservationFile>,
+    /// Warm's batches from here on may lack a confirmation (the checkpoint's record of
+    /// it; 0 when none survived): a writer that opened without warm confirms them again
+    /// once warm answers.
+    pub(crate) warm_confirmed_from: Offset,
 }
 
 fn ctx(topic: &TopicName) -> ErrorContext {
@@ -112,7 +116,10 @@ pub(crate) async fn recover_topic(
     topic: &TopicName,
 ) -> Result<Recovered, TierError> {
     let hot = tiers.hot.range(topic).await?;
-    let checkpoint = read_checkpoint(state_dir, topic)?;
+    let checkpoint_file = read_checkpoint(state_dir, topic)?;
+    let checkpoint = checkpoint_file.map(|c| c.end);
+    // Where warm's confirmed batches ended at the checkpoint (see `Checkpoint::warm`).
+    let warm_confirmed = checkpoint_file.and_then(|c| c.warm);
     let reservation = read_reservation(state_dir, topic)?;
     let fence = read_fence(state_dir, topic)?;
     let pending = read_losses(state_dir, topic)?;
@@ -197,13 +204,15 @@ pub(crate) async fn recover_topic(
             from = warm_r.start;
         }
         if from < warm_r.end {
-            // Under `fail`, warm's batches after the checkpoint may lack their confirmation:
-            // keep them, as warm stores them, to confirm again (an identical re-append).
-            // Without a checkpoint only what warm trimmed away is known committed: keep
-            // every batch warm holds.
+            // Warm's batches after the last point known confirmed may lack their
+            // confirmation (a `WAIT` that fell short lands the entry on the primary): keep
+            // them, as warm stores them, to confirm again (an identical re-append). Under
+            // `fail` that point is the checkpoint, under `degrade` the warm floor the
+            // checkpoint recorded; without one, only what warm trimmed away is known
+            // confirmed: keep every batch warm holds.
             let keep_after = match tiers.config.warm_failure_policy {
                 WarmFailurePolicy::Fail => Some(checkpoint.unwrap_or(warm_r.start)),
-                WarmFailurePolicy::Degrade => None,
+                WarmFailurePolicy::Degrade => Some(warm_confirmed.unwrap_or(warm_r.start)),
             };
             // Replaying puts records in the WAL: the next recovery would see it hold the
             // topic. The losses found so far are kept first.
@@ -238,8 +247,13 @@ pub(crate) async fn recover_topic(
     // waited for it), so its end — already in `next` — is exact and nothing is skipped
     // (skipping would leave warm unable to continue).
     let no_local_evidence = wal_lost && checkpoint.is_none() && reservation.is_none();
-    let cold_knows_topic = mark_topic_in_cold(tiers, topic, cold_r, no_local_evidence).await?;
-    let other_tier_holds = !warm_r.is_empty() || !cold_r.is_empty() || cold_knows_topic;
+    // No offset was ever handed out, as far as the local state tells.
+    let unborn = wal_lost && reservation.is_none() && checkpoint.unwrap_or(0) == 0;
+    let marked = TopicMarkers { cold: cold_r, warm, no_local: no_local_evidence, unborn }
+        .check(tiers, state_dir, topic)
+        .await?;
+    // Warm's end counts even for an empty stream: it handed those offsets out once.
+    let other_tier_holds = warm_r.end > 0 || !cold_r.is_empty() || marked;
     let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
     if let Some(res) = &reservation
         && res.offset > next
@@ -308,16 +322,22 @@ pub(crate) async fn recover_topic(
         // lands the entry on the primary — so what it holds after that point is confirmed
         // again (an identical re-append only waits for the replicas), whether the WAL
         // survived or was replayed from warm.
-        let checkpointed = match checkpoint {
+        // Under `degrade` the commit point runs ahead of warm: what warm confirmed is the
+        // warm floor the checkpoint recorded. Everything after it is confirmed again
+        // before WAL retention may delete the WAL's copy (the commit point stays).
+        let confirmed_mark = if degrade { warm_confirmed } else { checkpoint };
+        let checkpointed = match confirmed_mark {
             Some(cp) => cp,
             None if !w.is_empty() => w.start,
             None if wal_lost => target,
             None => hot.start,
         };
         // Also committed: what cold holds (only committed offsets are exported) and what
-        // warm trimmed away (it held it; a batch below its start cannot be confirmed again).
-        let known = checkpointed.max(cold_r.end).max(if w.is_empty() { 0 } else { w.start });
-        let unconfirmed = if degrade { target } else { known.clamp(wal_now.start.min(target), target) };
+        // warm trimmed away (it held it; a batch below its start cannot be confirmed again)
+        // — an empty stream too: one that starts above 0 trimmed (or restarted past) the
+        // offsets below its start, and warm cannot take them back.
+        let known = checkpointed.max(cold_r.end).max(w.start);
+        let unconfirmed = known.clamp(wal_now.start.min(target), target);
         let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
         if let Some(first) = replayed_unconfirmed.first() {
             // Warm was ahead of the WAL: the replayed batches after the checkpoint, as warm
@@ -325,7 +345,7 @@ pub(crate) async fn recover_topic(
             // under `fail`, warm's batches before them from the last point known committed.
             let first_base = first.base_offset();
             let mut start = first_base.max(from);
-            if !degrade && from < first_base {
+            if from < first_base {
                 warm_batches(tiers, topic, from, first_base, &mut backlog).await?;
                 start = from;
             }
@@ -382,7 +402,10 @@ pub(crate) async fn recover_topic(
     if report.replayed.is_some() || report.warm_backfill.is_some() {
         info!(topic = %topic, report = ?report, "recovered topic");
     }
-    Ok(Recovered { report, backlog, committed, reservation })
+    // For a degraded open (warm unreachable): where warm's batches must be confirmed
+    // again from once it answers.
+    let warm_confirmed_from = if degrade { warm_confirmed } else { checkpoint }.unwrap_or(0);
+    Ok(Recovered { report, backlog, committed, reservation, warm_confirmed_from })
 }
 
 /// Records the losses found so far (those of an earlier recovery that did not complete
@@ -409,37 +432,82 @@ fn dedup(ranges: &mut Vec<OffsetRange>) {
     });
 }
 
-/// Makes sure cold's topic marker ([`ColdBackend::record_topic`](crate::ColdBackend::record_topic))
-/// records `topic` before any offset of it is handed out, and says whether it already
-/// did. Needed only while cold holds no segment of the topic (its segments are evidence
-/// enough). With no local evidence (`no_local`: no WAL, no state file) a marker found
-/// means the data directory was lost, not that the topic is new; then writing a missing
-/// marker must succeed before the topic opens. With local evidence the marker is written
-/// on the way (for topics created before markers existed), a failure only logged.
-async fn mark_topic_in_cold(
-    tiers: &Tiers,
-    topic: &TopicName,
+/// The topic markers ([`ColdBackend::record_topic`](crate::ColdBackend::record_topic),
+/// [`WarmBackend::record_topic`](crate::WarmBackend::record_topic)): each tier that holds
+/// nothing of a topic (cold no segment, warm's stream never a record) records it before
+/// any offset of it is handed out, so that a lost data directory is told apart from a new
+/// topic — under `degrade` a topic may have acknowledged records neither tier holds (warm
+/// down, or a `WAIT` that fell short before a failover, and no export yet).
+struct TopicMarkers {
     cold: OffsetRange,
+    /// Warm's range; `None` while warm is unreachable (a degraded open, which needs the
+    /// WAL) or absent.
+    warm: Option<OffsetRange>,
+    /// No WAL and no state file: a marker found means the data directory was lost.
     no_local: bool,
-) -> Result<bool, TierError> {
-    let Some(c) = &tiers.cold else { return Ok(false) };
-    if !cold.is_empty() {
-        return Ok(false);
-    }
-    if no_local {
-        if c.topic_recorded(topic).await? {
-            return Ok(true);
+    /// No offset was handed out as far as the local state tells: writing a missing marker
+    /// must succeed (replicas included) before the topic opens. Otherwise (a topic created
+    /// before markers existed) a failure is only logged, and the next open tries again.
+    unborn: bool,
+}
+
+impl TopicMarkers {
+    /// Records the missing markers; true when one was found with no local evidence.
+    async fn check(
+        &self,
+        tiers: &Tiers,
+        state_dir: &std::path::Path,
+        topic: &TopicName,
+    ) -> Result<bool, TierError> {
+        let cold = tiers.cold.as_ref().filter(|_| self.cold.is_empty());
+        let warm = tiers.warm.as_ref().filter(|_| self.warm.is_some_and(|w| w.end == 0));
+        if cold.is_none() && warm.is_none() {
+            return Ok(false);
         }
-        c.record_topic(topic).await?;
-    } else if let Err(e) = c.record_topic(topic).await {
-        warn!(topic = %topic, error = %e, "could not record the topic in cold; retried when it opens again");
+        if self.no_local {
+            if let Some(c) = cold
+                && c.topic_recorded(topic).await?
+            {
+                return Ok(true);
+            }
+            if let Some(w) = warm
+                && w.topic_recorded(topic).await?
+            {
+                return Ok(true);
+            }
+            // A new topic. Local evidence first (a commit point of 0): should recording a
+            // marker fail, the next open must not take the marker written for a lost
+            // data directory's.
+            write_checkpoint(state_dir, topic, Checkpoint { end: 0, warm: tiers.warm.as_ref().map(|_| 0) })?;
+        }
+        if let Some(c) = cold {
+            self.recorded("cold", topic, c.record_topic(topic).await)?;
+        }
+        if let Some(w) = warm {
+            self.recorded("warm", topic, w.record_topic(topic).await)?;
+        }
+        Ok(false)
     }
-    Ok(false)
+
+    fn recorded(
+        &self,
+        tier: &str,
+        topic: &TopicName,
+        result: Result<(), TierError>,
+    ) -> Result<(), TierError> {
+        match result {
+            Err(e) if !self.unborn => {
+                warn!(topic = %topic, error = %e, "could not record the topic in {tier}; retried when it opens again");
+                Ok(())
+            }
+            other => other,
+        }
+    }
 }
 
 /// Pushes onto `out` warm's batches holding `[from, to)`, as warm stores them (the first
 /// may start before `from`); returns where they end (`to`, or sooner if warm ends sooner).
-async fn warm_batches(
+pub(crate) async fn warm_batches(
     tiers: &Tiers,
     topic: &TopicName,
     from: Offset,

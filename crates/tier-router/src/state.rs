@@ -132,10 +132,35 @@ fn state_path(state_dir: &Path, topic: &TopicName, kind: &str) -> PathBuf {
     state_dir.join(format!("{topic}.{kind}"))
 }
 
-/// The last checkpointed commit point of `topic` (`<state_dir>/<topic>.end`), if any.
-pub(crate) fn read_checkpoint(state_dir: &Path, topic: &TopicName) -> Result<Option<Offset>, TierError> {
+/// A checkpoint (`<state_dir>/<topic>.end`: `<end>` or `<end> warm <confirmed>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Checkpoint {
+    /// The commit point.
+    pub(crate) end: Offset,
+    /// Where warm's confirmed records ended (the writer's warm floor: every batch below it
+    /// was confirmed by warm's replicas, or needs no warm copy); `None` without warm, and
+    /// in files written before it was recorded. Under `degrade` the commit point runs
+    /// ahead of it: recovery confirms warm's batches from here again before WAL retention
+    /// may delete their WAL copies.
+    pub(crate) warm: Option<Offset>,
+}
+
+/// The last checkpoint of `topic`, if any.
+pub(crate) fn read_checkpoint(state_dir: &Path, topic: &TopicName) -> Result<Option<Checkpoint>, TierError> {
     let Some((path, text)) = read_state(state_dir, topic, CHECKPOINT)? else { return Ok(None) };
-    parse_offset(topic, &path, CHECKPOINT, text.trim()).map(Some)
+    let mut words = text.split_whitespace();
+    let end = parse_offset(topic, &path, CHECKPOINT, words.next().unwrap_or(""))?;
+    let warm = match (words.next(), words.next()) {
+        (Some("warm"), Some(w)) => Some(parse_offset(topic, &path, CHECKPOINT, w)?),
+        (None, _) => None,
+        (Some(other), _) => {
+            return Err(TierError::corruption(
+                ctx(topic).location(path.display().to_string()),
+                format!("bad {CHECKPOINT} file: unexpected {other:?} after the commit point"),
+            ));
+        }
+    };
+    Ok(Some(Checkpoint { end, warm }))
 }
 
 /// `topic`'s durable offset reservation (`<state_dir>/<topic>.reserved`), if any.
@@ -188,9 +213,17 @@ fn remove_state(state_dir: &Path, topic: &TopicName, kind: &str) -> Result<(), T
         .map_err(|e| io("syncing the state directory", e))
 }
 
-/// Records `end` as `topic`'s commit point, durably.
-pub(crate) fn write_checkpoint(state_dir: &Path, topic: &TopicName, end: Offset) -> Result<(), TierError> {
-    write_state(state_dir, topic, CHECKPOINT, &end.to_string())
+/// Records `checkpoint` as `topic`'s, durably.
+pub(crate) fn write_checkpoint(
+    state_dir: &Path,
+    topic: &TopicName,
+    checkpoint: Checkpoint,
+) -> Result<(), TierError> {
+    let text = match checkpoint.warm {
+        Some(w) => format!("{} warm {w}", checkpoint.end),
+        None => checkpoint.end.to_string(),
+    };
+    write_state(state_dir, topic, CHECKPOINT, &text)
 }
 
 /// Records `reservation` as `topic`'s offset reservation, durably (the writer calls it on

@@ -17,7 +17,7 @@ use crate::backend::{ColdBackend, WarmBackend};
 use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
-use crate::state::{current_boot_id, remove_fence, remove_losses, write_checkpoint};
+use crate::state::{Checkpoint, current_boot_id, remove_fence, remove_losses, write_checkpoint};
 use crate::topic::Topic;
 use crate::writer::{Command, Reservation, Writer};
 
@@ -418,7 +418,7 @@ impl TieredStore {
         }
         writer.queue_backlog(recovered.backlog);
         if recovered.report.warm_unreachable {
-            writer.warm_unknown();
+            writer.warm_unknown(recovered.warm_confirmed_from);
         }
         writer.settle_backlog().await;
         if recovered.report.end_unknown {
@@ -469,17 +469,23 @@ impl TieredStore {
     pub async fn checkpoint(&self) -> Result<(), TierError> {
         // A topic whose acknowledged end is unknown writes none: a checkpoint would pass
         // for evidence of where its offsets end.
-        let entries: Vec<(TopicName, Offset)> = self
+        let has_warm = self.inner.tiers.warm.is_some();
+        let entries: Vec<(TopicName, Checkpoint)> = self
             .cores()
             .await
             .iter()
             .filter(|c| !c.report.lock().end_unknown)
-            .map(|c| (c.name.clone(), *c.hwm.borrow()))
+            .map(|c| {
+                let end = *c.hwm.borrow();
+                // What warm confirmed (the warm floor; 0 while warm's end is unknown).
+                let warm = has_warm.then(|| c.warm_floor.load(Ordering::Acquire));
+                (c.name.clone(), Checkpoint { end, warm })
+            })
             .collect();
         let dir = self.inner.state_dir.clone();
         tokio::task::spawn_blocking(move || {
-            for (topic, end) in entries {
-                write_checkpoint(&dir, &topic, end)?;
+            for (topic, checkpoint) in entries {
+                write_checkpoint(&dir, &topic, checkpoint)?;
             }
             Ok(())
         })

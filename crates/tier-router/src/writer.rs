@@ -127,6 +127,9 @@ pub(crate) struct Writer {
     warm_behind: bool,
     /// Warm was unreachable when the topic opened: its end is not known yet.
     warm_unknown: bool,
+    /// With `warm_unknown`: warm's batches from here on may lack a confirmation (a `WAIT`
+    /// that fell short before the restart); they are confirmed again once warm answers.
+    warm_confirmed_from: Option<Offset>,
     /// Shared with WAL retention: warm holds (or will never need) every offset below it,
     /// so the WAL may delete segments ending at or below it and no lower: warm's
     /// back-fill reads them. `u64::MAX` without warm; 0 while warm's end is unknown.
@@ -165,6 +168,7 @@ impl Writer {
             carry: None,
             warm_behind: false,
             warm_unknown: false,
+            warm_confirmed_from: None,
             warm_floor: Arc::new(AtomicU64::new(u64::MAX)),
             fenced: None,
             reservation,
@@ -190,9 +194,12 @@ impl Writer {
     }
 
     /// Marks warm's end as unknown (it was unreachable at open): nothing is sent to warm
-    /// until it answers a range query, then the WAL's records from its end are queued.
-    pub(crate) fn warm_unknown(&mut self) {
+    /// until it answers a range query, then warm's batches from `confirmed_from` (the
+    /// last point known confirmed) are confirmed again and the WAL's records from warm's
+    /// end are queued.
+    pub(crate) fn warm_unknown(&mut self, confirmed_from: Offset) {
         self.warm_unknown = self.tiers.warm.is_some();
+        self.warm_confirmed_from = Some(confirmed_from);
         self.warm_behind = self.warm_unknown;
         self.publish_warm_floor();
     }
@@ -400,11 +407,11 @@ impl Writer {
         }
         let skipped = OffsetRange::new(self.next, at);
         self.next = at;
-        if *self.hwm.borrow() < at {
-            self.hwm.send_replace(at);
-        }
         self.fenced = None;
-        self.publish_warm_floor();
+        // The commit point passes the skipped offsets once every batch before them is
+        // committed — not before: a batch recovery queued for warm (under `fail`, one warm
+        // never confirmed) is not readable until warm holds it.
+        self.advance();
         warn!(topic = %self.topic, skipped = %skipped, "resumed by the operator; the skipped offsets are never used");
         Ok(skipped)
     }
@@ -680,21 +687,31 @@ impl Writer {
         };
         let held = warm.range(&self.topic).await?;
         let first = self.pending.front().map_or(self.next, |p| p.batch.base_offset());
+        let mut backlog = Vec::new();
+        // What warm holds past the last point known confirmed is confirmed again, as warm
+        // stores it, before WAL retention may delete the WAL's copy.
+        if let Some(from) = self.warm_confirmed_from {
+            let (from, to) = (from.max(held.start), held.end.min(first));
+            if !held.is_empty() && from < to {
+                crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
+            }
+        }
         // An empty warm tier accepts any base offset: it takes over at the next batch.
         if !held.is_empty() && held.end < first {
-            let backlog =
-                batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(held.end, first)).await?;
-            for batch in backlog.into_iter().rev() {
-                self.pending.push_front(Pending { batch, in_wal: true, in_warm: false });
-            }
+            backlog
+                .extend(batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(held.end, first)).await?);
         } else if held.end > self.next {
             warn!(
                 topic = %self.topic, warm = %held, next = self.next,
                 "warm holds offsets beyond the WAL's end (never acknowledged); its back-fill will be refused"
             );
         }
+        for batch in backlog.into_iter().rev() {
+            self.pending.push_front(Pending { batch, in_wal: true, in_warm: false });
+        }
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
         self.warm_unknown = false;
+        self.warm_confirmed_from = None;
         self.publish_warm_floor();
         Ok(())
     }
@@ -713,6 +730,10 @@ impl Writer {
         }
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();
+        }
+        if self.pending.is_empty() {
+            // Every offset below `next` is committed or was skipped (a gap no batch fills).
+            hwm = hwm.max(self.next);
         }
         if self.warm_behind && !self.warm_unknown && self.pending.iter().all(|p| p.in_warm) {
             self.warm_behind = false;

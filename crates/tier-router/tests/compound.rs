@@ -1230,3 +1230,129 @@ async fn a_failed_open_after_a_replay_reports_its_losses_the_next_time() {
     assert!(store.recover_topic(T).await.unwrap().is_clean(), "once reported, not again");
     store.close().await;
 }
+
+/// `fail`, hot+warm: warm refuses batch [12, 19) (it never lands), then trims the
+/// committed [0, 12) away, leaving an empty stream at 12. The state directory is lost, so
+/// the topic opens fenced, and the operator resumes it at the WAL's end. The refused
+/// batch must not be served until warm confirms it: the commit point never passes warm's
+/// end — sim seed 50001453, where the resume moved the commit point to 19 while the
+/// back-fill started at 0, below warm's start, and was refused forever.
+#[tokio::test]
+async fn a_resume_never_serves_a_batch_warm_did_not_confirm() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 12, 12).await;
+    warm.fail_fraction(1.0);
+    assert_eq!(topic.append((12..19).map(rec).collect()).await.unwrap_err().kind(), ErrorKind::Unavailable);
+    warm.clear();
+    assert_eq!(warm.inner().trim_before(&name(), 12), r(12, 12), "warm trimmed what was committed");
+    drop(topic);
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    let store = open(dir.path(), FsyncPolicy::Never, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "{report:?}");
+    store.resume_topic(T, 19).await.unwrap();
+    let topic = store.topic(T).await.unwrap();
+    let held = warm.inner().range(&name()).await.unwrap();
+    assert!(
+        topic.high_watermark() <= held.end,
+        "commit point {} passes what warm confirmed ({held:?})",
+        topic.high_watermark()
+    );
+    topic.flush().await.expect("warm takes the refused batch from the WAL");
+    assert_eq!(warm.inner().range(&name()).await.unwrap(), r(12, 19));
+    assert_eq!(topic.high_watermark(), 19);
+    assert_eq!(served_at(&store, 11).await, Some(rec(11).payload));
+    assert_eq!(topic.append(vec![rec(19)]).await.unwrap(), r(19, 20));
+    store.close().await;
+}
+
+/// `degrade`, hot+warm: the warm tier is opened after a clean close (or after a moment
+/// down) never having confirmed topic 't' — the marker in warm is what says the topic
+/// existed. [0, 3) is acknowledged while warm refuses every append, then the whole data
+/// directory is lost: nothing else bounds the acknowledged end, so the topic must open
+/// fenced (its end unknown), not at 0 — sim seeds 11119, 12112, 20591 and 40001220.
+#[tokio::test]
+async fn a_lost_data_directory_after_acks_warm_never_confirmed_fences_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    warm.fail_fraction(1.0);
+    append_range(&topic, 0, 3, 3).await;
+    assert_eq!(warm.inner().range(&name()).await.unwrap(), r(0, 0), "warm holds none of them");
+    drop(topic);
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+    warm.clear();
+
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "the topic reopened as new, reusing acknowledged offsets: {report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(0)]).await.unwrap_err().kind(), ErrorKind::Fenced);
+    let report = store.resume_topic(T, 3).await.unwrap();
+    assert_eq!(report.maybe_lost, vec![r(0, 3)], "{report:?}");
+    assert_eq!(topic.append(vec![rec(3)]).await.unwrap(), r(3, 4));
+    store.close().await;
+}
+
+/// `degrade`, hot+warm: [10, 20) lands in warm but its `WAIT` falls short (the replicas
+/// never confirm it; acknowledged from the WAL). After a clean restart — warm answering at
+/// once, or down at open and back later — WAL retention must keep [10, 20) until warm
+/// confirms it: the only other copy is on warm's primary, which a failover to a lagging
+/// replica takes away — sim seed 40000846, where retention trusted warm's range after the
+/// restart. The checkpoint records where warm's confirmed batches ended.
+#[tokio::test]
+async fn wal_retention_after_a_restart_keeps_what_warm_never_confirmed() {
+    for warm_down_at_open in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let warm = faulty_warm();
+        let store =
+            open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+        let topic = store.topic(T).await.unwrap();
+        append_range(&topic, 0, 10, 10).await;
+        warm.fail_after_append(true);
+        warm.fail_fraction(1.0);
+        append_range(&topic, 10, 20, 10).await;
+        assert_eq!(warm.inner().range(&name()).await.unwrap(), r(0, 20), "the batch landed in warm");
+        drop(topic);
+        store.close().await;
+
+        if warm_down_at_open {
+            warm.target(&[Op::Append, Op::Range]);
+        }
+        let store =
+            open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+        let topic = store.topic(T).await.unwrap();
+        if warm_down_at_open {
+            assert!(store.recover_topic(T).await.unwrap().warm_unreachable);
+            // Warm answers again, its replicas still silent.
+            warm.target(&[Op::Append]);
+        }
+        assert!(topic.flush().await.is_err(), "warm never confirms (down at open: {warm_down_at_open})");
+        store.hot().rotate(&name()).await.unwrap();
+        let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+        store.run_retention_now(later).await.unwrap();
+        let wal = store.hot().range(&name()).await.unwrap();
+        assert!(
+            wal.start <= 10,
+            "WAL retention deleted what warm never confirmed: WAL {wal:?} (down at open: {warm_down_at_open})"
+        );
+        warm.clear();
+        topic.flush().await.expect("warm confirms once its replicas answer");
+        store.run_retention_now(later).await.unwrap();
+        assert!(store.hot().sealed_segments(&name()).is_empty(), "then retention deletes them");
+        drop(topic);
+        store.close().await;
+    }
+}
