@@ -162,8 +162,8 @@ where
 /// reports it, or the WAL answered offsets that do not continue the read), the tier
 /// serving `n` in its place — warm when it holds `n`, else cold, up to `to` or the end
 /// of its range. Never [`Slice::Hot`]. `error` itself for any other error, or when
-/// neither tier holds `n` (a tier that cannot answer for its range counts as not
-/// holding it).
+/// neither tier holds `n`; `Unavailable` when neither holds it but one could not be
+/// asked (it may hold the intact copy: the reader may retry).
 ///
 /// The reader makes one bounded read from that tier, then asks the WAL again from
 /// where it ended: once per damaged range the WAL's answer is replaced (again only if
@@ -179,19 +179,36 @@ pub(crate) async fn instead_of_wal(
     if error.kind() != ErrorKind::Corruption {
         return Err(error);
     }
-    if let Some(w) = &tiers.warm
-        && let Ok(range) = w.range(topic).await
-        && range.contains(n)
-    {
-        return Ok(Slice::Warm { tier: Arc::clone(w), to: to.min(range.end) });
+    // A tier that cannot be asked may hold the intact copy: then the answer is its
+    // `Unavailable` (retry later), not the damage (no intact copy anywhere).
+    let mut unreachable = None;
+    if let Some(w) = &tiers.warm {
+        match w.range(topic).await {
+            Ok(range) if range.contains(n) => {
+                return Ok(Slice::Warm { tier: Arc::clone(w), to: to.min(range.end) });
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => unreachable = Some(e),
+            _ => {}
+        }
     }
-    if let Some(c) = &tiers.cold
-        && let Ok(range) = c.range(topic).await
-        && range.contains(n)
-    {
-        return Ok(Slice::Cold { tier: Arc::clone(c), to: to.min(range.end) });
+    if let Some(c) = &tiers.cold {
+        match c.range(topic).await {
+            Ok(range) if range.contains(n) => {
+                return Ok(Slice::Cold { tier: Arc::clone(c), to: to.min(range.end) });
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => unreachable = unreachable.or(Some(e)),
+            _ => {}
+        }
     }
-    Err(error)
+    match unreachable {
+        Some(e) => Err(TierError::unavailable(
+            ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
+            format!(
+                "the WAL's copy of offset {n} is damaged ({error}) and a tier that may hold it intact cannot be reached ({e})"
+            ),
+        )),
+        None => Err(error),
+    }
 }
 
 #[cfg(test)]

@@ -721,19 +721,23 @@ impl Writer {
     fn advance(&mut self) {
         let degrade = self.policy() == WarmFailurePolicy::Degrade;
         let mut hwm = *self.hwm.borrow();
+        let mut every_batch_committed = true;
         for p in &self.pending {
             if p.in_wal && (p.in_warm || degrade) {
                 hwm = hwm.max(p.batch.end_offset());
             } else {
+                every_batch_committed = false;
                 break;
             }
         }
+        if every_batch_committed {
+            // Every offset below `next` is committed or was skipped (a gap no batch fills):
+            // the commit point passes the gap, so a reader from the latest offset starts
+            // after it.
+            hwm = hwm.max(self.next);
+        }
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();
-        }
-        if self.pending.is_empty() {
-            // Every offset below `next` is committed or was skipped (a gap no batch fills).
-            hwm = hwm.max(self.next);
         }
         if self.warm_behind && !self.warm_unknown && self.pending.iter().all(|p| p.in_warm) {
             self.warm_behind = false;

@@ -1356,3 +1356,39 @@ async fn wal_retention_after_a_restart_keeps_what_warm_never_confirmed() {
         store.close().await;
     }
 }
+
+/// `degrade`, hot+warm: [0, 5) is acknowledged while warm's `WAIT` falls short (warm holds
+/// it unconfirmed), then the whole data directory is lost. The topic reopens fenced with
+/// [0, 5) replayed from warm and queued to be confirmed again; the operator resumes it at
+/// 10. Every queued batch is committed (`degrade`), so the commit point passes the skipped
+/// [5, 10): a reader from the latest offset starts at 10 and gets the next record, not the
+/// gap's `NotFound` — sim seed 70001527.
+#[tokio::test]
+async fn after_a_resume_a_live_tail_starts_past_the_skipped_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    warm.fail_after_append(true);
+    warm.fail_fraction(1.0);
+    append_range(&topic, 0, 5, 5).await;
+    drop(topic);
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown && report.replayed == Some(r(0, 5)), "{report:?}");
+    store.resume_topic(T, 10).await.unwrap();
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.high_watermark(), 10, "the commit point passes the skipped offsets");
+    let mut tail = topic.reader(StartPosition::Latest).await.unwrap();
+    assert_eq!(topic.append(vec![rec(10)]).await.unwrap(), r(10, 11));
+    let next = tokio::time::timeout(Duration::from_secs(5), tail.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!((next.offset, next.payload), (10, rec(10).payload));
+    store.close().await;
+}

@@ -20,6 +20,8 @@ use futures::StreamExt;
 use tier_core::segment::SealedSegment;
 use tier_core::{ErrorKind, Offset, OffsetRange, Record, StartPosition, TierError, TopicName};
 use tier_router::{ColdBackend, PagedCold, Source, TieredStore, Topic};
+use tier_testkit::faults::Op;
+use tier_testkit::{FaultyTier, MemoryTier};
 
 const TOPIC: &str = "damaged";
 const WAIT: Duration = Duration::from_secs(20);
@@ -243,6 +245,30 @@ async fn a_corrupt_wal_batch_no_other_tier_holds_ends_the_read_after_the_intact_
     let (records, err) = read_records(&topic, 205, 700).await;
     assert!(records.is_empty() && err.is_some_and(|e| e.kind() == ErrorKind::Corruption));
     both_readers_serve(&topic, 210, 700, &[(Source::Hot, r(210, 700))]).await;
+    store.close().await;
+}
+
+/// Hot+warm, warm down: the WAL's batch [200, 210) is damaged and warm, which holds it
+/// intact, cannot be asked. Both readers deliver [0, 200) and then end with `Unavailable`
+/// (retry later), not `Corruption` (which says no intact copy exists) — sim seed 70005541.
+/// Once warm answers, the read from 200 is served from it.
+#[tokio::test]
+async fn a_corrupt_wal_batch_with_warm_down_is_unavailable_not_corrupt() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    let (store, topic) = damaged_wal_batch(&d).await;
+    warm.target(&[Op::Range, Op::Read]);
+    warm.fail_fraction(1.0);
+    for (reader, (records, err)) in
+        [("record", read_records(&topic, 0, 700).await), ("batch", read_batches(&topic, 0, 700).await)]
+    {
+        assert_eq!(runs(0, &records), vec![(Source::Hot, r(0, 200))], "{reader} reader");
+        let err = err.unwrap_or_else(|| panic!("{reader} reader: no error"));
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{reader} reader: {err}");
+    }
+    warm.clear();
+    both_readers_serve(&topic, 200, 700, &[(Source::Warm, r(200, 700))]).await;
     store.close().await;
 }
 

@@ -237,4 +237,40 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
                the next open, finding the WAL holding the topic, reports nothing",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 11119,
+        keep: &[152, 159, 160, 175],
+        case: "session 6: degrade, acks warm never confirmed (WAIT short, failover), then a lost data directory; the topic reopened at 0",
+        invariant: model::inv::TWO_CONTENTS,
+    },
+    Regression {
+        seed: 40000846,
+        keep: &[9, 30, 32, 33, 34, 37, 39, 65, 70, 78, 79],
+        case: "session 6: degrade, a WAIT short, a clean restart: WAL retention trusted warm's range, a failover took the only copy",
+        invariant: model::inv::UNREPORTED,
+    },
+    Regression {
+        seed: 50001453,
+        keep: &[72, 74, 75, 76, 78, 80, 82, 88, 125, 139],
+        case: "session 6: fail, a refused batch, warm trimmed and failed over, a lost state directory: the resume served the refused batch",
+        invariant: model::inv::UNACKED_SERVED,
+    },
+    Regression {
+        seed: 60001204,
+        keep: &[28, 29, 38, 39, 44, 45, 56, 57, 58, 61, 63, 83, 84, 85, 86, 87, 88, 90, 96, 156, 157],
+        case: "session 6: a damaged sealed WAL segment was exported as it was; with warm down, cold's damaged copy failed the read",
+        invariant: model::inv::READ_FAILED,
+    },
+    Regression {
+        seed: 70001527,
+        keep: &[55, 56, 58, 60, 63, 64, 65],
+        case: "session 6: degrade, a resume with warm's batches queued to be confirmed again: the commit point stayed below the skipped offsets, the live tail hit the gap",
+        invariant: model::inv::LIVE_TAIL,
+    },
+    Regression {
+        seed: 70005541,
+        keep: &[0, 1, 18, 24, 26, 31, 32, 34, 39, 50, 51],
+        case: "session 6: a damaged WAL batch with warm (holding it intact) down: the read failed Corruption, not Unavailable",
+        invariant: model::inv::READ_FAILED,
+    },
 ];
