@@ -173,6 +173,11 @@ pub(crate) async fn recover_topic(
     };
     let warm_r = warm.unwrap_or_default();
     let cold_r = cold.unwrap_or_default();
+    // Neither the WAL nor a state file survived: nothing local bounds the offsets handed out.
+    let no_local_evidence = wal_lost && checkpoint.is_none() && reservation.is_none();
+    // Under `fail` a non-empty warm tier bounds what was acknowledged (every
+    // acknowledgement waited for it).
+    let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
     let mut replayed_unconfirmed: Vec<RecordBatch> = Vec::new();
 
     if !wal_lost && hot.end < cold_r.end {
@@ -215,8 +220,14 @@ pub(crate) async fn recover_topic(
                 WarmFailurePolicy::Degrade => Some(warm_confirmed.unwrap_or(warm_r.start)),
             };
             // Replaying puts records in the WAL: the next recovery would see it hold the
-            // topic. The losses found so far are kept first.
+            // topic. The losses found so far are kept first, and a topic that nothing local
+            // vouches for is fenced first (below, the fence is written again at the end
+            // found): an open that fails after the replay must not leave a WAL that passes
+            // for local evidence of where the acknowledged offsets end.
             keep_losses(state_dir, topic, &report)?;
+            if no_local_evidence && !warm_bounds_acks && fence.is_none() {
+                write_fence(state_dir, topic, warm_r.end.max(cold_r.end))?;
+            }
             let (range, kept) = replay(tiers, topic, from, hot, keep_after).await?;
             report.replayed = Some(range);
             replayed_unconfirmed = kept;
@@ -239,14 +250,6 @@ pub(crate) async fn recover_topic(
         next = cp;
     }
 
-    // A WAL that cannot vouch for its end (lost, cut back at open — media damage or a torn
-    // write — or a power cut may have taken an unsynced tail): offsets up to the
-    // reservation may have been acknowledged after the last checkpoint. Report them and
-    // never reuse them.
-    // Under `fail` a non-empty warm tier bounds what was acknowledged (every acknowledgement
-    // waited for it), so its end — already in `next` — is exact and nothing is skipped
-    // (skipping would leave warm unable to continue).
-    let no_local_evidence = wal_lost && checkpoint.is_none() && reservation.is_none();
     // No offset was ever handed out, as far as the local state tells.
     let unborn = wal_lost && reservation.is_none() && checkpoint.unwrap_or(0) == 0;
     let marked = TopicMarkers { cold: cold_r, warm, no_local: no_local_evidence, unborn }
@@ -254,7 +257,14 @@ pub(crate) async fn recover_topic(
         .await?;
     // Warm's end counts even for an empty stream: it handed those offsets out once.
     let other_tier_holds = warm_r.end > 0 || !cold_r.is_empty() || marked;
-    let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
+
+    // A WAL that cannot vouch for its end (lost, cut back at open — media damage or a torn
+    // write — or a power cut may have taken an unsynced tail): offsets up to the
+    // reservation may have been acknowledged after the last checkpoint. Report them and
+    // never reuse them.
+    // Under `fail` a non-empty warm tier bounds what was acknowledged (every acknowledgement
+    // waited for it), so its end — already in `next` — is exact and nothing is skipped
+    // (skipping would leave warm unable to continue).
     if let Some(res) = &reservation
         && res.offset > next
         && !warm_bounds_acks

@@ -1392,3 +1392,57 @@ async fn after_a_resume_a_live_tail_starts_past_the_skipped_offsets() {
     assert_eq!((next.offset, next.payload), (10, rec(10).payload));
     store.close().await;
 }
+
+/// `degrade`, hot+warm+cold: [0, 9) reaches warm, [9, 33) only the WAL (warm down), then
+/// the whole data directory is lost. The first recovery after it replays [0, 9) from warm
+/// into the WAL and then fails (cold cannot be asked whether it recorded the topic). The
+/// next must not take the replayed WAL for local evidence of the end: the topic stays
+/// fenced and no acknowledged offset in [9, 33) is handed out again — sim seed 80003588.
+#[tokio::test]
+async fn a_recovery_that_fails_after_a_replay_leaves_the_topic_fenced() {
+    use object_store::memory::InMemory;
+    use tier_cold::testing::{Faults, FaultyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let bucket = FaultyStore::new(Arc::new(InMemory::new()), Faults::default());
+    let cold = || Arc::new(ColdTier::with_store(Arc::new(bucket.clone()), ColdConfig::default()).unwrap());
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
+            .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 9, 9).await;
+    warm.fail_fraction(1.0);
+    append_range(&topic, 9, 33, 8).await;
+    drop(topic);
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+    warm.clear();
+
+    // Cold answers its range, then fails: the recovery replays warm, then cannot check the
+    // topic marker.
+    bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
+    let failed = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .router(router(WarmFailurePolicy::Degrade))
+        .background(false)
+        .topics([name()])
+        .warm(warm.clone())
+        .cold(cold())
+        .open()
+        .await;
+    let err = failed.expect_err("the open fails while cold cannot be asked");
+    assert!(err.to_string().contains("topic marker"), "the recovery failed elsewhere: {err}");
+    let wal = std::fs::read_dir(dir.path().join("hot").join(T)).unwrap().count();
+    assert!(wal > 0, "warm was replayed into the WAL first");
+    bucket.set_faults(Faults::default());
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
+            .await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.end_unknown, "the replayed WAL passed for evidence of the end: {report:?}");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(9)]).await.unwrap_err().kind(), ErrorKind::Fenced);
+    store.close().await;
+}

@@ -273,4 +273,10 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6: a damaged WAL batch with warm (holding it intact) down: the read failed Corruption, not Unavailable",
         invariant: model::inv::READ_FAILED,
     },
+    Regression {
+        seed: 80003588,
+        keep: &[8, 9, 11, 17, 27, 29, 31],
+        case: "session 6: degrade, a lost data directory, an open that failed after replaying warm: the next took the replayed WAL for evidence of the end",
+        invariant: model::inv::TWO_CONTENTS,
+    },
 ];
