@@ -209,7 +209,8 @@ impl BatchReader {
                 }
                 Slice::Cold { tier, to } => {
                     self.live = false;
-                    return self.read_cold(tier, to).await;
+                    let (n, read) = (self.next, self.read_cold(tier, to).await);
+                    return slice::or_unreachable(&self.tiers, &self.topic, n, read).await;
                 }
             }
         }

@@ -178,6 +178,18 @@ impl Reader {
                 self.live = None;
                 return Ok(());
             }
+            Err(e) if e.kind() == ErrorKind::Corruption => {
+                // The WAL's copy is damaged (in the segment the tail reads): once the
+                // record is committed, history serves it from a tier holding it intact
+                // (or ends with the damage when none does), as for any damaged batch.
+                self.live = None;
+                let next = self.next;
+                self.hwm
+                    .wait_for(|h| *h > next)
+                    .await
+                    .map_err(|_| TierError::unavailable(ctx(&self.topic), "the store is closed"))?;
+                return Ok(());
+            }
             Err(e) => return Err(e),
         };
         if record.offset != self.next {
@@ -220,7 +232,10 @@ impl Reader {
                     }
                 },
                 Slice::Warm { tier, to } => return self.read_from(tier.as_ref(), Source::Warm, to).await,
-                Slice::Cold { tier, to } => return self.read_cold(tier, to).await,
+                Slice::Cold { tier, to } => {
+                    let (n, read) = (self.next, self.read_cold(tier, to).await);
+                    return slice::or_unreachable(&self.tiers, &self.topic, n, read).await;
+                }
             }
         }
     }

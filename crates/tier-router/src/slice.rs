@@ -200,15 +200,47 @@ pub(crate) async fn instead_of_wal(
             _ => {}
         }
     }
-    match unreachable {
-        Some(e) => Err(TierError::unavailable(
-            ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
-            format!(
-                "the WAL's copy of offset {n} is damaged ({error}) and a tier that may hold it intact cannot be reached ({e})"
-            ),
-        )),
-        None => Err(error),
+    Err(match unreachable {
+        Some(e) => damaged_and_unreachable(topic, n, &error, &e),
+        None => error,
+    })
+}
+
+/// `read` (cold's read of a slice from `n`) as the reader answers it: a `Corruption` —
+/// cold's copy is damaged — while warm, which may hold an intact copy, cannot be asked
+/// becomes `Unavailable` (retry later): `Corruption` says no intact copy exists.
+pub(crate) async fn or_unreachable(
+    tiers: &Tiers,
+    topic: &TopicName,
+    n: Offset,
+    read: Result<(), TierError>,
+) -> Result<(), TierError> {
+    let Err(error) = read else { return Ok(()) };
+    if error.kind() != ErrorKind::Corruption {
+        return Err(error);
     }
+    if let Some(w) = &tiers.warm
+        && let Err(e) = w.range(topic).await
+        && e.kind() == ErrorKind::Unavailable
+    {
+        return Err(damaged_and_unreachable(topic, n, &error, &e));
+    }
+    Err(error)
+}
+
+fn damaged_and_unreachable(
+    topic: &TopicName,
+    n: Offset,
+    damage: &TierError,
+    unreachable: &TierError,
+) -> TierError {
+    TierError::unavailable(
+        ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
+        format!(
+            "the copy of offset {n} read is damaged ({damage}) and a tier that may hold it intact cannot be reached \
+             ({unreachable})"
+        ),
+    )
 }
 
 #[cfg(test)]

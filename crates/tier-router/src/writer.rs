@@ -142,6 +142,8 @@ pub(crate) struct Writer {
     /// back-fill stopped at offsets no tier holds): the warm floor stays at or below it
     /// until warm is continued ([`continue_warm`](Self::continue_warm)).
     warm_hold: Option<Offset>,
+    /// Offsets an operator's resume skipped, until the commit point passes them.
+    skipped: Option<OffsetRange>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -173,6 +175,7 @@ impl Writer {
             fenced: None,
             reservation,
             warm_hold: None,
+            skipped: None,
         }
     }
 
@@ -408,6 +411,7 @@ impl Writer {
         let skipped = OffsetRange::new(self.next, at);
         self.next = at;
         self.fenced = None;
+        self.skipped = Some(skipped);
         // The commit point passes the skipped offsets once every batch before them is
         // committed — not before: a batch recovery queued for warm (under `fail`, one warm
         // never confirmed) is not readable until warm holds it.
@@ -721,20 +725,21 @@ impl Writer {
     fn advance(&mut self) {
         let degrade = self.policy() == WarmFailurePolicy::Degrade;
         let mut hwm = *self.hwm.borrow();
-        let mut every_batch_committed = true;
         for p in &self.pending {
             if p.in_wal && (p.in_warm || degrade) {
                 hwm = hwm.max(p.batch.end_offset());
             } else {
-                every_batch_committed = false;
                 break;
             }
         }
-        if every_batch_committed {
-            // Every offset below `next` is committed or was skipped (a gap no batch fills):
-            // the commit point passes the gap, so a reader from the latest offset starts
-            // after it.
-            hwm = hwm.max(self.next);
+        // The offsets a resume skipped: the commit point passes them once it reaches
+        // them (every batch before them committed), so a reader from the latest offset
+        // starts after the gap.
+        if let Some(skipped) = self.skipped
+            && hwm >= skipped.start
+        {
+            hwm = hwm.max(skipped.end);
+            self.skipped = None;
         }
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();

@@ -29,6 +29,17 @@ const WAIT: Duration = Duration::from_secs(20);
 /// Flips one byte inside the records of the batch starting at `base` in the sealed
 /// segment file at `path`, so that the batch's CRC fails (header, index and trailer
 /// stay intact).
+/// Flips a bit in the `base_offset` field of the batch starting at `base` (a field the
+/// batch's CRC does not cover: the damage shows as a batch that does not continue the
+/// segment).
+fn damage_base_offset(path: &Path, base: Offset) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let segment = SealedSegment::open(Bytes::from(bytes.clone())).unwrap();
+    let (position, _) = segment.batches().map(Result::unwrap).find(|(_, b)| b.base_offset() == base).unwrap();
+    bytes[usize::try_from(position).unwrap() + 4] ^= 0x01;
+    std::fs::write(path, bytes).unwrap();
+}
+
 fn damage_batch(path: &Path, base: Offset) {
     let mut bytes = std::fs::read(path).unwrap();
     let segment = SealedSegment::open(Bytes::from(bytes.clone())).unwrap();
@@ -310,16 +321,17 @@ fn cold_object(root: &Path, range: OffsetRange) -> std::path::PathBuf {
 
 /// Cold holds [0, 100), [100, 200) and [200, 300) as three objects, the WAL only
 /// [300, 350) (retention deleted the rest, as cold holds it), and warm — when `warm`
-/// keeps from `warm_from` — a `MemoryTier` holding [warm_from, 350). Then, with the store
+/// keeps from `warm_from` — a `MemoryTier` holding [warm_from, 350), behind a `FaultyTier`
+/// (no fault until a test sets one; returned). Then, with the store
 /// closed, one byte of the object [100, 200) flips (`damage`), and the store opens again
 /// with a fresh cold tier (no cached metadata), as itself or behind [`Defaults`].
 async fn damaged_cold_object(
     default_streams: bool,
     damage: ColdDamage,
     warm_from: Option<Offset>,
-) -> (Deployment, TieredStore, Topic) {
+) -> (Deployment, TieredStore, Topic, Arc<FaultyTier<MemoryTier>>) {
     let mut d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
-    let warm = Arc::new(tier_testkit::MemoryTier::new());
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
     if warm_from.is_some() {
         d.warm = Some(warm.clone());
     }
@@ -337,7 +349,7 @@ async fn damaged_cold_object(
     let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
     assert_eq!(deleted, vec![r(0, 100), r(100, 200), r(200, 300)]);
     if let Some(from) = warm_from {
-        warm.trim_before(&name, from);
+        warm.inner().trim_before(&name, from);
     }
     store.close().await;
 
@@ -359,7 +371,7 @@ async fn damaged_cold_object(
     let topic = store.topic(TOPIC).await.unwrap();
     let ranges = topic.ranges().await.unwrap();
     assert_eq!((ranges.hot, ranges.cold, ranges.committed), (r(300, 350), Some(r(0, 300)), 350));
-    (d, store, topic)
+    (d, store, topic, warm)
 }
 
 /// No other tier holds the damaged object's offsets: both readers from 0 deliver the
@@ -368,7 +380,7 @@ async fn damaged_cold_object(
 /// object; a read starting in the damage fails the same way at once; a read from after
 /// the object is served (cold, then the WAL).
 async fn a_damaged_cold_object_no_other_tier_holds(default_streams: bool, damage: ColdDamage) {
-    let (_d, store, topic) = damaged_cold_object(default_streams, damage, None).await;
+    let (_d, store, topic, _) = damaged_cold_object(default_streams, damage, None).await;
     let lost = damage.first_lost();
     let object = "00000000000000000100-00000000000000000199.seg";
     for from in [0, 99, lost] {
@@ -414,7 +426,7 @@ async fn default_cold_streams_over_a_damaged_trailer_deliver_the_intact_objects(
 async fn a_damaged_cold_object_warm_still_holds_is_served_from_warm() {
     for default_streams in [false, true] {
         for damage in [ColdDamage::Batch, ColdDamage::Trailer] {
-            let (_d, store, topic) = damaged_cold_object(default_streams, damage, Some(100)).await;
+            let (_d, store, topic, _) = damaged_cold_object(default_streams, damage, Some(100)).await;
             let want = [(Source::Cold, r(0, 100)), (Source::Warm, r(100, 300)), (Source::Hot, r(300, 350))];
             both_readers_serve(&topic, 0, 350, &want).await;
             both_readers_serve(&topic, 150, 350, &[(Source::Warm, r(150, 300)), (Source::Hot, r(300, 350))])
@@ -465,4 +477,70 @@ async fn a_damaged_wal_segment_is_exported_from_warms_intact_copy() {
         );
         store.close().await;
     }
+}
+
+/// Hot+warm+cold: the WAL's batch [200, 210) and cold's copy of it are both damaged, and
+/// warm, which holds it intact, is down. Both readers deliver [0, 200) and then end with
+/// `Unavailable` (warm may hold it; retry later), not cold's `Corruption` (which says no
+/// intact copy exists) — sim seed 90005027. Once warm answers, warm serves.
+#[tokio::test]
+async fn a_damaged_wal_batch_and_cold_copy_with_warm_down_is_unavailable_not_corrupt() {
+    let mut d = Deployment::new(Tiers::HotWarmCold, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    let (store, topic) = damaged_wal_batch(&d).await;
+    damage_batch(&cold_object(&d.dir.path().join("cold"), r(0, 500)), 200);
+    warm.target(&[Op::Range, Op::Read]);
+    warm.fail_fraction(1.0);
+    for (reader, (records, err)) in
+        [("record", read_records(&topic, 0, 700).await), ("batch", read_batches(&topic, 0, 700).await)]
+    {
+        assert_eq!(runs(0, &records), vec![(Source::Hot, r(0, 200))], "{reader} reader");
+        let err = err.unwrap_or_else(|| panic!("{reader} reader: no error"));
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{reader} reader: {err}");
+    }
+    warm.clear();
+    both_readers_serve(&topic, 200, 700, &[(Source::Warm, r(200, 700))]).await;
+    store.close().await;
+}
+
+/// Hot+warm under `fail`: [0, 10) is committed, [10, 20) lands in warm but its `WAIT`
+/// falls short (queued again at the restart, as warm holds it), all in one sealed WAL
+/// segment whose first batch's offset field is then damaged. A record
+/// reader from the latest offset starts at the commit point, 10 — inside the damaged
+/// segment — and follows the live tail there; once warm confirms the backlog it must get
+/// the records (from warm), not the WAL's `Corruption` — sim seed 90014473.
+#[tokio::test]
+async fn a_live_tail_inside_a_damaged_segment_is_served_from_warm() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    d.router.warm_failure_policy = tier_router::WarmFailurePolicy::Fail;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    d.warm = Some(warm.clone());
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 0, 10, 10).await;
+    // The batch lands in warm, its `WAIT` falls short.
+    warm.fail_after_append(true);
+    warm.fail_fraction(1.0);
+    let refused = topic.append((10..20).map(common::rec).collect()).await;
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
+    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    assert_eq!(sealed.range, r(0, 20));
+    drop(topic);
+    store.close().await;
+    damage_base_offset(&sealed.path, 0);
+
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    assert_eq!(topic.high_watermark(), 10);
+    let mut tail = topic.reader(StartPosition::Latest).await.unwrap();
+    warm.clear();
+    topic.flush().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), tail.next()).await.expect("the tail answers");
+    let record = next.expect("a record").unwrap_or_else(|e| panic!("the live tail failed: {e}"));
+    assert_eq!(record.offset, 10);
+    check(&record);
+    store.close().await;
 }

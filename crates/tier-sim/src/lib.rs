@@ -279,4 +279,16 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6: degrade, a lost data directory, an open that failed after replaying warm: the next took the replayed WAL for evidence of the end",
         invariant: model::inv::TWO_CONTENTS,
     },
+    Regression {
+        seed: 90014473,
+        keep: &[0, 2, 3, 5, 12, 27, 28],
+        case: "session 6: fail, a live tail from a commit point inside a WAL segment whose first batch is damaged: the tail failed Corruption though warm held the records",
+        invariant: model::inv::LIVE_TAIL,
+    },
+    Regression {
+        seed: 90005027,
+        keep: &[13, 15, 20, 38, 40, 43, 44, 47, 48, 49, 54, 62, 68, 69, 71],
+        case: "session 6: the WAL's and cold's copies of a batch damaged, warm (holding it intact) down: the read failed Corruption, not Unavailable",
+        invariant: model::inv::READ_FAILED,
+    },
 ];
