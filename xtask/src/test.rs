@@ -281,7 +281,8 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
 }
 
 /// The examples `cargo xtask test` runs: (package, example).
-const EXAMPLES: &[(&str, &str)] = &[("tier-router", "embed")];
+const EXAMPLES: &[(&str, &str)] =
+    &[("tier-router", "embed"), ("tier-router", "custom_tier"), ("tier-router", "cold_archive")];
 
 /// The whole workspace's tests (nextest when installed, else `cargo test`), with the
 /// shared servers' addresses in the environment.
