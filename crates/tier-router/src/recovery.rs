@@ -283,6 +283,15 @@ pub(crate) async fn recover_topic(
         next = cold_continues;
     }
 
+    // Losses an earlier recovery found and could not finish recording (its open failed
+    // later): their offsets are never reused, whatever the tiers hold now — a WAL that
+    // recovery replayed from warm since does not vouch for its end.
+    if let Some(end) = report.lost.iter().chain(&report.maybe_lost).map(|r| r.end).max()
+        && end > next
+    {
+        next = end;
+    }
+
     // Nothing survived that bounds the acknowledged end: the WAL and the state files are
     // gone while another tier says the topic existed, or the state files are gone and the
     // WAL cannot vouch for its end (`wal_unvouched`). Or an earlier recovery found that
@@ -483,6 +492,10 @@ impl TopicMarkers {
             if let Some(w) = warm
                 && w.topic_recorded(topic).await?
             {
+                // Found on the primary, perhaps never confirmed (an open that failed on a
+                // `WAIT` that fell short wrote it): confirm it before the topic opens, or
+                // a failover could take it while offsets are handed out.
+                w.record_topic(topic).await?;
                 return Ok(true);
             }
             // A new topic. Local evidence first (a commit point of 0): should recording a

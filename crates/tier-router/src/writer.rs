@@ -720,27 +720,41 @@ impl Writer {
         Ok(())
     }
 
+    /// Where the holes starting at `at` end — the WAL's recorded gaps and the offsets a
+    /// resume skipped, which hold no record — or `at` itself outside them.
+    fn past_holes(&self, at: Offset) -> Offset {
+        let mut holes = self.tiers.hot.gaps(&self.topic);
+        holes.extend(self.skipped);
+        holes.sort_by_key(|h| h.start);
+        let mut at = at;
+        for hole in holes {
+            if hole.start <= at && at < hole.end {
+                at = hole.end;
+            }
+        }
+        at
+    }
+
     /// Moves the high watermark over committed batches and forgets batches every write
     /// tier holds.
     fn advance(&mut self) {
         let degrade = self.policy() == WarmFailurePolicy::Degrade;
         let mut hwm = *self.hwm.borrow();
         for p in &self.pending {
-            if p.in_wal && (p.in_warm || degrade) {
-                hwm = hwm.max(p.batch.end_offset());
-            } else {
+            if !(p.in_wal && (p.in_warm || degrade)) {
                 break;
             }
+            // The commit point moves over offsets no batch here holds only where no record
+            // is: a gap the WAL recorded, or offsets a resume skipped. Records the WAL holds
+            // below the batch that were never committed (a backlog recovery could not
+            // queue for warm: damaged, with no intact copy) keep it where it is.
+            if p.batch.base_offset() > self.past_holes(hwm) {
+                break;
+            }
+            hwm = hwm.max(p.batch.end_offset());
         }
-        // The offsets a resume skipped: the commit point passes them once it reaches
-        // them (every batch before them committed), so a reader from the latest offset
-        // starts after the gap.
-        if let Some(skipped) = self.skipped
-            && hwm >= skipped.start
-        {
-            hwm = hwm.max(skipped.end);
-            self.skipped = None;
-        }
+        // And over a hole it reaches (a reader from the latest offset starts after it).
+        let hwm = self.past_holes(hwm);
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();
         }

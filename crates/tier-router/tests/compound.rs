@@ -1446,3 +1446,94 @@ async fn a_recovery_that_fails_after_a_replay_leaves_the_topic_fenced() {
     assert_eq!(topic.append(vec![rec(9)]).await.unwrap_err().kind(), ErrorKind::Fenced);
     store.close().await;
 }
+
+/// `degrade`, hot+warm+cold: cold holds [0, 5), warm [10, 15) (it trimmed [5, 10)), the
+/// reservation reaches past 15 and the WAL is lost. The first recovery replays warm into
+/// the WAL, finds [5, 10) lost and [15, reservation) maybe lost, then fails recording the
+/// gap in cold. The next recovery sees a WAL again — replayed from warm, so it vouches for
+/// nothing — and must still continue after the losses the first one found, not at 15 —
+/// sim seed 200083186.
+#[tokio::test]
+async fn the_losses_a_failed_recovery_found_are_never_reused() {
+    use object_store::memory::InMemory;
+    use tier_cold::testing::{Faults, FaultyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(MemoryTier::new());
+    let bucket = FaultyStore::new(Arc::new(InMemory::new()), Faults::default());
+    let cold = || Arc::new(ColdTier::with_store(Arc::new(bucket.clone()), ColdConfig::default()).unwrap());
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
+            .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 5, 5).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 5, 15, 5).await;
+    assert_eq!(warm.trim_before(&name(), 10), r(10, 15));
+    drop(topic);
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
+    let failed = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .router(router(WarmFailurePolicy::Degrade))
+        .background(false)
+        .topics([name()])
+        .warm(warm.clone())
+        .cold(cold())
+        .open()
+        .await;
+    let err = failed.expect_err("the open fails while cold refuses the gap marker");
+    assert!(err.to_string().contains("gap"), "the recovery failed elsewhere: {err}");
+    bucket.set_faults(Faults::default());
+
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
+            .await;
+    let report = store.recover_topic(T).await.unwrap();
+    let skipped_end = report.maybe_lost.iter().map(|m| m.end).max().unwrap_or(0);
+    assert!(skipped_end > 15, "the maybe-lost offsets were reported: {report:?}");
+    assert!(
+        report.next_offset >= skipped_end,
+        "offsets reported maybe lost are handed out again: {report:?}"
+    );
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(99)]).await.unwrap().start, report.next_offset);
+    store.close().await;
+}
+
+/// `fail`, hot+warm: [0, 9) committed, [9, 30) refused by warm and kept in the WAL, whose
+/// end then carries a recorded gap [30, 1000) (as recovery records offsets a power cut may
+/// have taken). Once warm confirms [9, 30) after the restart, the commit point passes the
+/// gap at once — it holds no record — so a reader from the latest offset starts at 1000
+/// and gets the next record, not the gap's `NotFound` — sim seed 200028642.
+#[tokio::test]
+async fn the_commit_point_passes_a_recorded_gap_it_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = faulty_warm();
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 9, 9).await;
+    warm.fail_fraction(1.0);
+    assert_eq!(topic.append((9..30).map(rec).collect()).await.unwrap_err().kind(), ErrorKind::Unavailable);
+    drop(topic);
+    store.close().await;
+    let wal = tier_hot::HotTier::open(hot(dir.path(), FsyncPolicy::Always)).await.unwrap();
+    assert_eq!(wal.skip_to(&name(), 1000).await.unwrap(), r(30, 1000));
+    wal.close().await;
+    warm.clear();
+
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Fail, Some(warm.clone()), None).await;
+    let topic = store.topic(T).await.unwrap();
+    topic.flush().await.unwrap();
+    assert_eq!(warm.inner().range(&name()).await.unwrap().end, 30, "warm confirmed the refused batch");
+    assert_eq!(topic.high_watermark(), 1000, "the commit point stopped at the gap");
+    let mut tail = topic.reader(StartPosition::Latest).await.unwrap();
+    assert_eq!(topic.append(vec![rec(1000)]).await.unwrap(), r(1000, 1001));
+    let next = tokio::time::timeout(Duration::from_secs(5), tail.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(next.offset, 1000);
+    store.close().await;
+}

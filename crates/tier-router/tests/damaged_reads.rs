@@ -544,3 +544,37 @@ async fn a_live_tail_inside_a_damaged_segment_is_served_from_warm() {
     check(&record);
     store.close().await;
 }
+
+/// Hot+warm under `fail`: [0, 10) is refused by warm (it never lands) and stays in the
+/// WAL, whose sealed segment is then damaged (the first batch's offset field), so after a
+/// restart warm's back-fill cannot read it and no tier holds it intact. Warm is empty and
+/// would take any batch: the next append must still not be acknowledged over the damaged,
+/// never-confirmed records — the commit point cannot pass records the WAL holds that were
+/// never committed (it would serve them, or their damage, as committed) — sim seed
+/// 100012370, where the commit point jumped to 11 and a live tail from 0 met the damage.
+#[tokio::test]
+async fn the_commit_point_never_passes_a_damaged_batch_warm_never_confirmed() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    d.router.warm_failure_policy = tier_router::WarmFailurePolicy::Fail;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    d.warm = Some(warm.clone());
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    warm.fail_fraction(1.0);
+    let refused = topic.append((0..10).map(common::rec).collect()).await;
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
+    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    drop(topic);
+    store.close().await;
+    damage_base_offset(&sealed.path, 0);
+    warm.clear();
+
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    let answer = topic.append(vec![common::rec(10)]).await;
+    assert_eq!(topic.high_watermark(), 0, "the commit point passed never-confirmed records ({answer:?})");
+    assert_eq!(answer.unwrap_err().kind(), ErrorKind::Unavailable, "acknowledged past the damaged backlog");
+    store.close().await;
+}

@@ -291,4 +291,40 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6: the WAL's and cold's copies of a batch damaged, warm (holding it intact) down: the read failed Corruption, not Unavailable",
         invariant: model::inv::READ_FAILED,
     },
+    Regression {
+        seed: 100012370,
+        keep: &[157, 158, 159, 170, 171, 180, 181],
+        case: "session 6: fail, a refused batch in a WAL segment then damaged, warm empty: the commit point jumped over the never-confirmed records when warm took the next batch",
+        invariant: model::inv::LIVE_TAIL,
+    },
+    Regression {
+        seed: 200013426,
+        keep: &[54, 55, 56, 57, 60, 72, 73],
+        case: "session 6, 100,000-schedule run: fail, a damaged WAL batch warm never confirmed: the commit point jumped over it, the live tail met the damage",
+        invariant: model::inv::LIVE_TAIL,
+    },
+    Regression {
+        seed: 200013780,
+        keep: &[2, 6, 10, 15, 18, 19, 20, 28, 29],
+        case: "session 6, 100,000-schedule run: the same class as 200013426, fsync always, background exporter on",
+        invariant: model::inv::LIVE_TAIL,
+    },
+    Regression {
+        seed: 200028642,
+        keep: &[151, 153, 156, 158, 165, 169, 172, 173, 174, 176],
+        case: "session 6, 100,000-schedule run: fail, the commit point stopped at a recorded WAL gap, the live tail started inside it",
+        invariant: model::inv::LIVE_TAIL,
+    },
+    Regression {
+        seed: 200016869,
+        keep: &[0, 1, 2, 7, 9, 10, 11],
+        case: "session 6, 100,000-schedule run: degrade, a warm marker found on the primary but never confirmed; a failover took it, a lost data directory restarted the topic at 0",
+        invariant: model::inv::TWO_CONTENTS,
+    },
+    Regression {
+        seed: 200083186,
+        keep: &[8, 18, 28, 33, 34, 41, 42, 48, 54, 56],
+        case: "session 6, 100,000-schedule run: a recovery that failed after finding maybe-lost offsets; the next one, over a WAL replayed from warm, handed them out again",
+        invariant: model::inv::TWO_CONTENTS,
+    },
 ];
