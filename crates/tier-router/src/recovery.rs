@@ -321,6 +321,18 @@ pub(crate) async fn recover_topic(
 
     // What the WAL holds once it continues at `next` (recorded at the end, below).
     let wal = tiers.hot.range(topic).await?;
+    // Offsets between cold's end and the WAL's first one that warm does not hold either
+    // (the WAL was replayed from warm above cold's end by an earlier recovery whose report
+    // is gone with the state directory): no tier holds them.
+    if tiers.cold.is_some() && !wal.is_empty() {
+        let warm_covers = !warm_r.is_empty() && warm_r.start <= wal.start && warm_r.end >= wal.start;
+        let held_from = if warm_covers { warm_r.start } else { wal.start };
+        // Cold's log continues past the gaps it recorded (those were reported then).
+        let cold_end = cold_continues.max(cold_r.end);
+        if cold_end < held_from {
+            report.lost.push(OffsetRange::new(cold_end, held_from));
+        }
+    }
     let skip_wal = !report.end_unknown && wal.end < next;
     let wal_now = match (skip_wal, wal.is_empty()) {
         (false, _) => wal,

@@ -1537,3 +1537,51 @@ async fn the_commit_point_passes_a_recorded_gap_it_reaches() {
     assert_eq!(next.offset, 1000);
     store.close().await;
 }
+
+/// As above, but the state directory — with the losses the failed recovery kept — is lost
+/// before the next recovery. What is left: cold [0, 5), warm and the WAL (replayed from
+/// warm) from 10. The offsets in between are held by no tier and must be reported lost,
+/// not skipped over in silence — sim seed 300006155.
+#[tokio::test]
+async fn a_hole_between_cold_and_a_replayed_wal_is_reported_lost() {
+    use object_store::memory::InMemory;
+    use tier_cold::testing::{Faults, FaultyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(MemoryTier::new());
+    let bucket = FaultyStore::new(Arc::new(InMemory::new()), Faults::default());
+    let cold = || Arc::new(ColdTier::with_store(Arc::new(bucket.clone()), ColdConfig::default()).unwrap());
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
+            .await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 5, 5).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 5, 15, 5).await;
+    assert_eq!(warm.trim_before(&name(), 10), r(10, 15));
+    drop(topic);
+    store.abort().await;
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
+    let failed = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .router(router(WarmFailurePolicy::Degrade))
+        .background(false)
+        .topics([name()])
+        .warm(warm.clone())
+        .cold(cold())
+        .open()
+        .await;
+    assert!(failed.expect_err("cold refuses the gap marker").to_string().contains("gap"));
+    bucket.set_faults(Faults::default());
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
+            .await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(report.lost.contains(&r(5, 10)), "offsets no tier holds were not reported: {report:?}");
+    assert!(report.next_offset >= 15, "{report:?}");
+    store.close().await;
+}

@@ -327,4 +327,10 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6, 100,000-schedule run: a recovery that failed after finding maybe-lost offsets; the next one, over a WAL replayed from warm, handed them out again",
         invariant: model::inv::TWO_CONTENTS,
     },
+    Regression {
+        seed: 300006155,
+        keep: &[108, 109, 110, 116, 117, 119, 122, 135, 137, 166],
+        case: "session 6: a recovery that found a hole between cold and warm failed; the state directory (its kept losses) was lost; the next never reported the hole",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
