@@ -159,8 +159,9 @@ where
 
 /// What a reader does when the WAL's read of its slice `[n, to)` failed with `error`:
 /// when `error` is `Corruption` (the batch holding `n` is damaged, as [`read_intact`]
-/// reports it, or the WAL answered offsets that do not continue the read), the tier
-/// serving `n` in its place — warm when it holds `n`, else cold, up to `to` or the end
+/// reports it, or the WAL answered offsets that do not continue the read) or `NotFound`
+/// (a gap the WAL recorded, whose offsets warm or cold may still hold: an earlier WAL
+/// acknowledged them there), the tier serving `n` in its place — warm when it holds `n`, else cold, up to `to` or the end
 /// of its range. Never [`Slice::Hot`]. `error` itself for any other error, or when
 /// neither tier holds `n`; `Unavailable` when neither holds it but one could not be
 /// asked (it may hold the intact copy: the reader may retry).
@@ -176,7 +177,9 @@ pub(crate) async fn instead_of_wal(
     to: Offset,
     error: TierError,
 ) -> Result<Slice, TierError> {
-    if error.kind() != ErrorKind::Corruption {
+    // A damaged batch, or a gap the WAL recorded (offsets it declared lost) that another
+    // tier may still hold: warm kept what an earlier WAL acknowledged there.
+    if !matches!(error.kind(), ErrorKind::Corruption | ErrorKind::NotFound) {
         return Err(error);
     }
     // A tier that cannot be asked may hold the intact copy: then the answer is its
@@ -237,7 +240,7 @@ fn damaged_and_unreachable(
     TierError::unavailable(
         ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
         format!(
-            "the copy of offset {n} read is damaged ({damage}) and a tier that may hold it intact cannot be reached \
+            "the copy of offset {n} read cannot be served ({damage}) and a tier that may hold it cannot be reached \
              ({unreachable})"
         ),
     )

@@ -333,4 +333,10 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6: a recovery that found a hole between cold and warm failed; the state directory (its kept losses) was lost; the next never reported the hole",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 400028696,
+        keep: &[6, 38, 46, 50, 53, 55, 56, 59],
+        case: "session 6, final 100,000-schedule run: a WAL gap over offsets warm still held: the read ended NotFound instead of serving warm's records",
+        invariant: model::inv::READ_FAILED,
+    },
 ];
