@@ -1447,23 +1447,21 @@ async fn a_recovery_that_fails_after_a_replay_leaves_the_topic_fenced() {
     store.close().await;
 }
 
-/// `degrade`, hot+warm+cold: cold holds [0, 5), warm [10, 15) (it trimmed [5, 10)), the
-/// reservation reaches past 15 and the WAL is lost. The first recovery replays warm into
-/// the WAL, finds [5, 10) lost and [15, reservation) maybe lost, then fails recording the
-/// gap in cold. The next recovery sees a WAL again — replayed from warm, so it vouches for
-/// nothing — and must still continue after the losses the first one found, not at 15 —
-/// sim seed 200083186.
-#[tokio::test]
-async fn the_losses_a_failed_recovery_found_are_never_reused() {
+/// The state both tests below start from (`degrade`, hot+warm+cold over a faulty bucket):
+/// cold holds [0, 5), warm [10, 15) (it trimmed [5, 10)), the reservation reaches past 15,
+/// the WAL is lost, and a first recovery replays warm into the WAL, then fails recording
+/// the gap in cold. Returns the tiers to reopen with (the bucket's faults cleared).
+async fn after_a_recovery_failed_on_colds_gap(dir: &Path) -> (Arc<MemoryTier>, impl Fn() -> Arc<ColdTier>) {
     use object_store::memory::InMemory;
     use tier_cold::testing::{Faults, FaultyStore};
-    let dir = tempfile::tempdir().unwrap();
     let warm = Arc::new(MemoryTier::new());
     let bucket = FaultyStore::new(Arc::new(InMemory::new()), Faults::default());
-    let cold = || Arc::new(ColdTier::with_store(Arc::new(bucket.clone()), ColdConfig::default()).unwrap());
+    let cold = {
+        let bucket = bucket.clone();
+        move || Arc::new(ColdTier::with_store(Arc::new(bucket.clone()), ColdConfig::default()).unwrap())
+    };
     let store =
-        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
-            .await;
+        open(dir, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold())).await;
     let topic = store.topic(T).await.unwrap();
     append_range(&topic, 0, 5, 5).await;
     store.export_now(T).await.unwrap();
@@ -1472,11 +1470,11 @@ async fn the_losses_a_failed_recovery_found_are_never_reused() {
     drop(topic);
     store.abort().await;
     drop(store);
-    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    std::fs::remove_dir_all(dir.join("hot")).unwrap();
 
     bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
     let failed = TieredStore::builder()
-        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .hot(hot(dir, FsyncPolicy::Always))
         .router(router(WarmFailurePolicy::Degrade))
         .background(false)
         .topics([name()])
@@ -1487,6 +1485,19 @@ async fn the_losses_a_failed_recovery_found_are_never_reused() {
     let err = failed.expect_err("the open fails while cold refuses the gap marker");
     assert!(err.to_string().contains("gap"), "the recovery failed elsewhere: {err}");
     bucket.set_faults(Faults::default());
+    (warm, cold)
+}
+
+/// `degrade`, hot+warm+cold: cold holds [0, 5), warm [10, 15) (it trimmed [5, 10)), the
+/// reservation reaches past 15 and the WAL is lost. The first recovery replays warm into
+/// the WAL, finds [5, 10) lost and [15, reservation) maybe lost, then fails recording the
+/// gap in cold. The next recovery sees a WAL again — replayed from warm, so it vouches for
+/// nothing — and must still continue after the losses the first one found, not at 15 —
+/// sim seed 200083186.
+#[tokio::test]
+async fn the_losses_a_failed_recovery_found_are_never_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (warm, cold) = after_a_recovery_failed_on_colds_gap(dir.path()).await;
 
     let store =
         open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
@@ -1544,37 +1555,8 @@ async fn the_commit_point_passes_a_recorded_gap_it_reaches() {
 /// not skipped over in silence — sim seed 300006155.
 #[tokio::test]
 async fn a_hole_between_cold_and_a_replayed_wal_is_reported_lost() {
-    use object_store::memory::InMemory;
-    use tier_cold::testing::{Faults, FaultyStore};
     let dir = tempfile::tempdir().unwrap();
-    let warm = Arc::new(MemoryTier::new());
-    let bucket = FaultyStore::new(Arc::new(InMemory::new()), Faults::default());
-    let cold = || Arc::new(ColdTier::with_store(Arc::new(bucket.clone()), ColdConfig::default()).unwrap());
-    let store =
-        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold()))
-            .await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 5, 5).await;
-    store.export_now(T).await.unwrap();
-    append_range(&topic, 5, 15, 5).await;
-    assert_eq!(warm.trim_before(&name(), 10), r(10, 15));
-    drop(topic);
-    store.abort().await;
-    drop(store);
-    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
-
-    bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
-    let failed = TieredStore::builder()
-        .hot(hot(dir.path(), FsyncPolicy::Always))
-        .router(router(WarmFailurePolicy::Degrade))
-        .background(false)
-        .topics([name()])
-        .warm(warm.clone())
-        .cold(cold())
-        .open()
-        .await;
-    assert!(failed.expect_err("cold refuses the gap marker").to_string().contains("gap"));
-    bucket.set_faults(Faults::default());
+    let (warm, cold) = after_a_recovery_failed_on_colds_gap(dir.path()).await;
     std::fs::remove_dir_all(dir.path().join("router")).unwrap();
 
     let store =
