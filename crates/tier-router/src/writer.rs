@@ -554,7 +554,9 @@ impl Writer {
             && e.kind() == ErrorKind::InvalidInput
         {
             // Warm does not continue where the next batch starts: catch it up, or restart
-            // it past offsets no tier holds, then try once more.
+            // it past offsets no tier holds, then try once more (with the commit point
+            // over what warm just confirmed).
+            self.advance();
             match self.continue_warm().await {
                 Ok(true) => {
                     let todo: Vec<RecordBatch> =
@@ -648,6 +650,17 @@ impl Writer {
                 fill = batches;
             }
         }
+        // Never past records the WAL holds that were never committed (under `fail`, a
+        // refused batch whose WAL copy is damaged): a restarted stream's start counts as
+        // committed at the next recovery, which would serve the refused records after it.
+        if let Some(held_back) = self.uncommitted_in_wal(OffsetRange::new(hole.start, restart)).await? {
+            error!(
+                topic = %self.topic, warm = %held, uncommitted = %held_back,
+                "warm cannot be continued: the WAL holds records in the offsets before the next batch that were \
+                 never committed and that no tier can give it (docs/reliability.md, 'Warm that cannot be continued')"
+            );
+            return Ok(false);
+        }
         warm.restart_at(&self.topic, restart).await?;
         warn!(
             topic = %self.topic, dropped = %held, lost = %OffsetRange::new(hole.start, restart), at = restart,
@@ -658,6 +671,16 @@ impl Writer {
         }
         self.warm_hold = None;
         Ok(true)
+    }
+
+    /// The first offset in `range` at or after the commit point that the WAL holds — inside
+    /// its range, in no gap it recorded, not skipped by a resume — if any: a record that was
+    /// never committed (under `degrade` the commit point is past every record in the WAL).
+    async fn uncommitted_in_wal(&self, range: OffsetRange) -> Result<Option<Offset>, TierError> {
+        let wal = self.tiers.hot.range(&self.topic).await?;
+        // Past the holes: no record is there.
+        let at = self.past_holes(range.start.max(*self.hwm.borrow()).max(wal.start));
+        Ok((at < range.end.min(wal.end)).then_some(at))
     }
 
     /// The part of `held` (what warm holds) that neither the WAL nor cold holds, if any.

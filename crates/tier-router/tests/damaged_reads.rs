@@ -18,7 +18,7 @@ use bytes::Bytes;
 use common::{ColdOn, Deployment, Tiers, append_range, check, r};
 use futures::StreamExt;
 use tier_core::segment::SealedSegment;
-use tier_core::{ErrorKind, Offset, OffsetRange, Record, StartPosition, TierError, TopicName};
+use tier_core::{ErrorKind, Offset, OffsetRange, Record, StartPosition, Tier, TierError, TopicName};
 use tier_router::{ColdBackend, PagedCold, Source, TieredStore, Topic};
 use tier_testkit::faults::Op;
 use tier_testkit::{FaultyTier, MemoryTier};
@@ -576,5 +576,64 @@ async fn the_commit_point_never_passes_a_damaged_batch_warm_never_confirmed() {
     let answer = topic.append(vec![common::rec(10)]).await;
     assert_eq!(topic.high_watermark(), 0, "the commit point passed never-confirmed records ({answer:?})");
     assert_eq!(answer.unwrap_err().kind(), ErrorKind::Unavailable, "acknowledged past the damaged backlog");
+    store.close().await;
+}
+
+/// Hot+warm under `fail`: [0, 5) is committed; [5, 10) is refused by warm and stays in the
+/// WAL, whose sealed segment is then damaged there, so no tier holds it intact. After a
+/// restart the next batch, [10, 13), lands in the WAL and is refused by warm too. Once
+/// warm answers, the next append finds warm ending at 5 with no tier able to give it
+/// [5, 13): warm must not be restarted past them — [10, 13) are records the WAL holds that
+/// were never committed, and a later recovery takes a restarted stream's start for
+/// committed — so after one more restart the commit point is still 5 and [10, 13) are
+/// never served (sim seed 400078426, where warm restarted at 29 and the refused [26, 29)
+/// were served).
+#[tokio::test]
+async fn warm_is_never_restarted_past_records_the_wal_holds_that_were_never_committed() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    d.router.warm_failure_policy = tier_router::WarmFailurePolicy::Fail;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    d.warm = Some(warm.clone());
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 0, 5, 5).await;
+    warm.fail_fraction(1.0);
+    let refused = topic.append((5..10).map(common::rec).collect()).await;
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
+    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    assert_eq!(sealed.range, r(0, 10));
+    drop(topic);
+    store.close().await;
+    damage_batch(&sealed.path, 5);
+
+    // Warm still refuses: the back-fill cannot read [5, 10), so [10, 13) is written.
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    let refused = topic.append((10..13).map(common::rec).collect()).await;
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
+    assert_eq!(store.hot().range(&name).await.unwrap(), r(0, 13));
+    drop(topic);
+    store.close().await;
+
+    // Warm answers: the next append meets warm's end at 5.
+    warm.clear();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    let answer = topic.append(vec![common::rec(13)]).await;
+    assert_eq!(answer.unwrap_err().kind(), ErrorKind::Unavailable, "acknowledged past the damaged backlog");
+    assert_eq!(topic.high_watermark(), 5);
+    drop(topic);
+    store.close().await;
+
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    assert_eq!(
+        topic.high_watermark(),
+        5,
+        "the refused [10, 13) became committed: warm was restarted past them (warm holds {:?})",
+        warm.range(&name).await
+    );
     store.close().await;
 }

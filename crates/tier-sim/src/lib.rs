@@ -339,4 +339,10 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6, final 100,000-schedule run: a WAL gap over offsets warm still held: the read ended NotFound instead of serving warm's records",
         invariant: model::inv::READ_FAILED,
     },
+    Regression {
+        seed: 400078426,
+        keep: &[14, 18, 19, 20, 22, 24, 26, 27, 33, 34, 39, 44, 46],
+        case: "session 6, final 100,000-schedule run: warm restarted past a refused batch whose WAL copy was damaged and past the refused batch after it; the next recovery took the restarted stream's start for committed and served it",
+        invariant: model::inv::UNACKED_SERVED,
+    },
 ];
