@@ -118,6 +118,9 @@ pub enum ErrorKind {
     Fenced,
     /// A bug or an unexpected backend answer.
     Internal,
+    /// The store, topic or tier was closed (or its writer is gone): nothing will answer
+    /// this handle again. Not retryable; open the store again.
+    Closed,
 }
 
 /// The error every [`Tier`](crate::Tier) returns.
@@ -148,6 +151,9 @@ pub enum TierError {
         requested: Offset,
         /// What the tier holds now.
         held: crate::OffsetRange,
+        /// An underlying error, if any.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A topic, object or key does not exist.
     #[error("{ctx}: not found: {message}")]
@@ -156,6 +162,9 @@ pub enum TierError {
         ctx: Box<ErrorContext>,
         /// What is missing.
         message: String,
+        /// An underlying error, if any.
+        #[source]
+        source: Option<BoxError>,
     },
     /// Stored bytes failed a check (CRC, length, magic, continuity).
     #[error("{ctx}: corruption: {message}")]
@@ -175,6 +184,9 @@ pub enum TierError {
         ctx: Box<ErrorContext>,
         /// What is wrong with the input.
         message: String,
+        /// An underlying error, if any.
+        #[source]
+        source: Option<BoxError>,
     },
     /// Different data or another writer already holds this position.
     #[error("{ctx}: fenced: {message}")]
@@ -182,6 +194,17 @@ pub enum TierError {
         /// Where.
         ctx: Box<ErrorContext>,
         /// What conflicted.
+        message: String,
+        /// An underlying error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The store, topic or tier is closed: no later call on this handle succeeds.
+    #[error("{ctx}: closed: {message}")]
+    Closed {
+        /// Where.
+        ctx: Box<ErrorContext>,
+        /// What is closed.
         message: String,
     },
     /// Anything else: a bug or an unexpected backend answer.
@@ -208,10 +231,13 @@ impl TierError {
             TierError::InvalidInput { .. } => ErrorKind::InvalidInput,
             TierError::Fenced { .. } => ErrorKind::Fenced,
             TierError::Internal { .. } => ErrorKind::Internal,
+            TierError::Closed { .. } => ErrorKind::Closed,
         }
     }
 
-    /// True when retrying the same call may succeed.
+    /// True when retrying the same call may succeed: only for
+    /// [`Unavailable`](ErrorKind::Unavailable) (never for [`Closed`](ErrorKind::Closed):
+    /// a closed store answers nothing else again).
     pub fn is_retryable(&self) -> bool {
         self.kind() == ErrorKind::Unavailable
     }
@@ -225,7 +251,8 @@ impl TierError {
             | TierError::Corruption { ctx, .. }
             | TierError::InvalidInput { ctx, .. }
             | TierError::Fenced { ctx, .. }
-            | TierError::Internal { ctx, .. } => ctx,
+            | TierError::Internal { ctx, .. }
+            | TierError::Closed { ctx, .. } => ctx,
         }
     }
 
@@ -238,7 +265,8 @@ impl TierError {
             | TierError::Corruption { ctx, .. }
             | TierError::InvalidInput { ctx, .. }
             | TierError::Fenced { ctx, .. }
-            | TierError::Internal { ctx, .. } => ctx,
+            | TierError::Internal { ctx, .. }
+            | TierError::Closed { ctx, .. } => ctx,
         }
     }
 
@@ -254,17 +282,17 @@ impl TierError {
 
     /// An [`InvalidInput`](TierError::InvalidInput) error.
     pub fn invalid(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::InvalidInput { ctx: Box::new(ctx), message: message.into() }
+        TierError::InvalidInput { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
     /// A [`Fenced`](TierError::Fenced) error.
     pub fn fenced(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::Fenced { ctx: Box::new(ctx), message: message.into() }
+        TierError::Fenced { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
     /// A [`NotFound`](TierError::NotFound) error.
     pub fn not_found(ctx: ErrorContext, message: impl Into<String>) -> Self {
-        TierError::NotFound { ctx: Box::new(ctx), message: message.into() }
+        TierError::NotFound { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
     /// An [`Internal`](TierError::Internal) error.
@@ -272,20 +300,92 @@ impl TierError {
         TierError::Internal { ctx: Box::new(ctx), message: message.into(), source: None }
     }
 
-    /// A [`Trimmed`](TierError::Trimmed) error for `requested` outside `held`.
-    pub fn trimmed(ctx: ErrorContext, requested: Offset, held: crate::OffsetRange) -> Self {
-        TierError::Trimmed { ctx: Box::new(ctx), requested, held }
+    /// A [`Closed`](TierError::Closed) error: `message` names what is closed ("the store
+    /// is closed").
+    pub fn closed(ctx: ErrorContext, message: impl Into<String>) -> Self {
+        TierError::Closed { ctx: Box::new(ctx), message: message.into() }
     }
 
-    /// Attaches a source error (kept for variants that carry one, dropped otherwise).
+    /// A [`Trimmed`](TierError::Trimmed) error for `requested` outside `held`.
+    pub fn trimmed(ctx: ErrorContext, requested: Offset, held: crate::OffsetRange) -> Self {
+        TierError::Trimmed { ctx: Box::new(ctx), requested, held, source: None }
+    }
+
+    /// An error of `cause`'s kind (a `Trimmed` one keeps its offsets) saying `message` at
+    /// `ctx`, with `cause` as its source: for a layer that passes a failure on with what it
+    /// was doing, or hands one failure to several callers (hence the `Arc`). A `Closed`
+    /// cause gives a `Closed` error with `message`, which has no source.
+    pub fn caused_by(
+        ctx: ErrorContext,
+        message: impl Into<String>,
+        cause: std::sync::Arc<TierError>,
+    ) -> Self {
+        let error = match &*cause {
+            TierError::Unavailable { .. } => TierError::unavailable(ctx, message),
+            TierError::Trimmed { requested, held, .. } => TierError::trimmed(ctx, *requested, *held),
+            TierError::NotFound { .. } => TierError::not_found(ctx, message),
+            TierError::Corruption { .. } => TierError::corruption(ctx, message),
+            TierError::InvalidInput { .. } => TierError::invalid(ctx, message),
+            TierError::Fenced { .. } => TierError::fenced(ctx, message),
+            TierError::Internal { .. } => TierError::internal(ctx, message),
+            TierError::Closed { .. } => return TierError::closed(ctx, message),
+        };
+        error.with_source(cause)
+    }
+
+    /// Attaches the error that caused this one. By the workspace's rule (see
+    /// `docs/architecture.md`, "Errors") the message then says what was being done
+    /// ("locking the data directory") and not the cause, which [`report`](Self::report)
+    /// and every other walk of [`source`](std::error::Error::source) print after it.
+    /// Every variant keeps it but [`Closed`](TierError::Closed), which has no cause.
     pub fn with_source(mut self, err: impl Into<BoxError>) -> Self {
         match &mut self {
             TierError::Unavailable { source, .. }
+            | TierError::Trimmed { source, .. }
+            | TierError::NotFound { source, .. }
             | TierError::Corruption { source, .. }
+            | TierError::InvalidInput { source, .. }
+            | TierError::Fenced { source, .. }
             | TierError::Internal { source, .. } => *source = Some(err.into()),
-            _ => {}
+            TierError::Closed { .. } => {}
         }
         self
+    }
+
+    /// The error and its causes on one line, for logs and anything else that prints one
+    /// message: see [`Report`].
+    pub fn report(&self) -> Report<'_> {
+        Report(self)
+    }
+}
+
+/// An error followed by each of its [`source`](std::error::Error::source)s, joined by
+/// `": "` — what a log line or a command-line report prints, so that the cause, which a
+/// [`TierError`]'s message does not repeat, is shown once. A cause whose text the one
+/// before already contains (third-party errors that print their own source) is skipped.
+#[derive(Clone, Copy)]
+pub struct Report<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut previous = self.0.to_string();
+        f.write_str(&previous)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            let text = e.to_string();
+            if !previous.contains(&text) {
+                write!(f, ": {text}")?;
+            }
+            previous = text;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -311,5 +411,51 @@ mod tests {
             TierError::trimmed(ErrorContext::tier(TierKind::Cold), 3, crate::OffsetRange::new(5, 9));
         assert_eq!(trimmed.to_string(), "cold tier: offset 3 is not held; this tier holds [5, 9)");
         assert!(TierError::unavailable(ErrorContext::default(), "down").is_retryable());
+    }
+
+    #[test]
+    fn a_closed_store_is_not_retryable() {
+        let topic = TopicName::new("orders").unwrap();
+        let err =
+            TierError::closed(ErrorContext::tier(TierKind::Router).topic(&topic), "the store is closed");
+        assert_eq!(err.kind(), ErrorKind::Closed);
+        assert!(!err.is_retryable());
+        assert_eq!(err.to_string(), "router tier, topic 'orders': closed: the store is closed");
+    }
+
+    #[test]
+    fn every_kind_keeps_its_source_and_the_report_prints_it_once() {
+        let io = || std::io::Error::other("disk on fire");
+        let ctx = ErrorContext::tier(TierKind::Hot);
+        let errors = [
+            TierError::unavailable(ctx.clone(), "writing a segment"),
+            TierError::trimmed(ctx.clone(), 1, crate::OffsetRange::new(2, 3)),
+            TierError::not_found(ctx.clone(), "reading a segment"),
+            TierError::corruption(ctx.clone(), "checking a segment"),
+            TierError::invalid(ctx.clone(), "parsing a name"),
+            TierError::fenced(ctx.clone(), "appending"),
+            TierError::internal(ctx.clone(), "joining a task"),
+        ];
+        for err in errors {
+            let err = err.with_source(io());
+            let source = std::error::Error::source(&err).map(ToString::to_string);
+            assert_eq!(source.as_deref(), Some("disk on fire"), "{err}");
+            let report = err.report().to_string();
+            assert_eq!(report.matches("disk on fire").count(), 1, "{report}");
+            assert!(report.starts_with(&err.to_string()), "{report}");
+        }
+        // An error passed on keeps its cause's kind and the cause, printed once.
+        let cause = std::sync::Arc::new(
+            TierError::fenced(ErrorContext::tier(TierKind::Warm), "taken").with_source(io()),
+        );
+        let passed = TierError::caused_by(ErrorContext::tier(TierKind::Router), "appending", cause);
+        assert_eq!(passed.kind(), ErrorKind::Fenced);
+        assert_eq!(
+            passed.report().to_string(),
+            "router tier: fenced: appending: warm tier: fenced: taken: disk on fire"
+        );
+        // A cause already quoted by the error before it is not printed again.
+        let quoting = TierError::unavailable(ctx, "writing: disk on fire").with_source(io());
+        assert_eq!(quoting.report().to_string(), "hot tier: unavailable: writing: disk on fire");
     }
 }

@@ -25,7 +25,7 @@ mod tier;
 mod topic;
 
 pub use batch::{RecordBatch, RecordBatchBuilder};
-pub use error::{BoxError, ErrorContext, ErrorKind, TierError, TierKind};
+pub use error::{BoxError, ErrorContext, ErrorKind, Report, TierError, TierKind};
 pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
 pub use record::{Header, Record};
 pub use secret::Secret;
