@@ -46,7 +46,7 @@ impl Subscription {
     /// has seen everything.
     ///
     /// Errors: `Trimmed` when retention deleted the records this subscription needs;
-    /// `Unavailable` once the tier is closed and every record committed before has been
+    /// `Closed` once the tier is closed and every record committed before has been
     /// delivered (a subscriber waiting for a new record when `close` runs is woken with
     /// it); read errors (`Corruption`, …) as they come.
     pub async fn next(&mut self) -> Result<Record, TierError> {
@@ -114,6 +114,6 @@ impl Subscription {
     }
 
     fn closed(&self) -> TierError {
-        TierError::unavailable(ctx(&self.shared.name).offset(self.next), "the hot tier was closed")
+        TierError::closed(ctx(&self.shared.name).offset(self.next), "the hot tier was closed")
     }
 }

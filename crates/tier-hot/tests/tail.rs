@@ -105,11 +105,11 @@ async fn close_wakes_a_waiting_subscriber_after_it_delivered_everything_committe
     tier.close().await;
     let (got, last) = tokio::time::timeout(Duration::from_secs(10), consumer).await.unwrap().unwrap();
     assert_eq!(got, written);
-    assert_eq!(last.unwrap_err().kind(), ErrorKind::Unavailable);
+    assert_eq!(last.unwrap_err().kind(), ErrorKind::Closed);
     // A subscriber that had not read yet still gets every committed record, then the end.
     for r in &written[3..] {
         assert_eq!(&late.next().await.unwrap(), r);
     }
     let err = tokio::time::timeout(Duration::from_secs(10), late.next()).await.unwrap().unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
 }

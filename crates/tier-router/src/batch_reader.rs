@@ -164,7 +164,7 @@ impl BatchReader {
     }
 
     fn closed(&self) -> TierError {
-        TierError::unavailable(ErrorContext::tier(TierKind::Router).topic(&self.topic), "the store is closed")
+        TierError::closed(ErrorContext::tier(TierKind::Router).topic(&self.topic), "the store is closed")
     }
 
     /// Buffers the next batches, waiting at the commit point for new ones.

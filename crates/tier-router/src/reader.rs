@@ -187,7 +187,7 @@ impl Reader {
                 self.hwm
                     .wait_for(|h| *h > next)
                     .await
-                    .map_err(|_| TierError::unavailable(ctx(&self.topic), "the store is closed"))?;
+                    .map_err(|_| TierError::closed(ctx(&self.topic), "the store is closed"))?;
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -202,7 +202,7 @@ impl Reader {
         self.hwm
             .wait_for(|h| *h > offset)
             .await
-            .map_err(|_| TierError::unavailable(ctx(&self.topic), "the store is closed"))?;
+            .map_err(|_| TierError::closed(ctx(&self.topic), "the store is closed"))?;
         self.buf.push_back((Source::Live, record));
         Ok(())
     }

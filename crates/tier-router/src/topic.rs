@@ -79,7 +79,12 @@ impl Topic {
     }
 
     fn closed(&self) -> TierError {
-        TierError::unavailable(self.ctx(), "the store is closed")
+        TierError::closed(self.ctx(), "the store is closed")
+    }
+
+    /// `Closed` once the store was closed (or aborted): its writer's queue is gone.
+    fn check_open(&self) -> Result<(), TierError> {
+        if self.core.tx.lock().is_none() { Err(self.closed()) } else { Ok(()) }
     }
 
     /// Appends `records` as one batch and returns their offsets once every enabled write
@@ -87,7 +92,9 @@ impl Topic {
     ///
     /// Errors: `InvalidInput` for an empty list or a batch over the size limit;
     /// `Unavailable` when a tier did not confirm (see `docs/router.md` for what that
-    /// means for the records) or the store is closed.
+    /// means for the records); the kind of the tier's own failure when it says more
+    /// (`Fenced`, `Corruption`, `Internal`), with that failure as the source; `Closed`
+    /// once the store is closed.
     pub async fn append(&self, records: Vec<NewRecord>) -> Result<OffsetRange, TierError> {
         let mut builder = RecordBatchBuilder::new();
         for r in &records {
@@ -107,7 +114,8 @@ impl Topic {
     }
 
     /// Waits until everything appended before is in every enabled write tier (warm
-    /// included, whatever the policy). `Unavailable` when warm still lacks some.
+    /// included, whatever the policy). `Unavailable` when warm still lacks some; `Closed`
+    /// once the store is closed.
     pub async fn flush(&self) -> Result<(), TierError> {
         let (done, answer) = oneshot::channel();
         self.send(Command::Flush { done }).await?;
@@ -161,12 +169,14 @@ impl Topic {
     /// `hot_start` to the commit point, then the live tail. The WAL is preferred for any
     /// offset it holds, then warm, then cold. A gap between tiers ends the stream with
     /// `NotFound` naming the missing offsets; a tier returning other offsets than asked
-    /// ends it with `Corruption`. Memory is bounded by one read
-    /// (`router.read_batch_records` / `read_batch_bytes`).
+    /// ends it with `Corruption`; closing the store ends it with `Closed` (after what was
+    /// committed). Memory is bounded by one read (`router.read_batch_records` /
+    /// `read_batch_bytes`). `Closed` when the store is closed already.
     pub async fn reader_with_source(
         &self,
         start: StartPosition,
     ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
+        self.check_open()?;
         reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start).await
     }
 
@@ -188,12 +198,14 @@ impl Topic {
     ///
     /// Errors end the stream: `NotFound` for an offset no tier holds (naming the missing
     /// range), `Corruption` for a tier answering with a batch that does not hold the
-    /// offset asked for. Memory is bounded by about `router.read_batch_bytes` (plus one
+    /// offset asked for, `Closed` once the store is closed (creating the reader then
+    /// answers `Closed` too). Memory is bounded by about `router.read_batch_bytes` (plus one
     /// batch) per WAL or warm read, and the cold tier's read-ahead.
     pub async fn batch_reader(
         &self,
         start: StartPosition,
     ) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
+        self.check_open()?;
         batch_reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
             .await
     }

@@ -100,7 +100,7 @@ async fn a_store_opens_from_a_configuration() {
     let _ = topic.reader(StartPosition::Earliest).await.unwrap();
     assert_eq!(store.topic("bad/name").await.unwrap_err().kind(), ErrorKind::InvalidInput);
     store.close().await;
-    assert_eq!(topic.append(vec![NewRecord::new(3, "c")]).await.unwrap_err().kind(), ErrorKind::Unavailable);
+    assert_eq!(topic.append(vec![NewRecord::new(3, "c")]).await.unwrap_err().kind(), ErrorKind::Closed);
 
     let bad = StoreConfig {
         router: RouterConfig { max_cached_closed_segments: 0, ..RouterConfig::default() },
@@ -108,5 +108,5 @@ async fn a_store_opens_from_a_configuration() {
     };
     let err = TieredStore::open(bad, vec![]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert!(err.to_string().contains("router.max_cached_closed_segments"), "{err}");
+    assert!(err.report().to_string().contains("router.max_cached_closed_segments"), "{}", err.report());
 }
