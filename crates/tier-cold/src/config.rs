@@ -219,16 +219,18 @@ impl ColdConfig {
         let failed = |what: &str, e: object_store::Error| {
             TierError::invalid(
                 ErrorContext::tier(TierKind::Cold).location("cold config"),
-                format!("building the {what} object store: {e}"),
+                format!("building the {what} object store"),
             )
+            .with_source(e)
         };
         match &self.backend {
             BackendConfig::Local { path } => {
                 std::fs::create_dir_all(path).map_err(|e| {
                     TierError::unavailable(
                         ErrorContext::tier(TierKind::Cold).location(path.display().to_string()),
-                        format!("creating the cold directory: {e}"),
+                        "creating the cold directory",
                     )
+                    .with_source(e)
                 })?;
                 let store = LocalFileSystem::new_with_prefix(path).map_err(|e| failed("local", e))?;
                 Ok(Arc::new(store))

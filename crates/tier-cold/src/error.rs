@@ -21,15 +21,15 @@ pub(crate) fn topic_ctx(topic: &TopicName) -> ErrorContext {
 /// object_store error is kept as the source; it never contains credentials.
 pub(crate) fn map_store_error(ctx: ErrorContext, what: &str, err: object_store::Error) -> TierError {
     use object_store::Error as E;
-    let message = format!("{what}: {err}");
-    match err {
-        E::NotFound { .. } => TierError::not_found(ctx, message),
-        E::AlreadyExists { .. } | E::Precondition { .. } => TierError::fenced(ctx, message),
+    let error = match err {
+        E::NotFound { .. } => TierError::not_found(ctx, what),
+        E::AlreadyExists { .. } | E::Precondition { .. } => TierError::fenced(ctx, what),
         E::InvalidPath { .. } | E::NotSupported { .. } | E::NotImplemented { .. } => {
-            TierError::internal(ctx, message).with_source(err)
+            TierError::internal(ctx, what)
         }
-        _ => TierError::unavailable(ctx, message).with_source(err),
-    }
+        _ => TierError::unavailable(ctx, what),
+    };
+    error.with_source(err)
 }
 
 /// A local I/O error while reading the segment file `path`.
@@ -40,8 +40,10 @@ pub(crate) fn file_error(
     err: std::io::Error,
 ) -> TierError {
     let ctx = topic_ctx(topic).location(path.display().to_string());
-    if err.kind() == std::io::ErrorKind::NotFound {
-        return TierError::not_found(ctx, format!("{what}: {err}"));
-    }
-    TierError::unavailable(ctx, format!("{what}: {err}")).with_source(err)
+    let error = if err.kind() == std::io::ErrorKind::NotFound {
+        TierError::not_found(ctx, what)
+    } else {
+        TierError::unavailable(ctx, what)
+    };
+    error.with_source(err)
 }

@@ -393,13 +393,14 @@ async fn read_segment_ends(topic: &TopicName, path: &FsPath) -> Result<(u64, Tra
     let mut head = vec![0u8; (len as usize).min(MAX_HEADER_LEN)];
     file.read_exact(&mut head).await.map_err(io("reading the segment header"))?;
     let (header, _) =
-        SegmentHeader::decode(&head).map_err(|e| invalid(format!("bad segment header: {e}")))?;
+        SegmentHeader::decode(&head).map_err(|e| invalid("bad segment header".into()).with_source(e))?;
     file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64))
         .await
         .map_err(io("seeking to the trailer"))?;
     let mut tail = vec![0u8; TRAILER_LEN];
     file.read_exact(&mut tail).await.map_err(io("reading the segment trailer"))?;
-    let trailer = Trailer::decode(&tail).map_err(|e| invalid(format!("not a sealed segment: {e}")))?;
+    let trailer =
+        Trailer::decode(&tail).map_err(|e| invalid("not a sealed segment".into()).with_source(e))?;
     if trailer.segment_len() != len {
         return Err(invalid(format!(
             "the trailer describes {} bytes, the file has {len}",

@@ -131,7 +131,7 @@ impl Tier for ColdTier {
         // The bounds the trailer just written holds (what `meta` will compare against).
         let trailer =
             Trailer::decode(&data[data.len() - tier_core::segment::TRAILER_LEN..]).map_err(|e| {
-                TierError::internal(key_ctx(topic, &key), format!("decoding our own trailer: {e}"))
+                TierError::internal(key_ctx(topic, &key), "decoding our own trailer").with_source(e)
             })?;
         let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
         if !self.put_create(topic, &key, data.clone()).await? {
@@ -145,7 +145,7 @@ impl Tier for ColdTier {
         }
         // The batch is durable; a missing marker only costs a later lookup a trailer read.
         if let Err(e) = self.put_marker(topic, range, bounds).await {
-            tracing::warn!(error = %e, "writing a time marker failed; timestamp lookups will read the trailer");
+            tracing::warn!(error = %e.report(), "writing a time marker failed; timestamp lookups will read the trailer");
         }
         self.note_segment(topic, SegmentObject::with_bounds(key, range, len, Some(bounds)))
     }

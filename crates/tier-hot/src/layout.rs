@@ -87,8 +87,7 @@ pub(crate) fn ctx(topic: &TopicName) -> ErrorContext {
 
 /// An I/O failure on `path` while doing `what`, as a retryable error.
 pub(crate) fn io_err(topic: &TopicName, path: &Path, what: &str, e: io::Error) -> TierError {
-    TierError::unavailable(ctx(topic).location(path.display().to_string()), format!("{what}: {e}"))
-        .with_source(e)
+    TierError::unavailable(ctx(topic).location(path.display().to_string()), what).with_source(e)
 }
 
 /// `path@position`, the location format of errors.

@@ -451,7 +451,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
     topic: &tier_core::TopicName,
     f: impl FnOnce() -> Result<T, TierError> + Send + 'static,
 ) -> Result<T, TierError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        TierError::internal(ctx(topic), format!("blocking file task failed: {e}")).with_source(e)
-    })?
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| TierError::internal(ctx(topic), "the blocking file task failed").with_source(e))?
 }

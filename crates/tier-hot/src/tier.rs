@@ -108,7 +108,7 @@ impl HotTier {
         let config = Arc::new(config);
         let cfg = Arc::clone(&config);
         let (lock, found) = tokio::task::spawn_blocking(move || recover_all(&cfg)).await.map_err(|e| {
-            TierError::internal(ErrorContext::tier(TierKind::Hot), format!("recovery task failed: {e}"))
+            TierError::internal(ErrorContext::tier(TierKind::Hot), "the recovery task failed").with_source(e)
         })??;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let mut damaged = HashMap::new();
@@ -117,7 +117,7 @@ impl HotTier {
             match recovered {
                 Ok(recovered) => healthy.push((name, recovered)),
                 Err(e) => {
-                    error!(topic = %name, error = %e, "recovering a topic failed; it stays closed until repaired");
+                    error!(topic = %name, error = %e.report(), "recovering a topic failed; it stays closed until repaired");
                     damaged.insert(name.clone(), Damaged { topic: name, error: Arc::new(e) });
                 }
             }
@@ -232,7 +232,7 @@ impl HotTier {
     /// is the take-over of invariant 3 (no marker: nothing is held on either side).
     ///
     /// Errors: `InvalidInput` when `offset` is below the end (offsets are never
-    /// reused); `Unavailable` when the tier is closed or a file operation fails (which
+    /// reused); `Closed` when the tier is closed; `Unavailable` when a file operation fails (which
     /// poisons the topic's writer, as a failed append does).
     pub async fn skip_to(&self, topic: &TopicName, offset: Offset) -> Result<OffsetRange, TierError> {
         let log = self.topic_or_create(topic)?;
@@ -302,7 +302,7 @@ impl HotTier {
     }
 
     /// Stops every writer task after the appends already queued, fsyncing unsynced
-    /// data. Later calls on this tier (or its clones) fail with `Unavailable`.
+    /// data. Later calls on this tier (or its clones) fail with `Closed`.
     pub async fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         let logs: Vec<Arc<TopicLog>> = self.inner.topics.write().drain().map(|(_, log)| log).collect();
@@ -404,8 +404,7 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError>
     let ctx = || ErrorContext::tier(TierKind::Hot).location(path.display().to_string());
     let file =
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| {
-            TierError::unavailable(ctx(), format!("opening the data directory's lock file: {e}"))
-                .with_source(e)
+            TierError::unavailable(ctx(), "opening the data directory's lock file").with_source(e)
         })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
@@ -414,7 +413,7 @@ fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError>
             format!("the data directory {} is in use by another tierlog process", data_dir.display()),
         )),
         Err(std::fs::TryLockError::Error(e)) => {
-            Err(TierError::unavailable(ctx(), format!("locking the data directory: {e}")).with_source(e))
+            Err(TierError::unavailable(ctx(), "locking the data directory").with_source(e))
         }
     }
 }
@@ -427,18 +426,15 @@ type Found = Vec<(TopicName, Result<Recovered, TierError>)>;
 fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Found), TierError> {
     let data_dir = &config.data_dir;
     let hot = || ErrorContext::tier(TierKind::Hot).location(data_dir.display().to_string());
-    std::fs::create_dir_all(data_dir).map_err(|e| {
-        TierError::unavailable(hot(), format!("creating the data directory: {e}")).with_source(e)
-    })?;
+    std::fs::create_dir_all(data_dir)
+        .map_err(|e| TierError::unavailable(hot(), "creating the data directory").with_source(e))?;
     let lock = lock_data_dir(data_dir)?;
-    let entries = std::fs::read_dir(data_dir).map_err(|e| {
-        TierError::unavailable(hot(), format!("listing the data directory: {e}")).with_source(e)
-    })?;
+    let entries = std::fs::read_dir(data_dir)
+        .map_err(|e| TierError::unavailable(hot(), "listing the data directory").with_source(e))?;
     let mut found = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| {
-            TierError::unavailable(hot(), format!("listing the data directory: {e}")).with_source(e)
-        })?;
+        let entry =
+            entry.map_err(|e| TierError::unavailable(hot(), "listing the data directory").with_source(e))?;
         let path = entry.path();
         let topic = match entry.file_name().to_str().map(TopicName::new) {
             Some(Ok(topic)) if path.is_dir() => topic,
@@ -459,7 +455,7 @@ async fn send(topic: &TopicName, tx: &mpsc::Sender<Command>, cmd: Command) -> Re
 }
 
 fn closed(topic: &TopicName) -> TierError {
-    TierError::unavailable(ctx(topic), "the hot tier is closed")
+    TierError::closed(ctx(topic), "the hot tier is closed")
 }
 
 #[async_trait]

@@ -16,7 +16,7 @@ use std::{
 };
 
 use parking_lot::{Mutex, RwLock};
-use tier_core::{Offset, OffsetRange, RecordBatch, TopicName, segment::IndexEntry};
+use tier_core::{Offset, OffsetRange, RecordBatch, TierError, TopicName, segment::IndexEntry};
 use tokio::sync::{broadcast, watch};
 
 use crate::cache::BatchCache;
@@ -43,7 +43,7 @@ pub(crate) struct TopicShared {
     /// Set (with the reason in `seal_failure`) when a background seal failed: the
     /// writer then counts as poisoned.
     pub(crate) seal_failed: AtomicBool,
-    pub(crate) seal_failure: Mutex<Option<String>>,
+    pub(crate) seal_failure: Mutex<Option<Arc<TierError>>>,
 }
 
 /// Counters behind [`WriteStats`].
@@ -224,7 +224,7 @@ impl TopicShared {
     }
 
     /// Records that a background seal failed (see `seal_failed`).
-    pub(crate) fn fail_seal(&self, why: String) {
+    pub(crate) fn fail_seal(&self, why: Arc<TierError>) {
         *self.seal_failure.lock() = Some(why);
         self.seal_failed.store(true, Ordering::SeqCst);
     }

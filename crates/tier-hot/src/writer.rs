@@ -79,7 +79,9 @@ pub(crate) struct Writer {
     first_write: Option<Instant>,
     /// Written but not fsynced (interval policy).
     dirty: bool,
-    poisoned: Option<String>,
+    /// The failure that poisoned the writer: every later write answers an error caused
+    /// by it.
+    poisoned: Option<Arc<TierError>>,
     group: Vec<Pending>,
     group_bytes: u64,
     /// Background seals in flight (see [`seal`]).
@@ -158,7 +160,7 @@ impl Writer {
                     let mut w = this.lock().await;
                     debug!(topic = %w.topic(), "rotating the active segment by age");
                     if let Err(e) = w.rotate().await {
-                        warn!(topic = %w.topic(), error = %e, "age rotation failed");
+                        warn!(topic = %w.topic(), error = %e.report(), "age rotation failed");
                     }
                     age_deadline = w.first_write.map(|t| t + segment_age);
                 }
@@ -198,7 +200,7 @@ impl Writer {
     async fn accept(&mut self, batch: RecordBatch, done: oneshot::Sender<Result<(), TierError>>) {
         self.absorb_seal_failure();
         if let Some(why) = &self.poisoned {
-            let _ = done.send(Err(TierError::unavailable(ctx(self.topic()), why.clone())));
+            let _ = done.send(Err(poisoned(self.topic(), why)));
             return;
         }
         let base = batch.base_offset();
@@ -295,7 +297,7 @@ impl Writer {
                 self.active = Some(new);
                 Ok(())
             }
-            Err(e) => Err(self.poison(e)),
+            Err(e) => Err(self.fail(e)),
         }
     }
 
@@ -304,7 +306,7 @@ impl Writer {
     /// then starts the new active segment at `offset`. The group is flushed already.
     async fn skip_to(&mut self, offset: Offset) -> Result<OffsetRange, TierError> {
         if let Some(why) = &self.poisoned {
-            return Err(TierError::unavailable(ctx(self.topic()), why.clone()));
+            return Err(poisoned(self.topic(), why));
         }
         let end = self.next;
         if offset < end {
@@ -329,7 +331,7 @@ impl Writer {
         let written = blocking(self.topic(), move || write_gap_marker(&topic, &dir, gap)).await;
         let marker = match written {
             Ok(marker) => marker,
-            Err(e) => return Err(self.poison(e)),
+            Err(e) => return Err(self.fail(e)),
         };
         self.restart_at(offset).await?;
         warn!(topic = %self.topic(), lost = %gap, marker = ?marker, "recorded offsets as lost; the log continues after them");
@@ -400,7 +402,7 @@ impl Writer {
                 // The batches are not committed; `next` goes back to the committed end.
                 self.next = self.shared.state.read().end;
                 for p in group {
-                    let _ = p.done.send(Err(TierError::unavailable(ctx(self.topic()), e.to_string())));
+                    let _ = p.done.send(Err(written_by(self.topic(), &e)));
                 }
             }
         }
@@ -460,11 +462,32 @@ impl Writer {
     }
 
     /// Marks the writer failed; returns the error to report.
-    fn poison(&mut self, e: TierError) -> TierError {
-        warn!(topic = %self.topic(), error = %e, "WAL writer failed; appends to this topic fail until reopened");
-        self.poisoned = Some(format!("the WAL writer failed earlier: {e}"));
+    fn poison(&mut self, e: TierError) -> Arc<TierError> {
+        warn!(topic = %self.topic(), error = %e.report(), "WAL writer failed; appends to this topic fail until reopened");
+        let e = Arc::new(e);
+        self.poisoned = Some(Arc::clone(&e));
         e
     }
+
+    /// Marks the writer failed; returns the answer to the write that failed.
+    fn fail(&mut self, e: TierError) -> TierError {
+        let e = self.poison(e);
+        written_by(self.topic(), &e)
+    }
+}
+
+/// The answer to a write the failure `e` refused: its kind, with `e` as the source.
+pub(crate) fn written_by(topic: &TopicName, e: &Arc<TierError>) -> TierError {
+    TierError::caused_by(ctx(topic), "writing the WAL failed", Arc::clone(e))
+}
+
+/// The answer to a write after the failure `why` poisoned the writer.
+pub(crate) fn poisoned(topic: &TopicName, why: &Arc<TierError>) -> TierError {
+    TierError::unavailable(
+        ctx(topic),
+        "the WAL writer failed earlier; writes fail until the tier is reopened",
+    )
+    .with_source(Arc::clone(why))
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

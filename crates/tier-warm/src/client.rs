@@ -32,7 +32,7 @@ pub(crate) async fn connect(config: &WarmConfig, ctx: &ErrorContext) -> Result<C
         .set_policy(reconnect_policy(config));
     let client = builder
         .build()
-        .map_err(|e| TierError::invalid(ctx.clone(), format!("invalid warm tier configuration: {e}")))?;
+        .map_err(|e| TierError::invalid(ctx.clone(), "invalid warm tier configuration").with_source(e))?;
     let init = tokio::time::timeout(timeout, client.init()).await;
     let result = match init {
         Ok(Ok(_task)) => Ok(()),
@@ -115,8 +115,8 @@ fn seed_hosts(
 /// Maps a `fred` error: connection, timeout and cancellation problems are
 /// `Unavailable` (retryable); anything else is `Internal`.
 pub(crate) fn map_fred(ctx: ErrorContext, doing: &str, e: FredError) -> TierError {
-    let message = format!("{doing}: {e}");
-    match e.kind() {
+    let message = doing;
+    let error = match e.kind() {
         FredErrorKind::IO
         | FredErrorKind::Timeout
         | FredErrorKind::Canceled
@@ -124,11 +124,12 @@ pub(crate) fn map_fred(ctx: ErrorContext, doing: &str, e: FredError) -> TierErro
         | FredErrorKind::Cluster
         | FredErrorKind::Sentinel
         | FredErrorKind::Backpressure
-        | FredErrorKind::Tls => TierError::unavailable(ctx, message).with_source(e),
+        | FredErrorKind::Tls => TierError::unavailable(ctx, message),
         FredErrorKind::Auth | FredErrorKind::Config | FredErrorKind::Url => TierError::invalid(ctx, message),
-        _ if is_transient_server_error(e.details()) => TierError::unavailable(ctx, message).with_source(e),
-        _ => TierError::internal(ctx, message).with_source(e),
-    }
+        _ if is_transient_server_error(e.details()) => TierError::unavailable(ctx, message),
+        _ => TierError::internal(ctx, message),
+    };
+    error.with_source(e)
 }
 
 /// Server replies that mean "not now" rather than "never", and the client's own

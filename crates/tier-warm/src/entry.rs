@@ -100,8 +100,9 @@ impl RawEntry {
         let batch = RecordBatch::decode(bytes).map_err(|e| {
             TierError::corruption(
                 ectx.clone(),
-                format!("stream {key} entry {} does not hold a valid record batch: {e}", self.id),
+                format!("stream {key} entry {} does not hold a valid record batch", self.id),
             )
+            .with_source(e)
         })?;
         if batch.encoded_len() != bytes.len() {
             return Err(TierError::corruption(

@@ -214,7 +214,7 @@ pub struct SegmentWriter<W: Write> {
 }
 
 fn io_error(what: &str, e: std::io::Error) -> TierError {
-    TierError::unavailable(ErrorContext::default(), format!("{what}: {e}")).with_source(e)
+    TierError::unavailable(ErrorContext::default(), what).with_source(e)
 }
 
 impl<W: Write> SegmentWriter<W> {

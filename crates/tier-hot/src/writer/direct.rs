@@ -53,11 +53,9 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
     let topic = w.topic().clone();
     match tokio::task::spawn_blocking(move || w.append_now(batch, always)).await {
         Ok(result) => Direct::Done(result),
-        Err(e) => {
-            Direct::Done(Err(
-                TierError::internal(ctx(&topic), format!("blocking file task failed: {e}")).with_source(e)
-            ))
-        }
+        Err(e) => Direct::Done(Err(
+            TierError::internal(ctx(&topic), "the blocking file task failed").with_source(e)
+        )),
     }
 }
 
@@ -86,8 +84,7 @@ impl Writer {
         if let Err(e) = written {
             let e = io_err(self.topic(), &active.path, "appending to the WAL", e);
             self.active = Some(active);
-            let e = self.poison(e);
-            return Err(TierError::unavailable(ctx(self.topic()), e.to_string()));
+            return Err(self.fail(e));
         }
         let stats = &self.shared.stats;
         stats.writes.fetch_add(1, Ordering::Relaxed);

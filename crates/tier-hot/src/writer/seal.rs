@@ -52,8 +52,8 @@ impl SealJob {
                 debug!(topic = %topic, range = %self.sealed.info.range, bytes = self.sealed.info.bytes, "sealed a segment");
             }
             Err(e) => {
-                warn!(topic = %topic, error = %e, "sealing a segment failed; appends to this topic fail until reopened");
-                self.shared.fail_seal(format!("the WAL writer failed earlier: {e}"));
+                warn!(topic = %topic, error = %e.report(), "sealing a segment failed; appends to this topic fail until reopened");
+                self.shared.fail_seal(Arc::new(e));
             }
         }
     }
@@ -66,7 +66,7 @@ impl Writer {
     pub(crate) async fn rotate(&mut self) -> Result<Option<SegmentInfo>, TierError> {
         self.absorb_seal_failure();
         if let Some(why) = &self.poisoned {
-            return Err(TierError::unavailable(ctx(self.topic()), why.clone()));
+            return Err(super::poisoned(self.topic(), why));
         }
         if self.active.as_ref().is_none_or(ActiveSegment::is_empty) {
             self.first_write = None;
@@ -88,7 +88,7 @@ impl Writer {
         .await;
         let (sealed, file, new) = match result {
             Ok(v) => v,
-            Err(e) => return Err(self.poison(e)),
+            Err(e) => return Err(self.fail(e)),
         };
         let sealed = Arc::new(sealed);
         let info = sealed.info.clone();
@@ -118,14 +118,14 @@ impl Writer {
         while self.seals.front().is_some_and(JoinHandle::is_finished) || self.seals.len() > keep {
             let Some(job) = self.seals.pop_front() else { break };
             if let Err(e) = job.await {
-                let e = TierError::internal(ctx(self.topic()), format!("background seal task failed: {e}"))
-                    .with_source(e);
-                self.shared.fail_seal(format!("the WAL writer failed earlier: {e}"));
+                let e =
+                    TierError::internal(ctx(self.topic()), "the background seal task failed").with_source(e);
+                self.shared.fail_seal(Arc::new(e));
             }
         }
         self.absorb_seal_failure();
         match &self.poisoned {
-            Some(why) => Err(TierError::unavailable(ctx(self.topic()), why.clone())),
+            Some(why) => Err(super::poisoned(self.topic(), why)),
             None => Ok(()),
         }
     }
