@@ -284,9 +284,9 @@ pub async fn append_segment<T: Tier + ?Sized>(
     path: &Path,
 ) -> Result<OffsetRange, TierError> {
     let ctx = || ErrorContext::tier(tier.kind()).topic(topic).location(path.display().to_string());
-    let bytes = tokio::fs::read(path).await.map_err(|e| {
-        TierError::unavailable(ctx(), format!("reading a sealed segment to store it: {e}")).with_source(e)
-    })?;
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|e| TierError::unavailable(ctx(), "reading a sealed segment to store it").with_source(e))?;
     let segment = SealedSegment::open(Bytes::from(bytes)).map_err(|e| {
         let at = e.position();
         e.into_tier_error(

@@ -112,7 +112,7 @@ async fn export_with_retry(
             Ok(_) => return true,
             Err(e) => {
                 let delay = backoff.delay(attempt);
-                warn!(topic = %topic, error = %e, retry_in = ?delay, "exporting a sealed segment failed");
+                warn!(topic = %topic, error = %e.report(), retry_in = ?delay, "exporting a sealed segment failed");
                 attempt = attempt.saturating_add(1);
                 if !wait(shutdown, delay).await {
                     return false;
@@ -127,13 +127,13 @@ async fn maintenance(weak: Weak<StoreInner>, mut shutdown: watch::Receiver<bool>
     while wait(&mut shutdown, interval).await {
         let Some(store) = upgrade(&weak) else { return };
         if let Err(e) = store.run_retention_now(SystemTime::now()).await {
-            warn!(error = %e, "WAL retention failed");
+            warn!(error = %e.report(), "WAL retention failed");
         }
         if let Err(e) = store.trim_warm_now().await {
-            warn!(error = %e, "trimming warm failed");
+            warn!(error = %e.report(), "trimming warm failed");
         }
         if let Err(e) = store.checkpoint().await {
-            warn!(error = %e, "writing checkpoints failed");
+            warn!(error = %e.report(), "writing checkpoints failed");
         }
     }
 }
@@ -227,7 +227,7 @@ impl TieredStore {
             Ok::<_, std::io::Error>((damage, header))
         })
         .await
-        .map_err(|e| TierError::internal(ctx(), format!("segment check task: {e}")))?
+        .map_err(|e| TierError::internal(ctx(), "the segment check task failed").with_source(e))?
         .map_err(|e| {
             TierError::unavailable(
                 ctx().location(segment.path.display().to_string()),
@@ -278,7 +278,7 @@ impl TieredStore {
             writer.seal().map(drop)
         })
         .await
-        .map_err(|e| TierError::internal(ctx(), format!("segment rebuild task: {e}")))??;
+        .map_err(|e| TierError::internal(ctx(), "the segment rebuild task failed").with_source(e))??;
         warn!(topic = %topic, range = %range, damage, "a sealed WAL segment is damaged; exporting warm's intact copy");
         Ok(Some(rebuilt))
     }
@@ -297,7 +297,7 @@ impl TieredStore {
             if e.kind() != tier_core::ErrorKind::Unavailable {
                 return Err(e);
             }
-            warn!(topic = %name, error = %e, "exporting what is committed although a flush failed");
+            warn!(topic = %name, error = %e.report(), "exporting what is committed although a flush failed");
         }
         self.hot().rotate(&name).await?;
         self.export_sealed(&name).await
@@ -344,7 +344,8 @@ impl TieredStore {
         })
         .await
         .map_err(|e| {
-            TierError::internal(ErrorContext::tier(TierKind::Router), format!("retention task: {e}"))
+            TierError::internal(ErrorContext::tier(TierKind::Router), "the retention task failed")
+                .with_source(e)
         })??;
         Ok(deleted)
     }

@@ -36,7 +36,7 @@ impl LazyWarm {
                 let tier = WarmTier::connect(self.config.clone()).await.map_err(|e| {
                     TierError::unavailable(
                         ErrorContext::tier(TierKind::Warm),
-                        format!("the warm tier has not been reachable since the store opened: {e}"),
+                        "the warm tier has not been reachable since the store opened",
                     )
                     .with_source(e)
                 })?;

@@ -532,7 +532,7 @@ impl TopicMarkers {
     ) -> Result<(), TierError> {
         match result {
             Err(e) if !self.unborn => {
-                warn!(topic = %topic, error = %e, "could not record the topic in {tier}; retried when it opens again");
+                warn!(topic = %topic, error = %e.report(), "could not record the topic in {tier}; retried when it opens again");
                 Ok(())
             }
             other => other,
@@ -591,7 +591,7 @@ pub(crate) async fn record_gap_in_cold(
             Ok(())
         }
         Err(e) if e.kind() == ErrorKind::InvalidInput => {
-            error!(topic = %topic, lost = %gap, error = %e, "the cold tier cannot record lost offsets; its export stops there");
+            error!(topic = %topic, lost = %gap, error = %e.report(), "the cold tier cannot record lost offsets; its export stops there");
             Ok(())
         }
         Err(e) => Err(e),
@@ -621,14 +621,14 @@ fn degraded_open(
         "the WAL cannot vouch for its end (a power cut may have taken its tail), so recovery needs warm's records"
     } else {
         warn!(
-            topic = %topic, error = %err,
+            topic = %topic, error = %err.report(),
             "recovery: the warm tier is unreachable; opening degraded from the WAL, warm is back-filled once it answers"
         );
         return Ok(true);
     };
     Err(TierError::unavailable(
         ErrorContext::tier(TierKind::Warm).topic(topic),
-        format!("cannot recover the topic: the warm tier is unreachable ({err}) and {why}"),
+        format!("cannot recover the topic: the warm tier is unreachable and {why}"),
     )
     .with_source(err))
 }
@@ -719,7 +719,7 @@ pub(crate) async fn batches_for_warm(
         Err(e) => {
             let at = out.last().map_or(range.start, RecordBatch::end_offset);
             error!(
-                topic = %topic, at, error = %e,
+                topic = %topic, at, error = %e.report(),
                 "warm cannot be caught up past this offset: no tier can give it the records; \
                  it refuses the batches after them (docs/reliability.md, 'Warm that cannot be continued')"
             );

@@ -240,10 +240,8 @@ pub(crate) fn write_reservation(
 
 fn parse_offset(topic: &TopicName, path: &Path, kind: &str, text: &str) -> Result<Offset, TierError> {
     text.parse::<Offset>().map_err(|e| {
-        TierError::corruption(
-            ctx(topic).location(path.display().to_string()),
-            format!("bad {kind} file: {e}"),
-        )
+        TierError::corruption(ctx(topic).location(path.display().to_string()), format!("bad {kind} file"))
+            .with_source(e)
     })
 }
 

@@ -148,7 +148,9 @@ impl StoreBuilder {
     /// invalid settings.
     pub async fn open(self) -> Result<TieredStore, TierError> {
         let router_ctx = || ErrorContext::tier(TierKind::Router).location("config");
-        self.router.validate().map_err(|e| TierError::invalid(router_ctx(), e.to_string()))?;
+        self.router
+            .validate()
+            .map_err(|e| TierError::invalid(router_ctx(), "invalid router settings").with_source(e))?;
         let state_dir = self.router.state_dir.clone().unwrap_or_else(|| {
             self.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
         });
@@ -206,9 +208,9 @@ impl TieredStore {
     /// Opens the store `config` describes, connecting the warm tier and opening the cold
     /// tier when configured. `topics` are recovered besides those found in the WAL.
     pub async fn open(config: StoreConfig, topics: Vec<TopicName>) -> Result<Self, TierError> {
-        config
-            .validate()
-            .map_err(|e| TierError::invalid(ErrorContext::tier(TierKind::Router), e.to_string()))?;
+        config.validate().map_err(|e| {
+            TierError::invalid(ErrorContext::tier(TierKind::Router), "invalid settings").with_source(e)
+        })?;
         #[cfg(feature = "warm")]
         let degrade = config.router.warm_failure_policy == crate::WarmFailurePolicy::Degrade;
         #[allow(unused_mut)]
@@ -220,7 +222,7 @@ impl TieredStore {
                 // Under `degrade` an unreachable Valkey does not keep the store from
                 // opening: the backend connects on first use (recovery opens degraded).
                 Err(e) if degrade && e.kind() == tier_core::ErrorKind::Unavailable => {
-                    warn!(error = %e, "the warm tier is unreachable; opening degraded, connecting later");
+                    warn!(error = %e.report(), "the warm tier is unreachable; opening degraded, connecting later");
                     Arc::new(crate::lazy_warm::LazyWarm::new(warm))
                 }
                 Err(e) => return Err(e),
@@ -268,7 +270,7 @@ impl TieredStore {
         let name = TopicName::new(name)?;
         let core = self.core(&name).await?;
         let ctx = || ErrorContext::tier(TierKind::Router).topic(&name);
-        let closed = || TierError::unavailable(ctx(), "the store is closed");
+        let closed = || TierError::closed(ctx(), "the store is closed");
         // One resume (or export) at a time: the gaps recorded must match the `at` applied.
         let _serial = self.inner.export_lock.lock().await;
         let tiers = &self.inner.tiers;
@@ -311,7 +313,7 @@ impl TieredStore {
         let fence_topic = name.clone();
         tokio::task::spawn_blocking(move || remove_fence(&state_dir, &fence_topic))
             .await
-            .map_err(|e| TierError::internal(ctx(), format!("fence task: {e}")))??;
+            .map_err(|e| TierError::internal(ctx(), "the fence task failed").with_source(e))??;
         let mut report = core.report.lock();
         if !skipped.is_empty() {
             report.maybe_lost.push(skipped);
@@ -376,7 +378,7 @@ impl TieredStore {
 
     pub(crate) async fn core(&self, name: &TopicName) -> Result<Arc<TopicCore>, TierError> {
         if self.inner.closed.load(Ordering::SeqCst) {
-            return Err(TierError::unavailable(
+            return Err(TierError::closed(
                 ErrorContext::tier(TierKind::Router).topic(name),
                 "the store is closed",
             ));
@@ -392,10 +394,10 @@ impl TieredStore {
                 recovered
             }
             Err(e) => {
-                error!(topic = %name, error = %e, "recovering a topic failed; it stays closed");
+                error!(topic = %name, error = %e.report(), "recovering a topic failed; it stays closed");
                 let e = Arc::new(e);
                 self.inner.failed.lock().insert(name.clone(), Arc::clone(&e));
-                return Err(same_error(&e));
+                return Err(recovery_failed(e));
             }
         };
         let next = recovered.report.next_offset;
@@ -452,7 +454,9 @@ impl TieredStore {
             let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
             match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+                Ok(Err(e)) => {
+                    warn!(topic = %name, error = %e.report(), "removing the recorded losses failed")
+                }
                 Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
             }
         }
@@ -465,8 +469,16 @@ impl TieredStore {
     }
 
     /// Writes each open topic's commit point to the router's state directory (used by
-    /// recovery to report the range a lost WAL took with it).
+    /// recovery to report the range a lost WAL took with it). `Closed` once the store is
+    /// closed (closing writes the last checkpoints itself).
     pub async fn checkpoint(&self) -> Result<(), TierError> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(TierError::closed(ErrorContext::tier(TierKind::Router), "the store is closed"));
+        }
+        self.write_checkpoints().await
+    }
+
+    async fn write_checkpoints(&self) -> Result<(), TierError> {
         // A topic whose acknowledged end is unknown writes none: a checkpoint would pass
         // for evidence of where its offsets end.
         let has_warm = self.inner.tiers.warm.is_some();
@@ -491,14 +503,16 @@ impl TieredStore {
         })
         .await
         .map_err(|e| {
-            TierError::internal(ErrorContext::tier(TierKind::Router), format!("checkpoint task: {e}"))
+            TierError::internal(ErrorContext::tier(TierKind::Router), "the checkpoint task failed")
+                .with_source(e)
         })?
     }
 
     /// Stops gracefully: the background tasks (an upload in flight finishes), then each
     /// topic's writer after the appends already queued (a last attempt is made to give
-    /// warm what it lacks), then writes checkpoints and closes the WAL. Later calls fail
-    /// with `Unavailable`.
+    /// warm what it lacks), then writes checkpoints and closes the WAL. Later calls — on
+    /// the store, its topic handles and open readers — fail with `Closed`, which is not
+    /// retryable.
     pub async fn close(&self) {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return;
@@ -522,8 +536,8 @@ impl TieredStore {
                 warn!(topic = %core.name, error = %e, "a writer task failed");
             }
         }
-        if let Err(e) = self.checkpoint().await {
-            warn!(error = %e, "writing checkpoints at close failed");
+        if let Err(e) = self.write_checkpoints().await {
+            warn!(error = %e.report(), "writing checkpoints at close failed");
         }
         self.inner.tiers.hot.close().await;
     }
@@ -555,19 +569,12 @@ impl TieredStore {
     }
 }
 
-/// An error of the kind, context and message of `e`: what a caller gets for a failure
-/// the store also keeps (`TierError` is not `Clone`; the source stays with the kept one).
-fn same_error(e: &TierError) -> TierError {
+/// What a caller gets for a recovery failure `e` the store also keeps (see
+/// [`TieredStore::failed_topics`]): an error of `e`'s kind and context (a caller may look
+/// for the damaged file's location) with `e` itself, shared, as its source.
+fn recovery_failed(e: Arc<TierError>) -> TierError {
     let ctx = e.context().clone();
-    match e {
-        TierError::Unavailable { message, .. } => TierError::unavailable(ctx, message.clone()),
-        TierError::Corruption { message, .. } => TierError::corruption(ctx, message.clone()),
-        TierError::InvalidInput { message, .. } => TierError::invalid(ctx, message.clone()),
-        TierError::Fenced { message, .. } => TierError::fenced(ctx, message.clone()),
-        TierError::NotFound { message, .. } => TierError::not_found(ctx, message.clone()),
-        TierError::Trimmed { requested, held, .. } => TierError::trimmed(ctx, *requested, *held),
-        other => TierError::internal(ctx, other.to_string()),
-    }
+    TierError::caused_by(ctx, "recovering the topic failed", e)
 }
 
 impl Drop for StoreInner {

@@ -241,7 +241,7 @@ impl Writer {
             (self.reservation.state_dir.clone(), self.topic.clone(), self.reservation.file(offset));
         tokio::task::spawn_blocking(move || write_reservation(&dir, &topic, &file))
             .await
-            .map_err(|e| TierError::internal(self.ctx(), format!("reservation task: {e}")))??;
+            .map_err(|e| TierError::internal(self.ctx(), "the reservation task failed").with_source(e))??;
         self.reservation.reserved = offset;
         Ok(())
     }
@@ -269,7 +269,7 @@ impl Writer {
             return;
         }
         if let Err(e) = self.write_reservation(committed).await {
-            warn!(topic = %self.topic, error = %e, "lowering the offset reservation failed");
+            warn!(topic = %self.topic, error = %e.report(), "lowering the offset reservation failed");
         }
     }
 
@@ -465,14 +465,9 @@ impl Writer {
             Ok(batch) => batch,
             Err(e) => {
                 // Nothing was numbered: a merge failure, or offsets past u64::MAX.
-                let (kind, msg) = (e.kind(), e.to_string());
+                let e = Arc::new(e);
                 for (_, done) in group {
-                    let e = match kind {
-                        tier_core::ErrorKind::InvalidInput => {
-                            TierError::invalid(self.ctx().offset(base), msg.clone())
-                        }
-                        _ => TierError::internal(self.ctx(), msg.clone()),
-                    };
+                    let e = TierError::caused_by(self.ctx().offset(base), "not written", Arc::clone(&e));
                     let _ = done.send(Err(e));
                 }
                 return;
@@ -480,12 +475,14 @@ impl Writer {
         };
         let end = merged.end_offset();
         if let Err(e) = self.reserve(end).await {
-            warn!(topic = %self.topic, error = %e, "writing the offset reservation failed");
+            warn!(topic = %self.topic, error = %e.report(), "writing the offset reservation failed");
+            let e = Arc::new(e);
             for (_, done) in group {
                 let _ = done.send(Err(TierError::unavailable(
                     self.ctx().offset(base),
-                    format!("not written: the offset reservation could not be recorded: {e}"),
-                )));
+                    "not written: the offset reservation could not be recorded",
+                )
+                .with_source(Arc::clone(&e))));
             }
             return;
         }
@@ -493,7 +490,7 @@ impl Writer {
         let has_warm = self.tiers.warm.is_some();
         let warm_backlog = self.warm_unknown || self.pending.iter().any(|p| !p.in_warm);
         self.pending.push_back(Pending { batch: merged, in_wal: false, in_warm: !has_warm });
-        let errors = self.settle(!warm_backlog).await;
+        let errors = self.settle(!warm_backlog).await.map(Arc::new);
         let committed = *self.hwm.borrow() >= end;
         let mut at = base;
         for (batch, done) in group {
@@ -502,14 +499,11 @@ impl Writer {
             let reply = if committed {
                 Ok(range)
             } else {
-                let why = errors.as_ref().map_or_else(|| "not confirmed".to_owned(), ToString::to_string);
-                Err(TierError::unavailable(
-                    self.ctx().offset(range.start),
-                    format!(
-                        "not acknowledged: {why}; the records keep offsets {range} and become readable only \
-                         once every write tier holds them"
-                    ),
-                ))
+                let message = format!(
+                    "not acknowledged: the records keep offsets {range} and become readable only once every \
+                     write tier holds them"
+                );
+                Err(not_acknowledged(self.ctx().offset(range.start), message, errors.as_ref()))
             };
             let _ = done.send(reply);
         }
@@ -524,7 +518,7 @@ impl Writer {
             && self.warm_unknown
             && let Err(e) = self.discover_warm().await
         {
-            warn!(topic = %self.topic, error = %e, "the warm tier is still unreachable");
+            warn!(topic = %self.topic, error = %e.report(), "the warm tier is still unreachable");
             with_warm = false;
         }
         let wal_todo: Vec<RecordBatch> =
@@ -566,15 +560,17 @@ impl Writer {
                     warm_err = err;
                 }
                 Ok(false) => {}
-                Err(e) => warn!(topic = %self.topic, error = %e, "could not bring warm to the next batch"),
+                Err(e) => {
+                    warn!(topic = %self.topic, error = %e.report(), "could not bring warm to the next batch")
+                }
             }
         }
         if let Some(e) = &warm_err {
             self.warm_behind = true;
-            warn!(topic = %self.topic, error = %e, "warm tier did not confirm a batch");
+            warn!(topic = %self.topic, error = %e.report(), "warm tier did not confirm a batch");
         }
         if let Some(e) = &wal_err {
-            warn!(topic = %self.topic, error = %e, "WAL append failed");
+            warn!(topic = %self.topic, error = %e.report(), "WAL append failed");
         }
         self.advance();
         wal_err.or(warm_err)
@@ -794,6 +790,23 @@ impl Writer {
 
 /// Appends `batches` to `tier` in order, stopping at the first failure. Returns how many
 /// succeeded and the failure.
+/// The answer to an append the tiers did not all confirm, caused by `cause` (the first
+/// failure met, when there was one), which it carries as its source. It keeps the kind of
+/// a cause that tells the producer more than "retry later" — `Fenced` (another writer owns
+/// the position: stop writing), `Corruption`, `Internal`, `Closed` — and is `Unavailable`
+/// otherwise: a tier's `InvalidInput`, `Trimmed` or `NotFound` on the router's own batch is
+/// nothing the producer can fix, and the writer keeps the records pending for the tiers
+/// that lack them.
+fn not_acknowledged(ctx: ErrorContext, message: String, cause: Option<&Arc<TierError>>) -> TierError {
+    let Some(cause) = cause else { return TierError::unavailable(ctx, message) };
+    match cause.kind() {
+        ErrorKind::Fenced | ErrorKind::Corruption | ErrorKind::Internal | ErrorKind::Closed => {
+            TierError::caused_by(ctx, message, Arc::clone(cause))
+        }
+        _ => TierError::unavailable(ctx, message).with_source(Arc::clone(cause)),
+    }
+}
+
 async fn push_in_order(
     tier: &dyn Tier,
     topic: &TopicName,

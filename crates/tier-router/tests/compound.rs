@@ -1433,7 +1433,11 @@ async fn a_recovery_that_fails_after_a_replay_leaves_the_topic_fenced() {
         .open()
         .await;
     let err = failed.expect_err("the open fails while cold cannot be asked");
-    assert!(err.to_string().contains("topic marker"), "the recovery failed elsewhere: {err}");
+    assert!(
+        err.report().to_string().contains("topic marker"),
+        "the recovery failed elsewhere: {}",
+        err.report()
+    );
     let wal = std::fs::read_dir(dir.path().join("hot").join(T)).unwrap().count();
     assert!(wal > 0, "warm was replayed into the WAL first");
     bucket.set_faults(Faults::default());

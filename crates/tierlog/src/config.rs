@@ -111,7 +111,7 @@ pub(crate) fn load(
     if let Some(dir) = data_dir {
         apply_data_dir(&mut config, dir);
     }
-    config.validate().map_err(|e| anyhow!("config {name}: {e}"))?;
+    config.validate().with_context(|| format!("config {name}"))?;
     Ok(Loaded { config, origin })
 }
 

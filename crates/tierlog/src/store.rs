@@ -72,7 +72,9 @@ pub(crate) async fn open_cold(config: &ColdConfig) -> anyhow::Result<ColdTier> {
     };
     match tokio::time::timeout(PROBE_TIMEOUT, listing).await {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(anyhow!("cold tier {} unreachable: {e}", describe(config))),
+        Ok(Err(e)) => {
+            return Err(anyhow::Error::new(e).context(format!("cold tier {} unreachable", describe(config))));
+        }
         Err(_) => {
             return Err(anyhow!("cold tier {} did not answer within {PROBE_TIMEOUT:?}", describe(config)));
         }

@@ -57,7 +57,7 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
     let failed = opened.store.failed_topics();
     store::close(opened).await;
     for (topic, e) in &failed {
-        eprintln!("FAILED: {topic}: its recovery failed and it is not served: {e}");
+        eprintln!("FAILED: {topic}: its recovery failed and it is not served: {}", e.report());
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports.iter().map(report_json).collect::<Vec<_>>())?);

@@ -71,7 +71,7 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     }
     // A topic that could not be opened is reported, not a reason to show nothing.
     for (topic, e) in &failed {
-        eprintln!("DAMAGED: {topic}: {e}");
+        eprintln!("DAMAGED: {topic}: {}", e.report());
     }
     Ok(if failed.is_empty() { exit::OK } else { exit::PROBLEMS })
 }

@@ -69,6 +69,19 @@ fn an_offset_beyond_the_end_is_an_error() {
 }
 
 #[test]
+fn a_data_directory_that_cannot_be_created_names_what_failed_and_why_once() {
+    let dir = workdir();
+    // A file where the data directory (of the local cold tier, created first) must go:
+    // the message says what was being done, its source why, and the line says both once.
+    std::fs::write(dir.path().join("data"), "in the way").expect("write");
+    let io = std::fs::create_dir_all(dir.path().join("data").join("cold")).expect_err("blocked").to_string();
+    let out = run(dir.path(), &["--data-dir", "data", "produce", "t", "--count", "1"]);
+    assert_one_error_line(&out, 1, "creating the cold directory");
+    let err = stderr(&out);
+    assert_eq!(err.matches(&io).count(), 1, "{io:?} once in {err}");
+}
+
+#[test]
 fn an_unreachable_valkey_is_one_clear_error() {
     let dir = workdir();
     std::fs::write(
