@@ -82,7 +82,14 @@ impl Default for ReadLimit {
 /// 8. **Concurrency.** All methods take `&self` and may be called concurrently; a read
 ///    running during appends sees a prefix of the log that ends at a batch boundary.
 /// 9. **Errors.** Every error is a [`TierError`] whose context names this tier and the
-///    topic; `Unavailable` is the only retryable kind.
+///    topic; its [`ErrorKind`](crate::ErrorKind) says what the caller does: `Unavailable`
+///    — retry later (the only retryable kind); `Trimmed` — read the offsets elsewhere;
+///    `NotFound` — the thing does not exist; `Corruption` — stored bytes failed a check,
+///    do not trust them; `InvalidInput` — fix the call; `Fenced` — another writer or
+///    other data holds the position, stop writing; `Internal` — a bug or an unexpected
+///    answer; `Closed` — the tier was closed, nothing on it answers again (not
+///    retryable). An error caused by another keeps it as its `source` and does not repeat
+///    it in its message (`docs/architecture.md`, "Errors").
 #[async_trait]
 pub trait Tier: Send + Sync + std::fmt::Debug {
     /// Which tier this is, for error context and metrics.
