@@ -788,8 +788,6 @@ impl Writer {
     }
 }
 
-/// Appends `batches` to `tier` in order, stopping at the first failure. Returns how many
-/// succeeded and the failure.
 /// The answer to an append the tiers did not all confirm, caused by `cause` (the first
 /// failure met, when there was one), which it carries as its source. It keeps the kind of
 /// a cause that tells the producer more than "retry later" — `Fenced` (another writer owns
@@ -807,6 +805,8 @@ fn not_acknowledged(ctx: ErrorContext, message: String, cause: Option<&Arc<TierE
     }
 }
 
+/// Appends `batches` to `tier` in order, stopping at the first failure. Returns how many
+/// succeeded and the failure.
 async fn push_in_order(
     tier: &dyn Tier,
     topic: &TopicName,
