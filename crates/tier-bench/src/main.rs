@@ -11,6 +11,7 @@
 
 mod cold;
 mod hot;
+mod open;
 mod report;
 mod tail;
 mod util;
@@ -39,7 +40,7 @@ struct Cli {
     /// Smaller data sets and shorter cases (finishes in about 3 minutes).
     #[arg(long, global = true)]
     quick: bool,
-    /// Run only these workloads (numbers 1-8, comma-separated).
+    /// Run only these workloads (numbers 1-9, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u32>,
     /// Directory for the JSON results (default `<workspace>/target/bench`).
@@ -208,7 +209,7 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         note("workload 2: hot read");
         rows.extend(hot::read(settings, dir).await?);
     }
-    if want(3) || want(6) {
+    if want(3) || want(6) || want(9) {
         note("starting Valkey primary + replica");
         let valkey = ValkeyPair::start().await?;
         let url = valkey.primary_url();
@@ -220,6 +221,10 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
             note("workload 6: live tail");
             rows.push(tail::hot_only(settings, dir).await?);
             rows.push(tail::with_warm(settings, dir, &url).await?);
+        }
+        if want(9) {
+            note("workload 9: open over 1,000 topics");
+            rows.extend(open::many_topics(settings, dir, &url).await?);
         }
     } else if want(6) {
         rows.push(tail::hot_only(settings, dir).await?);

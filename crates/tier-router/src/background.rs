@@ -157,7 +157,7 @@ impl TieredStore {
     /// a hole no one declared lost.
     pub async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
-        let Some(core) = self.inner.topics.lock().await.get(topic).cloned() else {
+        let Some(core) = self.inner.topics.lock().get(topic).cloned() else {
             // A topic not open has no known commit point: nothing of it is exported.
             return Ok(Vec::new());
         };

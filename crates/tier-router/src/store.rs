@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use futures::stream::{self, StreamExt};
 use parking_lot::Mutex;
 use tier_core::{ErrorContext, ErrorKind, Offset, Tier, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
@@ -23,6 +24,11 @@ use crate::writer::{Command, Reservation, Writer};
 
 /// Requests queued per topic before producers wait for the writer.
 const WRITER_QUEUE: usize = 1024;
+
+/// Topics [`StoreBuilder::open`] recovers at once: recovery of a topic is mostly waiting
+/// (state files, warm's and cold's answers), so one slow topic takes one of these and the
+/// others go on.
+const OPEN_CONCURRENCY: usize = 16;
 
 /// The enabled tiers and the router settings, shared by every task.
 #[derive(Debug)]
@@ -52,7 +58,12 @@ pub(crate) struct TopicCore {
 #[derive(Debug)]
 pub(crate) struct StoreInner {
     pub(crate) tiers: Arc<Tiers>,
-    pub(crate) topics: tokio::sync::Mutex<HashMap<TopicName, Arc<TopicCore>>>,
+    /// The open topics. Never held across I/O: a topic is recovered under its own gate
+    /// (`opening`), and only its finished core is put here.
+    pub(crate) topics: Mutex<HashMap<TopicName, Arc<TopicCore>>>,
+    /// One gate per topic being (or once) opened: one recovery of a topic at a time,
+    /// while other topics open and the open ones serve.
+    pub(crate) opening: Mutex<HashMap<TopicName, Arc<tokio::sync::Mutex<()>>>>,
     /// Topics whose last recovery failed, with its error (see
     /// [`TieredStore::failed_topics`]); never in `topics` at the same time.
     pub(crate) failed: Mutex<HashMap<TopicName, Arc<TierError>>>,
@@ -161,7 +172,8 @@ impl StoreBuilder {
         let store = TieredStore {
             inner: Arc::new(StoreInner {
                 tiers,
-                topics: tokio::sync::Mutex::new(HashMap::new()),
+                topics: Mutex::new(HashMap::new()),
+                opening: Mutex::new(HashMap::new()),
                 failed: Mutex::new(HashMap::new()),
                 background: Mutex::new(Vec::new()),
                 shutdown,
@@ -177,20 +189,33 @@ impl StoreBuilder {
         names.extend(self.topics);
         names.sort();
         names.dedup();
-        for name in names {
-            // A failure of the topic's own data is the topic's alone: `core` logs and
-            // remembers it — any failure of a topic the WAL kept aside as damaged (its
-            // files fail their checks, whatever the kind: a flipped version byte is
-            // `InvalidInput`), and `Corruption` or `Trimmed` of any other. Anything else —
-            // a tier unreachable, a missing bucket, refused credentials — concerns every
-            // topic and fails the open.
-            if let Err(e) = store.core(&name).await
-                && !damaged.contains(&name)
-                && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Trimmed)
-            {
-                store.close().await;
-                return Err(e);
-            }
+        // Topics recover concurrently (at most `OPEN_CONCURRENCY` at once); the first
+        // failure, in topic order, that is not the topic's alone fails the open.
+        let results: Vec<(TopicName, Result<Arc<TopicCore>, TierError>)> = stream::iter(names)
+            .map(|name| {
+                let store = &store;
+                async move {
+                    let result = store.core(&name).await;
+                    (name, result)
+                }
+            })
+            .buffer_unordered(OPEN_CONCURRENCY)
+            .collect()
+            .await;
+        let mut failures: Vec<(TopicName, TierError)> =
+            results.into_iter().filter_map(|(name, r)| r.err().map(|e| (name, e))).collect();
+        failures.sort_by(|a, b| a.0.cmp(&b.0));
+        // A failure of the topic's own data is the topic's alone: `core` logs and
+        // remembers it — any failure of a topic the WAL kept aside as damaged (its files
+        // fail their checks, whatever the kind: a flipped version byte is
+        // `InvalidInput`), and `Corruption` or `Trimmed` of any other. Anything else — a
+        // tier unreachable, a missing bucket, refused credentials — concerns every topic
+        // and fails the open.
+        if let Some((_, e)) = failures.into_iter().find(|(name, e)| {
+            !damaged.contains(name) && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Trimmed)
+        }) {
+            store.close().await;
+            return Err(e);
         }
         if self.background {
             background::spawn_all(&store);
@@ -325,8 +350,7 @@ impl TieredStore {
 
     /// What recovery found for every open topic, sorted by topic.
     pub async fn recovery_reports(&self) -> Vec<RecoveryReport> {
-        let topics = self.inner.topics.lock().await;
-        let mut reports: Vec<_> = topics.values().map(|c| c.report.lock().clone()).collect();
+        let mut reports: Vec<_> = self.cores().await.iter().map(|c| c.report.lock().clone()).collect();
         reports.sort_by(|a, b| a.topic.cmp(&b.topic));
         reports
     }
@@ -346,12 +370,12 @@ impl TieredStore {
 
     /// True when topic `name` is open (recovered, with its writer running).
     pub(crate) async fn is_open(&self, name: &TopicName) -> bool {
-        self.inner.topics.lock().await.contains_key(name)
+        self.inner.topics.lock().contains_key(name)
     }
 
     /// The open topics, sorted.
     pub async fn topics(&self) -> Vec<TopicName> {
-        let mut names: Vec<_> = self.inner.topics.lock().await.keys().cloned().collect();
+        let mut names: Vec<_> = self.inner.topics.lock().keys().cloned().collect();
         names.sort();
         names
     }
@@ -383,10 +407,48 @@ impl TieredStore {
                 "the store is closed",
             ));
         }
-        let mut topics = self.inner.topics.lock().await;
-        if let Some(core) = topics.get(name) {
+        if let Some(core) = self.inner.topics.lock().get(name) {
             return Ok(Arc::clone(core));
         }
+        // One recovery of this topic at a time, under its own gate; a caller that waited
+        // for another's finds the topic open.
+        let gate = Arc::clone(self.inner.opening.lock().entry(name.clone()).or_default());
+        let _opening = gate.lock().await;
+        if let Some(core) = self.inner.topics.lock().get(name) {
+            return Ok(Arc::clone(core));
+        }
+        let core = self.open_core(name).await?;
+        self.inner.topics.lock().insert(name.clone(), Arc::clone(&core));
+        // A close that began meanwhile may have stopped the writers before this one was
+        // listed: stop it here (taking the queue and the task is idempotent).
+        if self.inner.closed.load(Ordering::SeqCst) {
+            stop_writers(std::slice::from_ref(&core)).await;
+            return Err(TierError::closed(
+                ErrorContext::tier(TierKind::Router).topic(name),
+                "the store is closed",
+            ));
+        }
+        // The report is handed out (and logged): the losses kept for it are done with. A
+        // report without losses had none kept (recovery writes the file only for losses).
+        let had_losses = {
+            let report = core.report.lock();
+            !report.lost.is_empty() || !report.maybe_lost.is_empty()
+        };
+        if had_losses {
+            let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
+            match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    warn!(topic = %name, error = %e.report(), "removing the recorded losses failed")
+                }
+                Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
+            }
+        }
+        Ok(core)
+    }
+
+    /// Recovers topic `name` and starts its writer (the caller holds its gate).
+    async fn open_core(&self, name: &TopicName) -> Result<Arc<TopicCore>, TierError> {
         let tiers = &self.inner.tiers;
         let recovered = match recover_topic(tiers, &self.inner.state_dir, name).await {
             Ok(recovered) => {
@@ -435,37 +497,19 @@ impl TieredStore {
         let warm_floor = writer.warm_floor();
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
         let task = tokio::spawn(writer.run(rx));
-        let core = Arc::new(TopicCore {
+        Ok(Arc::new(TopicCore {
             name: name.clone(),
             tx: Mutex::new(Some(tx)),
             hwm,
             task: Mutex::new(Some(task)),
             report: Mutex::new(recovered.report),
             warm_floor,
-        });
-        topics.insert(name.clone(), Arc::clone(&core));
-        // The report is handed out (and logged): the losses kept for it are done with. A
-        // report without losses had none kept (recovery writes the file only for losses).
-        let had_losses = {
-            let report = core.report.lock();
-            !report.lost.is_empty() || !report.maybe_lost.is_empty()
-        };
-        if had_losses {
-            let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
-            match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    warn!(topic = %name, error = %e.report(), "removing the recorded losses failed")
-                }
-                Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
-            }
-        }
-        Ok(core)
+        }))
     }
 
     /// Every open topic's core.
     pub(crate) async fn cores(&self) -> Vec<Arc<TopicCore>> {
-        self.inner.topics.lock().await.values().cloned().collect()
+        self.inner.topics.lock().values().cloned().collect()
     }
 
     /// Writes each open topic's commit point to the router's state directory (used by
@@ -524,18 +568,7 @@ impl TieredStore {
                 warn!(error = %e, "a background task failed");
             }
         }
-        let cores = self.cores().await;
-        for core in &cores {
-            core.tx.lock().take();
-        }
-        for core in &cores {
-            let task = core.task.lock().take();
-            if let Some(task) = task
-                && let Err(e) = task.await
-            {
-                warn!(topic = %core.name, error = %e, "a writer task failed");
-            }
-        }
+        stop_writers(&self.cores().await).await;
         if let Err(e) = self.write_checkpoints().await {
             warn!(error = %e.report(), "writing checkpoints at close failed");
         }
@@ -566,6 +599,22 @@ impl TieredStore {
             let _ = task.await;
         }
         self.inner.tiers.hot.close().await;
+    }
+}
+
+/// Stops the writers of `cores` after the appends already queued (a last attempt is made
+/// to give warm what it lacks).
+async fn stop_writers(cores: &[Arc<TopicCore>]) {
+    for core in cores {
+        core.tx.lock().take();
+    }
+    for core in cores {
+        let task = core.task.lock().take();
+        if let Some(task) = task
+            && let Err(e) = task.await
+        {
+            warn!(topic = %core.name, error = %e, "a writer task failed");
+        }
     }
 }
 

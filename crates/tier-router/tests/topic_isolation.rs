@@ -1,18 +1,25 @@
 //! One damaged WAL topic (a flipped footer byte in a sealed middle segment) does not keep
 //! the store from opening: the other topics produce, consume, export and run retention;
 //! the damaged one answers `Corruption` naming the file, every time, and is listed by
-//! `TieredStore::failed_topics` (hot only and hot+cold on a local directory).
+//! `TieredStore::failed_topics` (hot only and hot+cold on a local directory). And a slow
+//! topic (its warm calls held) does not keep another from opening: topics recover
+//! concurrently, at open and on first use, with no store-wide lock held across their I/O.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use common::{ColdOn, Deployment, Tiers, append_range, r, slices};
 use tier_core::{ErrorKind, StartPosition, Tier, TierError, TopicName};
 use tier_router::Source;
+use tier_testkit::{FaultyTier, MemoryTier};
+
+/// Longest wait for what must happen (a hang detector, not synchronisation).
+const WAIT: Duration = Duration::from_secs(20);
 
 /// Asserts that `err` is topic `a`'s corruption, naming `path`.
 fn assert_damaged(err: &TierError, path: &Path, what: &str) {
@@ -93,4 +100,63 @@ async fn hot_only_one_damaged_topic_does_not_block_the_others() {
 #[tokio::test]
 async fn hot_cold_one_damaged_topic_does_not_block_the_others() {
     one_damaged_topic_among_two(Tiers::HotCold).await;
+}
+
+/// Hot+warm with warm an in-memory tier whose calls can be held per topic.
+async fn with_holdable_warm() -> (Deployment, Arc<FaultyTier<MemoryTier>>) {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    (d, warm)
+}
+
+/// While topic `slow` recovers (warm does not answer for it), topic `fast` opens and takes
+/// appends: opening a topic holds no store-wide lock across its recovery.
+#[tokio::test]
+async fn a_slow_topic_does_not_keep_another_from_opening() {
+    let (d, warm) = with_holdable_warm().await;
+    let store = d.open(&[]).await;
+    let slow = TopicName::new("slow").unwrap();
+    warm.hold(&slow);
+    let opening = tokio::spawn({
+        let store = store.clone();
+        async move { store.topic("slow").await.map(|_| ()) }
+    });
+    tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("the slow topic's recovery asks warm");
+    let fast = tokio::time::timeout(WAIT, store.topic("fast"))
+        .await
+        .expect("topic 'fast' opens while 'slow' recovers")
+        .unwrap();
+    append_range(&fast, 0, 10, 5).await;
+    let listed = tokio::time::timeout(WAIT, store.topics()).await.expect("the open topics are listed");
+    assert_eq!(listed, vec![TopicName::new("fast").unwrap()]);
+    warm.release(&slow);
+    opening.await.unwrap().unwrap();
+    assert_eq!(store.topics().await.len(), 2);
+    store.close().await;
+}
+
+/// At open, the topics the WAL holds recover concurrently: both are waiting on warm at
+/// once (one after the other, the second would never be asked while the first waits).
+#[tokio::test]
+async fn topics_recover_concurrently_at_open() {
+    let (d, warm) = with_holdable_warm().await;
+    let store = d.open(&[]).await;
+    for name in ["a", "b"] {
+        append_range(&store.topic(name).await.unwrap(), 0, 10, 5).await;
+    }
+    store.close().await;
+    let (a, b) = (TopicName::new("a").unwrap(), TopicName::new("b").unwrap());
+    warm.hold(&a);
+    warm.hold(&b);
+    let (store, ()) = tokio::join!(d.open(&[]), async {
+        tokio::time::timeout(WAIT, warm.wait_held(2)).await.expect("both topics recover at once");
+        warm.release(&a);
+        warm.release(&b);
+    });
+    assert_eq!(store.topics().await, vec![a, b]);
+    for name in ["a", "b"] {
+        assert_eq!(store.topic(name).await.unwrap().high_watermark(), 10);
+    }
+    store.close().await;
 }

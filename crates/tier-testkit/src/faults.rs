@@ -3,7 +3,9 @@
 //!
 //! Faults are set at runtime through atomics, so a test can flip them while other tasks
 //! use the tier. Random failures use a seeded generator: the same seed and the same call
-//! order give the same failures.
+//! order give the same failures. [`hold`](FaultyTier::hold) makes every call on a topic
+//! wait until [`release`](FaultyTier::release)d — a slow backend for one topic, with a
+//! signal ([`wait_held`](FaultyTier::wait_held)) instead of a sleep.
 
 use std::{
     sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering},
@@ -60,6 +62,8 @@ pub struct FaultyTier<T> {
     rng: AtomicU64,
     calls: AtomicU64,
     injected: AtomicU64,
+    /// The held topics and the calls waiting on them.
+    gate: tokio::sync::watch::Sender<(Vec<TopicName>, usize)>,
 }
 
 impl<T: Tier> FaultyTier<T> {
@@ -81,6 +85,7 @@ impl<T: Tier> FaultyTier<T> {
             rng: AtomicU64::new(seed),
             calls: AtomicU64::new(0),
             injected: AtomicU64::new(0),
+            gate: tokio::sync::watch::Sender::new((Vec::new(), 0)),
         }
     }
 
@@ -130,6 +135,33 @@ impl<T: Tier> FaultyTier<T> {
         self.fail_after_append.store(false, Ordering::SeqCst);
         self.latency_us.store(0, Ordering::SeqCst);
         self.targets.store(0x0f, Ordering::SeqCst);
+    }
+
+    /// Makes every call on `topic` wait (before any fault applies) until
+    /// [`release`](Self::release).
+    pub fn hold(&self, topic: &TopicName) {
+        self.gate.send_modify(|(held, _)| held.push(topic.clone()));
+    }
+
+    /// Lets the calls on `topic` go on, the waiting ones included.
+    pub fn release(&self, topic: &TopicName) {
+        self.gate.send_modify(|(held, _)| held.retain(|t| t != topic));
+    }
+
+    /// Waits until at least `calls` calls are waiting on held topics.
+    pub async fn wait_held(&self, calls: usize) {
+        let _ = self.gate.subscribe().wait_for(|(_, waiting)| *waiting >= calls).await;
+    }
+
+    /// Waits while `topic` is held.
+    async fn hold_point(&self, topic: &TopicName) {
+        let mut gate = self.gate.subscribe();
+        if !gate.borrow().0.contains(topic) {
+            return;
+        }
+        self.gate.send_modify(|(_, waiting)| *waiting += 1);
+        let _ = gate.wait_for(|(held, _)| !held.contains(topic)).await;
+        self.gate.send_modify(|(_, waiting)| *waiting -= 1);
     }
 
     /// Calls made through the wrapper so far (all methods but `kind`).
@@ -190,6 +222,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
+        self.hold_point(topic).await;
         if self.before(Op::Range).await {
             return Err(self.injected_error(topic, Op::Range));
         }
@@ -198,6 +231,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let base = batch.base_offset();
+        self.hold_point(topic).await;
         if self.before(Op::Append).await {
             if self.fail_after_append.load(Ordering::SeqCst) {
                 // The write's own outcome is hidden from the caller, as a lost reply would.
@@ -217,6 +251,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
         to: Offset,
         limit: ReadLimit,
     ) -> Result<Vec<Record>, TierError> {
+        self.hold_point(topic).await;
         if self.before(Op::Read).await {
             let mut err = self.injected_error(topic, Op::Read);
             err.context_mut().offset = Some(from);
@@ -230,6 +265,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
         topic: &TopicName,
         timestamp: Timestamp,
     ) -> Result<Option<Offset>, TierError> {
+        self.hold_point(topic).await;
         if self.before(Op::OffsetForTimestamp).await {
             return Err(self.injected_error(topic, Op::OffsetForTimestamp));
         }
