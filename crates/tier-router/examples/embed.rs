@@ -7,8 +7,7 @@
 //! does not change.
 
 use futures::StreamExt;
-use tier_core::{StartPosition, TopicName};
-use tier_router::{NewRecord, Source, StoreConfig, TieredStore};
+use tier_router::{NewRecord, Source, StartPosition, StoreConfig, TieredStore, TopicName};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -9,13 +9,46 @@
 //!   cold → warm → WAL → live tail ([`Source`] says which served a record), the tiers'
 //!   ranges and the commit point; [`Topic::batch_reader`] reads the same log as verified
 //!   batches ([`ReadBatch`]).
-//! - [`WarmBackend`] and [`ColdBackend`]: what a [`Tier`](tier_core::Tier) needs to take
+//! - [`WarmBackend`] and [`ColdBackend`]: what a [`Tier`] needs to take
 //!   the warm or cold position, implemented for tierlog's tiers (features `warm`,
 //!   `cold`) and tier-testkit's (feature `testkit`).
 //!
 //! Features `warm` and `cold` (on by default) link the Valkey and object-store tiers; a
 //! build without them links neither `fred` nor `object_store`. The design is described
 //! in `docs/router.md`.
+//!
+//! Everything the API's signatures use is re-exported here — the tier-core types
+//! ([`TopicName`], [`Offset`], [`Record`], [`TierError`], [`Tier`], …), the WAL's
+//! [`HotConfig`] and, with their features, [`WarmConfig`] and [`ColdConfig`] — so an
+//! embedding depends on this crate alone.
+//!
+//! # Example
+//!
+//! A store with the WAL alone (add `warm`/`cold` to the [`StoreConfig`] for the other
+//! tiers): append, then read from the first offset.
+//!
+//! ```
+//! use futures::StreamExt;
+//! use tier_router::{NewRecord, StartPosition, StoreConfig, TieredStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), tier_router::TierError> {
+//! # let dir = tempfile::tempdir().expect("a temporary directory");
+//! # let data_dir = dir.path().join("wal");
+//! let store = TieredStore::open(StoreConfig::hot_only(data_dir), Vec::new()).await?;
+//! let orders = store.topic("orders").await?;
+//! let offsets = orders
+//!     .append(vec![NewRecord::new(1_700_000_000_000, "first"), NewRecord::new(1_700_000_000_001, "second")])
+//!     .await?; // acknowledged: every enabled write tier holds both
+//! assert_eq!((offsets.start, offsets.end), (0, 2));
+//!
+//! let mut reader = orders.reader(StartPosition::Offset(0)).await?;
+//! let first = reader.next().await.expect("the reader runs on into the live tail")?;
+//! assert_eq!((first.offset, &first.payload[..]), (0, &b"first"[..]));
+//! store.close().await;
+//! # Ok(())
+//! # }
+//! ```
 
 mod backend;
 mod background;
@@ -44,3 +77,13 @@ pub use reader::Source;
 pub use recovery::RecoveryReport;
 pub use store::{StoreBuilder, TieredStore};
 pub use topic::{NewRecord, TierRanges, Topic};
+
+#[cfg(feature = "cold")]
+pub use tier_cold::ColdConfig;
+pub use tier_core::{
+    BoxError, ErrorContext, ErrorKind, Header, Offset, OffsetRange, ReadLimit, Record, RecordBatch,
+    RecordBatchBuilder, Report, StartPosition, Tier, TierError, TierKind, Timestamp, TopicName,
+};
+pub use tier_hot::{FsyncPolicy, HotConfig, HotTier};
+#[cfg(feature = "warm")]
+pub use tier_warm::WarmConfig;
