@@ -75,7 +75,7 @@ pub use batch_reader::ReadBatch;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};
 pub use reader::Source;
 pub use recovery::RecoveryReport;
-pub use store::{StoreBuilder, TieredStore};
+pub use store::{StoreBuilder, TieredStore, Wal};
 pub use topic::{NewRecord, TierRanges, Topic};
 
 #[cfg(feature = "cold")]
@@ -84,6 +84,6 @@ pub use tier_core::{
     BoxError, ErrorContext, ErrorKind, Header, Offset, OffsetRange, ReadLimit, Record, RecordBatch,
     RecordBatchBuilder, Report, StartPosition, Tier, TierError, TierKind, Timestamp, TopicName,
 };
-pub use tier_hot::{FsyncPolicy, HotConfig, HotTier};
+pub use tier_hot::{FsyncPolicy, HotConfig, HotTier, SegmentInfo};
 #[cfg(feature = "warm")]
 pub use tier_warm::WarmConfig;

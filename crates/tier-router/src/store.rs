@@ -380,8 +380,14 @@ impl TieredStore {
         names
     }
 
-    /// The WAL.
-    pub fn hot(&self) -> &HotTier {
+    /// The WAL as the store shows it: what it holds, read as history, and its rotation —
+    /// never an append, which only a topic's writer makes ([`Topic::append`]).
+    pub fn wal(&self) -> Wal<'_> {
+        Wal(&self.inner.tiers.hot)
+    }
+
+    /// The WAL itself, for the router's own tasks.
+    pub(crate) fn hot(&self) -> &HotTier {
         &self.inner.tiers.hot
     }
 
@@ -599,6 +605,79 @@ impl TieredStore {
             let _ = task.await;
         }
         self.inner.tiers.hot.close().await;
+    }
+}
+
+/// The store's WAL, read-only but for [`rotate`](Self::rotate): see [`TieredStore::wal`].
+/// Appends bypassing the writer would pass the offset reservation, warm and the commit
+/// point, so there is no way to make one here:
+///
+/// ```compile_fail
+/// # use tier_router::{RecordBatch, Tier, TieredStore, TopicName};
+/// # async fn bypass(store: TieredStore, name: TopicName, batch: RecordBatch) {
+/// store.wal().append(&name, batch).await; // no such method: appends go through a topic
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Wal<'a>(&'a HotTier);
+
+impl Wal<'_> {
+    /// The offsets the WAL holds of `topic` (empty at its next offset when it holds none).
+    pub async fn range(&self, topic: &TopicName) -> Result<tier_core::OffsetRange, TierError> {
+        self.0.range(topic).await
+    }
+
+    /// The WAL's records of `topic` in `from..to` within `limit`, as [`Tier::read`] —
+    /// uncommitted ones included (the topic's readers serve committed records only).
+    pub async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: tier_core::ReadLimit,
+    ) -> Result<Vec<tier_core::Record>, TierError> {
+        self.0.read(topic, from, to, limit).await
+    }
+
+    /// The first offset of `topic` whose record's timestamp is at or after `timestamp`,
+    /// as [`Tier::offset_for_timestamp`].
+    pub async fn offset_for_timestamp(
+        &self,
+        topic: &TopicName,
+        timestamp: tier_core::Timestamp,
+    ) -> Result<Option<Offset>, TierError> {
+        self.0.offset_for_timestamp(topic, timestamp).await
+    }
+
+    /// The sealed segments of `topic`, oldest first.
+    pub fn sealed_segments(&self, topic: &TopicName) -> Vec<tier_hot::SegmentInfo> {
+        self.0.sealed_segments(topic)
+    }
+
+    /// The offsets the WAL recorded as lost (its gap markers) for `topic`.
+    pub fn gaps(&self, topic: &TopicName) -> Vec<tier_core::OffsetRange> {
+        self.0.gaps(topic)
+    }
+
+    /// The topics the WAL kept aside as damaged at open, with their errors.
+    pub fn damaged(&self) -> Vec<(TopicName, TierError)> {
+        self.0.damaged()
+    }
+
+    /// The topics the WAL holds.
+    pub fn topics(&self) -> Vec<TopicName> {
+        self.0.topics()
+    }
+
+    /// The WAL's settings.
+    pub fn config(&self) -> &HotConfig {
+        self.0.config()
+    }
+
+    /// Seals `topic`'s active segment now (`None` when it is empty), as the size and age
+    /// limits would; the exporter may then store it in cold once it is committed.
+    pub async fn rotate(&self, topic: &TopicName) -> Result<Option<tier_hot::SegmentInfo>, TierError> {
+        self.0.rotate(topic).await
     }
 }
 

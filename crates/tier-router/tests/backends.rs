@@ -167,7 +167,7 @@ async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
     for base in (3000..3500).step_by(100) {
         topic.append((base..base + 100).map(rec).collect()).await.unwrap();
     }
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     store.run_retention_now(SystemTime::now() + Duration::from_secs(100 * 3600)).await.unwrap();
     assert_eq!(topic.ranges().await.unwrap().hot, OffsetRange::new(3000, 3500));
     // warm holds everything, so it serves [0, 3000) ahead of cold.
@@ -193,7 +193,7 @@ async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
     assert!(report.lost.is_empty());
     assert_eq!(report.next_offset, 3500);
     let topic = store.topic("custom").await.unwrap();
-    let hot_records = store.hot().read(&name, 3000, 3500, ReadLimit::unbounded()).await.unwrap();
+    let hot_records = store.wal().read(&name, 3000, 3500, ReadLimit::unbounded()).await.unwrap();
     let warm_records = warm.read(&name, 3000, 3500, ReadLimit::unbounded()).await.unwrap();
     assert_eq!(hot_records, warm_records);
     assert_eq!(topic.append(vec![rec(3500)]).await.unwrap(), OffsetRange::new(3500, 3501));
@@ -220,7 +220,7 @@ async fn the_batch_reader_reads_custom_tiers_through_the_default_methods() {
     for base in (3000..3500).step_by(100) {
         topic.append((base..base + 100).map(rec).collect()).await.unwrap();
     }
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     store.run_retention_now(SystemTime::now() + Duration::from_secs(100 * 3600)).await.unwrap();
     warm.trim_before(&name, 2000).await.unwrap();
     let r = OffsetRange::new;

@@ -153,9 +153,9 @@ async fn gap_ends_with_not_found(d: Deployment) {
     let topic = store.topic("gap").await.unwrap();
     let name = TopicName::new("gap").unwrap();
     append_range(&topic, 0, 100, 10).await;
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     append_range(&topic, 100, 200, 10).await;
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     if d.tiers.cold() {
         assert_eq!(store.export_now("gap").await.unwrap().len(), 2);
     }
@@ -209,7 +209,7 @@ async fn a_live_reader_overtaken_by_retention_continues_from_history() {
         let mut next = pin!(stream.next());
         assert!(poll!(next.as_mut()).is_pending(), "the reader waits at the commit point");
         append_range(&topic, 100, 200, 10).await;
-        store.hot().rotate(&name).await.unwrap();
+        store.wal().rotate(&name).await.unwrap();
         assert_eq!(store.export_now("overtaken").await.unwrap().len(), 1);
         append_range(&topic, 200, 210, 10).await;
         let later = std::time::SystemTime::now() + Duration::from_secs(48 * 3600);

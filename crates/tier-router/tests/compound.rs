@@ -111,7 +111,7 @@ async fn a_refused_batch_is_never_exported_and_a_lost_wal_continues_after_every_
     let err = topic.append((10..20).map(rec).collect()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     // The idle segment rotates by age; the exporter uploads what is sealed.
-    store.hot().rotate(&name()).await.unwrap();
+    store.wal().rotate(&name()).await.unwrap();
     store.export_sealed(&name()).await.unwrap();
     assert_eq!(cold.range(&name()).await.unwrap().end, 0, "nothing committed is sealed alone yet");
     assert!(cold.range(&name()).await.unwrap().end <= 10, "the refused batch is not exported");
@@ -220,7 +220,7 @@ fn common_active_segment(hot_dir: &Path) -> std::path::PathBuf {
 /// The active segment's file length after each batch, by the offset the batch ends at
 /// (read back from the segment: header, then length-prefixed batches).
 async fn batch_ends(store: &TieredStore) -> std::collections::HashMap<u64, u64> {
-    let seg = common_active_segment(&store.hot().config().data_dir);
+    let seg = common_active_segment(&store.wal().config().data_dir);
     let bytes = std::fs::read(&seg).unwrap();
     let (_, mut at) = tier_core::segment::SegmentHeader::decode(&bytes).unwrap();
     let mut ends = std::collections::HashMap::new();
@@ -288,18 +288,18 @@ async fn a_degrade_outage_longer_than_retention_does_not_stop_the_store_from_ope
         .await;
         let topic = store.topic(T).await.unwrap();
         append_range(&topic, 0, 10, 10).await;
-        store.hot().rotate(&name()).await.unwrap();
+        store.wal().rotate(&name()).await.unwrap();
         warm.fail_fraction(1.0);
         append_range(&topic, 10, 20, 10).await;
-        store.hot().rotate(&name()).await.unwrap();
+        store.wal().rotate(&name()).await.unwrap();
         append_range(&topic, 20, 30, 10).await;
-        store.hot().rotate(&name()).await.unwrap();
+        store.wal().rotate(&name()).await.unwrap();
         store.export_sealed(&name()).await.unwrap();
         assert_eq!(cold.range(&name()).await.unwrap(), r(0, 30));
         let later = SystemTime::now() + Duration::from_secs(48 * 3600);
         store.run_retention_now(later).await.unwrap();
         assert!(
-            store.hot().range(&name()).await.unwrap().start <= 10,
+            store.wal().range(&name()).await.unwrap().start <= 10,
             "retention deleted WAL segments warm never received"
         );
         drop(topic);
@@ -656,7 +656,7 @@ async fn a_second_lost_wal_after_a_trailing_gap_in_cold_lets_the_export_continue
     assert_eq!(cold.gaps(&name()).await.unwrap(), vec![], "every hole is recorded lost");
     let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
     store.run_retention_now(later).await.unwrap();
-    assert!(store.hot().sealed_segments(&name()).is_empty(), "WAL retention catches up");
+    assert!(store.wal().sealed_segments(&name()).is_empty(), "WAL retention catches up");
     assert_eq!(served_at(&store, next).await, Some(rec(next).payload));
     store.close().await;
 }
@@ -862,7 +862,7 @@ async fn warm_continues_after_offsets_no_tier_holds() {
     assert_eq!(cold.range(&name()).await.unwrap().end, next + 1);
     let far = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
     store.run_retention_now(far).await.unwrap();
-    assert!(store.hot().sealed_segments(&name()).is_empty(), "retention is not held by warm");
+    assert!(store.wal().sealed_segments(&name()).is_empty(), "retention is not held by warm");
     store.close().await;
 }
 
@@ -1136,7 +1136,7 @@ async fn wal_retention_keeps_what_warm_lacks_behind_a_gap() {
     let store =
         open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
     let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
-    store.hot().rotate(&name()).await.unwrap();
+    store.wal().rotate(&name()).await.unwrap();
     store.run_retention_now(later).await.unwrap();
     assert_eq!(served_at(&store, next).await, Some(rec(next).payload), "the WAL kept what warm lacks");
     let topic = store.topic(T).await.unwrap();
@@ -1340,10 +1340,10 @@ async fn wal_retention_after_a_restart_keeps_what_warm_never_confirmed() {
             warm.target(&[Op::Append]);
         }
         assert!(topic.flush().await.is_err(), "warm never confirms (down at open: {warm_down_at_open})");
-        store.hot().rotate(&name()).await.unwrap();
+        store.wal().rotate(&name()).await.unwrap();
         let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
         store.run_retention_now(later).await.unwrap();
-        let wal = store.hot().range(&name()).await.unwrap();
+        let wal = store.wal().range(&name()).await.unwrap();
         assert!(
             wal.start <= 10,
             "WAL retention deleted what warm never confirmed: WAL {wal:?} (down at open: {warm_down_at_open})"
@@ -1351,7 +1351,7 @@ async fn wal_retention_after_a_restart_keeps_what_warm_never_confirmed() {
         warm.clear();
         topic.flush().await.expect("warm confirms once its replicas answer");
         store.run_retention_now(later).await.unwrap();
-        assert!(store.hot().sealed_segments(&name()).is_empty(), "then retention deletes them");
+        assert!(store.wal().sealed_segments(&name()).is_empty(), "then retention deletes them");
         drop(topic);
         store.close().await;
     }

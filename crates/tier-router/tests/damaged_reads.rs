@@ -135,13 +135,13 @@ async fn damage_past_the_hand_off(
     let store = d.open(&[TOPIC]).await;
     let topic = store.topic(TOPIC).await.unwrap();
     append_range(&topic, 0, 500, 10).await;
-    store.hot().rotate(&name).await.unwrap().unwrap();
+    store.wal().rotate(&name).await.unwrap().unwrap();
     append_range(&topic, 500, 1000, 10).await;
 
     let scratch = Deployment::new(Tiers::Hot, ColdOn::Local).await;
     let scratch_store = scratch.open(&[TOPIC]).await;
     append_range(&scratch_store.topic(TOPIC).await.unwrap(), 0, 800, 10).await;
-    let segment = scratch_store.hot().rotate(&name).await.unwrap().unwrap();
+    let segment = scratch_store.wal().rotate(&name).await.unwrap().unwrap();
     damage_batch(&segment.path, 600);
     let cold = store.cold().unwrap();
     assert_eq!(cold.store_segment(&name, &segment.path).await.unwrap(), r(0, 800));
@@ -185,7 +185,7 @@ async fn damaged_wal_batch(d: &Deployment) -> (TieredStore, Topic) {
     let store = d.open(&[TOPIC]).await;
     let topic = store.topic(TOPIC).await.unwrap();
     append_range(&topic, 0, 500, 10).await;
-    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    let sealed = store.wal().rotate(&name).await.unwrap().unwrap();
     if d.tiers.cold() {
         let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
         assert_eq!(exported, vec![r(0, 500)]);
@@ -340,7 +340,7 @@ async fn damaged_cold_object(
     let topic = store.topic(TOPIC).await.unwrap();
     for base in [0, 100, 200] {
         append_range(&topic, base, base + 100, 10).await;
-        store.hot().rotate(&name).await.unwrap().unwrap();
+        store.wal().rotate(&name).await.unwrap().unwrap();
     }
     let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
     assert_eq!(exported, vec![r(0, 100), r(100, 200), r(200, 300)]);
@@ -449,7 +449,7 @@ async fn a_damaged_wal_segment_is_exported_from_warms_intact_copy() {
         let store = d.open(&[TOPIC]).await;
         let topic = store.topic(TOPIC).await.unwrap();
         append_range(&topic, 0, 500, 10).await;
-        let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+        let sealed = store.wal().rotate(&name).await.unwrap().unwrap();
         drop(topic);
         store.close().await;
         damage_batch(&sealed.path, 200);
@@ -526,7 +526,7 @@ async fn a_live_tail_inside_a_damaged_segment_is_served_from_warm() {
     warm.fail_fraction(1.0);
     let refused = topic.append((10..20).map(common::rec).collect()).await;
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
-    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    let sealed = store.wal().rotate(&name).await.unwrap().unwrap();
     assert_eq!(sealed.range, r(0, 20));
     drop(topic);
     store.close().await;
@@ -565,7 +565,7 @@ async fn the_commit_point_never_passes_a_damaged_batch_warm_never_confirmed() {
     warm.fail_fraction(1.0);
     let refused = topic.append((0..10).map(common::rec).collect()).await;
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
-    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    let sealed = store.wal().rotate(&name).await.unwrap().unwrap();
     drop(topic);
     store.close().await;
     damage_base_offset(&sealed.path, 0);
@@ -602,7 +602,7 @@ async fn warm_is_never_restarted_past_records_the_wal_holds_that_were_never_comm
     warm.fail_fraction(1.0);
     let refused = topic.append((5..10).map(common::rec).collect()).await;
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
-    let sealed = store.hot().rotate(&name).await.unwrap().unwrap();
+    let sealed = store.wal().rotate(&name).await.unwrap().unwrap();
     assert_eq!(sealed.range, r(0, 10));
     drop(topic);
     store.close().await;
@@ -613,7 +613,7 @@ async fn warm_is_never_restarted_past_records_the_wal_holds_that_were_never_comm
     let topic = store.topic(TOPIC).await.unwrap();
     let refused = topic.append((10..13).map(common::rec).collect()).await;
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
-    assert_eq!(store.hot().range(&name).await.unwrap(), r(0, 13));
+    assert_eq!(store.wal().range(&name).await.unwrap(), r(0, 13));
     drop(topic);
     store.close().await;
 

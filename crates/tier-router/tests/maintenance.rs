@@ -20,14 +20,14 @@ async fn warm_is_trimmed_to_the_wal_start_when_retention_outruns_it() {
     let topic = store.topic("trim").await.unwrap();
     let name = topic.name().clone();
     append_range(&topic, 0, 100, 10).await;
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     append_range(&topic, 100, 200, 10).await;
     assert_eq!(store.export_now("trim").await.unwrap().len(), 2);
     let later = SystemTime::now() + Duration::from_secs(48 * 3600);
     let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
     assert_eq!(deleted, vec![r(0, 100), r(100, 200)]);
     append_range(&topic, 200, 300, 10).await;
-    assert!(store.hot().sealed_segments(&name).len() < d.router.max_cached_closed_segments);
+    assert!(store.wal().sealed_segments(&name).len() < d.router.max_cached_closed_segments);
 
     let trimmed = store.trim_warm_now().await.unwrap();
     assert_eq!(trimmed, vec![(name.clone(), 200)]);
@@ -62,9 +62,9 @@ async fn without_cold_warm_keeps_what_the_wal_no_longer_holds() {
     let topic = store.topic("nocold").await.unwrap();
     let name = topic.name().clone();
     append_range(&topic, 0, 100, 10).await;
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     append_range(&topic, 100, 200, 10).await;
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     let later = SystemTime::now() + Duration::from_secs(48 * 3600);
     let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
     assert_eq!(deleted, vec![r(0, 100), r(100, 200)]);

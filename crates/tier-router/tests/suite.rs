@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{ColdOn, Deployment, Tiers, append_range, pruned_history, r, rec, slices};
 use futures::StreamExt;
-use tier_core::{ErrorKind, ReadLimit, StartPosition, Tier, TopicName};
+use tier_core::{ErrorKind, ReadLimit, StartPosition, TopicName};
 use tier_router::{NewRecord, Source};
 
 /// What a read from some offset yields: the slices each source served, or a
@@ -163,7 +163,7 @@ async fn concurrent_producers(d: Deployment) {
         let mut from = 0;
         while from < total {
             let limit = ReadLimit::records(5000);
-            let hot = store.hot().read(&name, from, total, limit).await.unwrap();
+            let hot = store.wal().read(&name, from, total, limit).await.unwrap();
             let warm = warm.read(&name, from, total, limit).await.unwrap();
             assert_eq!(hot, warm, "WAL and warm differ from offset {from}");
             from += hot.len() as u64;
@@ -196,7 +196,7 @@ async fn wal_lost_recovery(d: Deployment) {
     let store = d.open(&[]).await;
     let topic = store.topic("lost").await.unwrap();
     append_range(&topic, 0, 100, 10).await;
-    store.hot().rotate(topic.name()).await.unwrap();
+    store.wal().rotate(topic.name()).await.unwrap();
     append_range(&topic, 100, 200, 10).await;
     if d.tiers.cold() {
         assert_eq!(store.export_now("lost").await.unwrap().len(), 2);
@@ -271,7 +271,7 @@ async fn background_exporter(mut d: Deployment) {
     let store = d.try_open(&[], true).await.unwrap();
     let topic = store.topic("bg").await.unwrap();
     append_range(&topic, 0, 50, 10).await;
-    store.hot().rotate(topic.name()).await.unwrap();
+    store.wal().rotate(topic.name()).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         if topic.ranges().await.unwrap().cold == Some(r(0, 50)) {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use common::{ColdOn, Deployment, Tiers, append_range, r, slices};
-use tier_core::{ErrorKind, StartPosition, Tier, TierError, TopicName};
+use tier_core::{ErrorKind, StartPosition, TierError, TopicName};
 use tier_router::Source;
 use tier_testkit::{FaultyTier, MemoryTier};
 
@@ -35,10 +35,10 @@ async fn one_damaged_topic_among_two(tiers: Tiers) {
     let mut a_sealed = Vec::new();
     for base in [0, 10, 20] {
         append_range(&a, base, base + 10, 5).await;
-        a_sealed.push(store.hot().rotate(&a_name).await.unwrap().unwrap());
+        a_sealed.push(store.wal().rotate(&a_name).await.unwrap().unwrap());
     }
     append_range(&b, 0, 30, 5).await;
-    store.hot().rotate(&b_name).await.unwrap().unwrap();
+    store.wal().rotate(&b_name).await.unwrap().unwrap();
     store.close().await;
 
     // One flipped byte in the footer of a's middle sealed segment.
@@ -58,7 +58,7 @@ async fn one_damaged_topic_among_two(tiers: Tiers) {
         assert_damaged(&store.topic("a").await.err().unwrap(), &damaged, "topic(a)");
         assert_damaged(&store.recover_topic("a").await.unwrap_err(), &damaged, "recover_topic(a)");
     }
-    assert_damaged(&Tier::range(store.hot(), &a_name).await.unwrap_err(), &damaged, "the WAL's range");
+    assert_damaged(&store.wal().range(&a_name).await.unwrap_err(), &damaged, "the WAL's range");
     assert_eq!(store.topics().await, vec![b_name.clone()], "asking again opened nothing");
 
     // b produces and consumes.

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use common::{ColdOn, Deployment, Tiers, append_range, check, r, slices};
 use futures::StreamExt;
-use tier_core::{ErrorKind, StartPosition, Tier, TopicName};
+use tier_core::{ErrorKind, StartPosition, TopicName};
 use tier_router::{Source, TieredStore, Topic};
 
 const TOPIC: &str = "damaged";
@@ -36,7 +36,7 @@ async fn acknowledged_tail_lost(tiers: Tiers) {
     let topic = store.topic(TOPIC).await.unwrap();
     let name = TopicName::new(TOPIC).unwrap();
     append_range(&topic, 0, 50, 10).await;
-    store.hot().rotate(&name).await.unwrap().unwrap();
+    store.wal().rotate(&name).await.unwrap().unwrap();
     if tiers.cold() {
         let exported: Vec<_> = store.export_now(TOPIC).await.unwrap().iter().map(|e| e.range).collect();
         assert_eq!(exported, vec![r(0, 50)]);
@@ -51,11 +51,7 @@ async fn acknowledged_tail_lost(tiers: Tiers) {
     std::fs::OpenOptions::new().write(true).open(&active).unwrap().set_len(len - 5).unwrap();
 
     let store = d.open(&[TOPIC]).await;
-    assert_eq!(
-        Tier::range(store.hot(), &name).await.unwrap().end,
-        100,
-        "the WAL continues at the checkpoint"
-    );
+    assert_eq!(store.wal().range(&name).await.unwrap().end, 100, "the WAL continues at the checkpoint");
     let report = store.recover_topic(TOPIC).await.unwrap();
     assert_eq!(report.hot, r(0, 90));
     assert_eq!(report.lost, vec![r(90, 100)]);
@@ -112,7 +108,7 @@ async fn export_across_the_gap_then_retention(store: &TieredStore, topic: &Topic
     let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
     let deleted: Vec<_> = store.run_retention_now(later).await.unwrap().iter().map(|s| s.range).collect();
     assert_eq!(deleted, vec![r(0, 50), r(50, 90), r(100, 120)], "everything exported may go");
-    assert!(Tier::range(store.hot(), name).await.unwrap().start >= 120);
+    assert!(store.wal().range(name).await.unwrap().start >= 120);
 
     let mut from_zero = topic.reader_with_source(StartPosition::Offset(0)).await.unwrap();
     assert_eq!(slices(&mut from_zero, 0, 90).await.unwrap(), vec![(Source::Cold, r(0, 90))]);

@@ -50,7 +50,7 @@ async fn open(
 /// WAL and warm hold the same records in `range`.
 async fn assert_identical(store: &TieredStore, warm: &dyn Tier, range: tier_core::OffsetRange) {
     let name = TopicName::new("t").unwrap();
-    let hot = store.hot().read(&name, range.start, range.end, ReadLimit::unbounded()).await.unwrap();
+    let hot = store.wal().read(&name, range.start, range.end, ReadLimit::unbounded()).await.unwrap();
     let warm = warm.read(&name, range.start, range.end, ReadLimit::unbounded()).await.unwrap();
     assert_eq!(hot.len() as u64, range.len());
     assert_eq!(hot, warm);
@@ -73,7 +73,7 @@ async fn fail_policy_refuses_and_never_serves_unconfirmed_records() {
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     assert!(err.to_string().contains("[10, 20)"), "{err}");
     assert_eq!(topic.high_watermark(), 10, "not committed");
-    assert_eq!(store.hot().range(&name).await.unwrap(), r(0, 20), "the WAL holds the batch");
+    assert_eq!(store.wal().range(&name).await.unwrap(), r(0, 20), "the WAL holds the batch");
     assert_eq!(warm.range(&name).await.unwrap(), r(0, 10));
     // Not readable: neither from history nor the live tail.
     assert!(reader.next().now_or_never().is_none());
@@ -84,7 +84,7 @@ async fn fail_policy_refuses_and_never_serves_unconfirmed_records() {
     let err = topic.append(vec![rec(99)]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     assert!(err.to_string().contains("earlier batch"), "{err}");
-    assert_eq!(store.hot().range(&name).await.unwrap(), r(0, 20), "no offset consumed");
+    assert_eq!(store.wal().range(&name).await.unwrap(), r(0, 20), "no offset consumed");
     warm.clear();
 
     // Warm is back: the pending batch goes first, keeping its offsets; nothing renumbered.
@@ -270,7 +270,7 @@ async fn an_unreachable_warm_at_open_degrades_or_fails_by_policy() {
     assert_eq!(topic.flush().await.unwrap_err().kind(), ErrorKind::Unavailable);
 
     // Meanwhile WAL retention keeps every segment: the back-fill will read them.
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
     assert_eq!(store.run_retention_now(later).await.unwrap(), vec![], "warm's end is still unknown");
 
@@ -281,7 +281,7 @@ async fn an_unreachable_warm_at_open_degrades_or_fails_by_policy() {
     assert_identical(&store, warm.as_ref(), r(0, 30)).await;
     append_range(&topic, 30, 40, 10).await;
     assert_identical(&store, warm.as_ref(), r(0, 40)).await;
-    store.hot().rotate(&name).await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
     assert!(
         !store.run_retention_now(later).await.unwrap().is_empty(),
         "once warm's end is known, retention runs"

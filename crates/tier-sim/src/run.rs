@@ -802,8 +802,8 @@ impl World<'_> {
         let topic = &self.topic_name;
         let cold_on = self.schedule.config.deployment.cold();
         proc.rt.block_on(async {
-            let hot = proc.store.hot().range(topic).await.ok()?;
-            let hot_gaps = proc.store.hot().gaps(topic);
+            let hot = proc.store.wal().range(topic).await.ok()?;
+            let hot_gaps = proc.store.wal().gaps(topic);
             let cold = if cold_on {
                 let tier = self.bucket.inspector().ok()?;
                 let range = tier.range(topic).await.ok()?;
@@ -923,7 +923,7 @@ impl World<'_> {
                 .map(|(p, l)| (p.file_name().map(|n| n.to_string_lossy().into_owned()), l))
                 .collect();
             durable.sort();
-            let sealed = p.store.hot().sealed_segments(&self.topic_name).len();
+            let sealed = p.store.wal().sealed_segments(&self.topic_name).len();
             let now = p.rt.block_on(async { tokio::time::Instant::now() - p.started });
             let line = format!("  state: hwm {hwm} sealed {sealed} durable {durable:?} t {now:?}");
             self.note(line);
@@ -1044,7 +1044,7 @@ impl World<'_> {
                 Some(c) => Some(c.range(topic.name()).await),
                 None => None,
             };
-            let sealed = store.hot().sealed_segments(topic.name()).len();
+            let sealed = store.wal().sealed_segments(topic.name()).len();
             (flushed, hwm, cold, sealed)
         });
         let Some((flushed, hwm, cold, sealed)) = result else { return };

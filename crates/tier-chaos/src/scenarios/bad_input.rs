@@ -8,7 +8,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 use bytes::Bytes;
 use futures::StreamExt;
 use tier_cold::{BackendConfig, ColdConfig, ColdTier, Secret};
-use tier_core::{ErrorKind, ReadLimit, StartPosition, Tier, TierError, TopicName, batch::MAX_BATCH_LEN};
+use tier_core::{ErrorKind, ReadLimit, StartPosition, TierError, TopicName, batch::MAX_BATCH_LEN};
 use tier_hot::HotConfig;
 use tier_router::{NewRecord, StoreConfig, TieredStore};
 use tier_warm::WarmConfig;
@@ -108,7 +108,7 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     // Offsets outside the WAL's range.
     let name = TopicName::new(GOOD).map_err(|e| ChaosError::tier("topic name", e))?;
     let end = good.high_watermark();
-    let beyond = Tier::read(store.hot(), &name, end + 10, end + 20, ReadLimit::unbounded()).await;
+    let beyond = store.wal().read(&name, end + 10, end + 20, ReadLimit::unbounded()).await;
     expect_kind(&mut r, "a WAL read beyond the end", beyond, ErrorKind::Trimmed);
 
     // Configuration.

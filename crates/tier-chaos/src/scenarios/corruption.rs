@@ -200,7 +200,7 @@ pub async fn run(base: &Path) -> Result<ScenarioResult, ChaosError> {
         file.write_all(&[0x00, 0x00, 0x00, 0x2a, 0x17, 0x99, 0x01]).map_err(io("writing a torn tail"))?;
     }
     let store = setup.open().await.map_err(tier("reopening after a torn write"))?;
-    let hot_end = Tier::range(store.hot(), &setup.name).await.map_err(tier("WAL range"))?.end;
+    let hot_end = store.wal().range(&setup.name).await.map_err(tier("WAL range"))?.end;
     if hot_end != acked_end {
         r.fail(format!("after a torn write the WAL ends at {hot_end}, expected {acked_end}"));
     }
@@ -320,7 +320,7 @@ pub async fn run(base: &Path) -> Result<ScenarioResult, ChaosError> {
             }
         }
         Ok(store) => {
-            let end = Tier::range(store.hot(), &setup.name).await.map_err(tier("WAL range"))?.end;
+            let end = store.wal().range(&setup.name).await.map_err(tier("WAL range"))?.end;
             let read = read_all(&store).await?;
             store.close().await;
             // The flipped batch itself is unreadable; the ones after it are intact.

@@ -47,7 +47,7 @@ pub(crate) async fn open_and_verify(
         .map_err(|e| ChaosError::tier("opening the store to verify", e))?;
     let result = async {
         let handle = store.topic(topic).await.map_err(|e| ChaosError::tier("opening the topic", e))?;
-        let gaps = store.hot().gaps(handle.name());
+        let gaps = store.wal().gaps(handle.name());
         verify_topic_around(&handle, acks, 0, excused, &gaps).await
     }
     .await;

@@ -26,7 +26,7 @@ use tier_cold::{
     ColdConfig, ColdTier,
     testing::{Faults, FaultyStore},
 };
-use tier_core::{ErrorKind, OffsetRange, StartPosition, Tier, TopicName};
+use tier_core::{ErrorKind, OffsetRange, StartPosition, TopicName};
 use tier_router::{NewRecord, StoreConfig, TieredStore};
 
 use crate::{
@@ -202,7 +202,7 @@ pub async fn run(servers: &mut Servers, base: &Path, seed: u64) -> Result<Scenar
     let producers = Producers::start(&topic, 2);
     tokio::time::sleep(Duration::from_millis(1500)).await; // the outage
     let _ = store.run_retention_now(SystemTime::now()).await;
-    let hot_start = Tier::range(store.hot(), &name).await.map_err(tier("WAL range"))?.start;
+    let hot_start = store.wal().range(&name).await.map_err(tier("WAL range"))?.start;
     let cold_end_before = topic.ranges().await.map_err(tier("ranges"))?.cold.map_or(0, |c| c.end);
     servers.s3.restart().await?;
     let bucket = match &config.cold.as_ref().map(|c| c.backend.clone()) {

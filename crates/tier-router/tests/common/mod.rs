@@ -208,9 +208,9 @@ pub async fn pruned_history(d: &mut Deployment, topic_name: &str) -> (TieredStor
     let topic = store.topic(topic_name).await.expect("open the topic");
     let name = topic.name().clone();
     append_range(&topic, 0, 3000, 100).await;
-    store.hot().rotate(&name).await.expect("rotate");
+    store.wal().rotate(&name).await.expect("rotate");
     append_range(&topic, 3000, 4000, 100).await;
-    store.hot().rotate(&name).await.expect("rotate");
+    store.wal().rotate(&name).await.expect("rotate");
     if d.tiers.cold() {
         let exported = store.export_now(topic_name).await.expect("export");
         let ranges: Vec<_> = exported.iter().map(|e| e.range).collect();
@@ -219,7 +219,7 @@ pub async fn pruned_history(d: &mut Deployment, topic_name: &str) -> (TieredStor
         assert!(store.export_now(topic_name).await.expect("export").is_empty());
     }
     append_range(&topic, 4000, 5000, 100).await;
-    store.hot().rotate(&name).await.expect("rotate");
+    store.wal().rotate(&name).await.expect("rotate");
     let trimmed = store.trim_warm_now().await.expect("trim warm");
     if d.tiers.warm() {
         assert_eq!(trimmed, vec![(name.clone(), 3000)]);

@@ -9,7 +9,6 @@ use base64::Engine;
 use futures::StreamExt;
 use metrics::{Counter, counter, histogram};
 use serde_json::{Value, json};
-use tier_core::Tier;
 use tier_core::{Offset, Record, StartPosition, Timestamp};
 use tier_router::{Source, TieredStore, Topic};
 
@@ -282,7 +281,7 @@ async fn resolve_start(
                 found = warm.offset_for_timestamp(name, t).await?;
             }
             if found.is_none() {
-                found = store.hot().offset_for_timestamp(name, t).await?;
+                found = store.wal().offset_for_timestamp(name, t).await?;
             }
             found.unwrap_or(end).min(end)
         }

@@ -38,7 +38,7 @@ fn tier(what: &str) -> impl FnOnce(tier_core::TierError) -> ChaosError + '_ {
 /// returns the acknowledgements.
 async fn fill(store: &TieredStore, topic: &str, segments: usize) -> Result<Vec<Ack>, ChaosError> {
     let handle = store.topic(topic).await.map_err(tier("opening a topic"))?;
-    let dir = store.hot().config().data_dir.join(topic);
+    let dir = store.wal().config().data_dir.join(topic);
     let mut acks = Vec::new();
     let mut seq = 0;
     while segment_files(&dir).map_or(0, |f| f.len()) < segments {

@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tier_core::{Tier, TopicName};
+use tier_core::TopicName;
 use tier_router::{TieredStore, WarmFailurePolicy};
 
 use super::{acked_end, flush_until_caught_up};
@@ -89,7 +89,7 @@ pub async fn run(
                 "{label}: under `degrade`, no append was acknowledged during {OUTAGE_MAX:?} of the outage"
             ));
         }
-        let hot = store.hot().range(&name).await.map_err(|e| ChaosError::tier("WAL range", e))?;
+        let hot = store.wal().range(&name).await.map_err(|e| ChaosError::tier("WAL range", e))?;
         r.notes.push(format!(
             "{label}: {} acks, {} errors during the outage of {:.1} s; the WAL holds {hot} at its end",
             during.0 - before.0,
