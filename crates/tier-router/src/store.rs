@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::stream::{self, StreamExt};
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, ErrorKind, Offset, Tier, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, ErrorKind, Offset, RecordBatch, Tier, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -480,10 +480,20 @@ impl TieredStore {
         let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
         // Warm's back-fill stopped short of the WAL's end (offsets no tier holds lie in
         // between): until warm is continued, WAL retention keeps what warm lacks.
-        if let Some(warm) = recovered.report.warm.filter(|w| !w.is_empty()) {
-            let reached = recovered.backlog.last().map_or(warm.end, |b| b.end_offset().max(warm.end));
-            if reached < next {
-                writer.hold_warm_floor(reached);
+        if let Some(warm) = recovered.report.warm {
+            if !warm.is_empty() {
+                let reached = recovered.backlog.last().map_or(warm.end, |b| b.end_offset().max(warm.end));
+                if reached < next {
+                    writer.hold_warm_floor(reached);
+                }
+            } else if let Some(fill) = recovered.report.warm_backfill {
+                // An empty stream (a failover to a replica that had none of it) takes a
+                // later batch at any offset: without a hold the floor would pass what its
+                // back-fill never reached, and retention delete the WAL's only copy.
+                let reached = recovered.backlog.last().map_or(fill.start, RecordBatch::end_offset);
+                if reached < fill.end {
+                    writer.hold_warm_floor(reached);
+                }
             }
         }
         writer.queue_backlog(recovered.backlog);

@@ -646,6 +646,16 @@ impl Writer {
                 fill = batches;
             }
         }
+        // The WAL cannot give everything from there (a damaged batch): restart after the
+        // damage, at the first WAL segment from which it gives every batch up to the
+        // next one — never past intact records only the WAL holds, which a lost WAL or a
+        // power cut of its unsynced tail would take with it.
+        if restart == first
+            && let Some((at, batches)) = self.intact_from(hole.start, first).await?
+        {
+            restart = at;
+            fill = batches;
+        }
         // Never past records the WAL holds that were never committed (under `fail`, a
         // refused batch whose WAL copy is damaged): a restarted stream's start counts as
         // committed at the next recovery, which would serve the refused records after it.
@@ -667,6 +677,35 @@ impl Writer {
         }
         self.warm_hold = None;
         Ok(true)
+    }
+
+    /// The lowest WAL segment boundary in `(after, first)` from which the WAL gives every
+    /// batch up to `first`, with those batches, if any (for a restart of warm after
+    /// damage the WAL cannot give).
+    async fn intact_from(
+        &self,
+        after: Offset,
+        first: Offset,
+    ) -> Result<Option<(Offset, Vec<RecordBatch>)>, TierError> {
+        let mut bounds: Vec<Offset> = self
+            .tiers
+            .hot
+            .sealed_segments(&self.topic)
+            .iter()
+            .flat_map(|s| [s.range.start, s.range.end])
+            .filter(|&b| after < b && b < first)
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        for at in bounds {
+            let batches = batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(at, first)).await?;
+            if batches.first().is_some_and(|b| b.base_offset() == at)
+                && batches.last().is_some_and(|b| b.end_offset() == first)
+            {
+                return Ok(Some((at, batches)));
+            }
+        }
+        Ok(None)
     }
 
     /// The first offset in `range` at or after the commit point that the WAL holds — inside

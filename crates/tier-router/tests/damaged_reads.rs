@@ -637,3 +637,43 @@ async fn warm_is_never_restarted_past_records_the_wal_holds_that_were_never_comm
     );
     store.close().await;
 }
+
+/// Hot+warm under `degrade`: warm holds [0, 1) and then refuses; [1, 11) and [11, 21) are
+/// acknowledged from the WAL alone, each in a sealed segment of its own, and the first is
+/// damaged. After a restart warm's back-fill stops at 1, so the next append finds warm
+/// ending there with no tier able to give it [1, 11): warm is restarted — at 11, after the
+/// damage, with the WAL's intact [11, 21), not at the new batch, which would leave
+/// [11, 21) in the WAL alone (a power cut of an unsynced tail then left a WAL ending below
+/// warm's start, and the store refused to open) — sim seed 500055659.
+#[tokio::test]
+async fn warm_restarts_after_the_damage_with_the_intact_records_after_it() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    d.router.warm_failure_policy = tier_router::WarmFailurePolicy::Degrade;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    d.warm = Some(warm.clone());
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 0, 1, 1).await;
+    warm.fail_fraction(1.0);
+    append_range(&topic, 1, 11, 10).await;
+    let damaged = store.wal().rotate(&name).await.unwrap().unwrap();
+    append_range(&topic, 11, 21, 10).await;
+    assert_eq!(store.wal().rotate(&name).await.unwrap().unwrap().range, r(11, 21));
+    drop(topic);
+    store.close().await;
+    damage_batch(&damaged.path, 1);
+
+    warm.clear();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    append_range(&topic, 21, 22, 1).await;
+    topic.flush().await.unwrap();
+    assert_eq!(
+        warm.range(&name).await.unwrap(),
+        r(11, 22),
+        "warm restarts after the damage and holds every intact record after it"
+    );
+    store.close().await;
+}

@@ -345,4 +345,22 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 6, final 100,000-schedule run: warm restarted past a refused batch whose WAL copy was damaged and past the refused batch after it; the next recovery took the restarted stream's start for committed and served it",
         invariant: model::inv::UNACKED_SERVED,
     },
+    Regression {
+        seed: 500091248,
+        keep: &[43, 44, 46, 47, 59, 74, 75, 76],
+        case: "session 7, 100,000-schedule run: a flaw of the model, not the store: warm's confirmed payloads shared a WAL segment's bytes, which a later damage step changed in place",
+        invariant: model::inv::UNACKED_SERVED,
+    },
+    Regression {
+        seed: 500055659,
+        keep: &[10, 11, 14, 16, 17, 19, 20, 43, 44, 45, 48, 51],
+        case: "session 7, 100,000-schedule run: warm restarted at the next batch past intact WAL records after a damaged segment; a power cut of the WAL's unsynced tail then left the WAL ending below warm's start and the store refused to open",
+        invariant: model::inv::OPEN_FAILED,
+    },
+    Regression {
+        seed: 500021117,
+        keep: &[146, 150, 152, 153, 156, 157, 163, 164, 168, 169, 172, 175, 179],
+        case: "session 7, 100,000-schedule run: a failover emptied warm; recovery's back-fill stopped at a WAL gap, and with the stream empty no floor was held: warm took a later batch and WAL retention deleted records it never got",
+        invariant: model::inv::UNREPORTED,
+    },
 ];

@@ -153,9 +153,12 @@ impl SimWarm {
     }
 }
 
+/// Records `batch`'s records as confirmed, each payload a copy of its own: a batch the
+/// router sends warm may be read from a WAL segment file that the simulation later damages
+/// in place, and the model would see what warm confirmed change under it.
 fn confirm(s: &mut State, batch: &RecordBatch) {
     for r in batch.records() {
-        s.confirmed.insert(r.offset, (r.payload, r.timestamp));
+        s.confirmed.insert(r.offset, (bytes::Bytes::copy_from_slice(&r.payload), r.timestamp));
     }
 }
 
