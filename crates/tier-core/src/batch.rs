@@ -45,6 +45,9 @@ pub const BATCH_HEADER_LEN: usize = 40;
 pub const BATCH_PREFIX_LEN: usize = 16;
 /// Largest encoded batch accepted by the builder and the decoders.
 pub const MAX_BATCH_LEN: usize = 64 << 20;
+/// Largest body [`RecordBatchBuilder::build`] copies into an exact-size buffer when its
+/// buffer has spare capacity; a larger one is shrunk in place instead.
+const BUILD_COPY_MAX: usize = 64 << 10;
 
 /// Why bytes failed to decode. Positions are relative to the slice handed to the decoder;
 /// callers add the file or object position when they turn this into a [`TierError`].
@@ -480,8 +483,8 @@ impl ExactSizeIterator for RecordIter<'_> {}
 /// once, into the batch buffer, and nothing is allocated per record.
 ///
 /// The buffer grows by doubling as records are pushed; [`build`](Self::build) hands the
-/// batch exactly the bytes it holds (the spare capacity is given back to the allocator,
-/// in place), so a built batch keeps no more memory alive than its encoding.
+/// batch exactly the bytes it holds, so a built batch keeps no more memory alive than
+/// its encoding.
 #[derive(Debug)]
 pub struct RecordBatchBuilder {
     buf: Vec<u8>,
@@ -582,9 +585,12 @@ impl RecordBatchBuilder {
     }
 
     /// Finishes the batch with its first record at `base_offset`. Fails if no record
-    /// was pushed, or if the records' offsets would pass `u64::MAX`. The batch's bytes
-    /// are the builder's buffer shrunk to its length (a `realloc` that shrinks in place,
-    /// not a copy, with the system allocator).
+    /// was pushed, or if the records' offsets would pass `u64::MAX`.
+    ///
+    /// The batch's bytes are exactly its encoding: the builder's buffer when it is full,
+    /// else a copy of a small body (up to 64 KiB: the builder's buffer goes back to the
+    /// allocator whole, to be reused by the next builder, instead of leaving a hole
+    /// beside every batch kept), else the buffer shrunk in place.
     pub fn build(mut self, base_offset: Offset) -> Result<RecordBatch, TierError> {
         if self.count == 0 {
             return Err(TierError::invalid(
@@ -600,8 +606,14 @@ impl RecordBatchBuilder {
         head.put_i64_le(self.max_ts);
         // A `Vec` whose length is its capacity becomes `Bytes` without another
         // allocation, and what the batch keeps alive is then exactly its body.
-        self.buf.shrink_to_fit();
-        let body = Bytes::from(self.buf);
+        let body = if self.buf.len() == self.buf.capacity() {
+            Bytes::from(self.buf)
+        } else if self.buf.len() <= BUILD_COPY_MAX {
+            Bytes::copy_from_slice(&self.buf)
+        } else {
+            self.buf.shrink_to_fit();
+            Bytes::from(self.buf)
+        };
         let crc = body_crc(&body);
         Ok(RecordBatch { base_offset, crc, body, owns_buffer: true })
     }
