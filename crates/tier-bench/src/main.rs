@@ -4,14 +4,15 @@
 //!
 //! It starts its own Valkey pair and moto S3 server (tier-testkit's harness), prints a
 //! markdown table on stdout and writes JSON to `target/bench/<unix time>.json` and
-//! `target/bench/latest.json`. Workloads whose peak memory matters (hot append, cold
-//! catch-up) run in child processes (this binary re-executed with a hidden workload subcommand) so each
-//! reports its own `VmHWM`. The workloads and how to read the results are described in
+//! `target/bench/latest.json`. Workloads whose peak memory matters (each hot-append case
+//! of workload 7, cold catch-up) run in child processes (this binary re-executed with a
+//! hidden workload subcommand) so each reports its own `VmHWM`. The workloads and how to read the results are described in
 //! `docs/benchmarks.md`.
 
 mod cold;
 mod hot;
 mod open;
+mod peak;
 mod report;
 mod tail;
 mod util;
@@ -25,7 +26,7 @@ use std::{
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tier_testkit::servers::{S3Server, ValkeyPair, workspace_root};
 
 use crate::{
@@ -53,12 +54,31 @@ struct Cli {
 /// Workloads run in a child process (internal).
 #[derive(Debug, Subcommand)]
 enum Child {
-    /// Internal: workload 1 in this process, rows and VmHWM as JSON on stdout.
+    /// Internal: workload 1 in this process, rows as JSON on stdout.
     #[command(hide = true)]
     HotAppend {
         /// Scratch directory.
         #[arg(long)]
         dir: PathBuf,
+    },
+    /// Internal: one hot-append case of workload 7, its peak RSS as JSON on stdout.
+    #[command(hide = true)]
+    HotAppendPeak {
+        /// Scratch directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Record size in bytes.
+        #[arg(long)]
+        size: usize,
+        /// Records per batch.
+        #[arg(long)]
+        batch: usize,
+        /// fsync every append (else never).
+        #[arg(long)]
+        always: bool,
+        /// The record cache's budget.
+        #[arg(long)]
+        cache_bytes: u64,
     },
     /// Internal: one catch-up read of workload 4, result as JSON on stdout.
     #[command(hide = true)]
@@ -131,12 +151,6 @@ impl Settings {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct HotAppendOutput {
-    rows: Vec<Row>,
-    vm_hwm_kib: u64,
-}
-
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -144,7 +158,12 @@ fn main() -> Result<()> {
     match &cli.child {
         Some(Child::HotAppend { dir }) => {
             let rows = runtime.block_on(hot::append(&settings, dir))?;
-            let out = HotAppendOutput { rows, vm_hwm_kib: util::vm_hwm_kib()? };
+            println!("{}", serde_json::to_string(&rows)?);
+            Ok(())
+        }
+        Some(Child::HotAppendPeak { dir, size, batch, always, cache_bytes }) => {
+            let case = peak::Case { size: *size, batch: *batch, always: *always };
+            let out = runtime.block_on(peak::run_case(&settings, dir, case, *cache_bytes))?;
             println!("{}", serde_json::to_string(&out)?);
             Ok(())
         }
@@ -195,15 +214,30 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
     let want = |n: u32| cli.only.is_empty() || cli.only.contains(&n);
     let mut rows: Vec<Row> = Vec::new();
 
-    if want(1) || want(7) {
+    let d = dir.to_str().context("non-UTF-8 scratch path")?;
+    if want(1) {
         note("workload 1: hot append (child process)");
-        let d = dir.to_str().context("non-UTF-8 scratch path")?;
-        let out: HotAppendOutput = run_child(settings, &["hot-append", "--dir", d])?;
-        rows.extend(out.rows);
-        rows.push(
-            Row::new("7 peak RSS", "during workload 1 (hot append, all cases)")
-                .detail(format!("VmHWM {} MiB", out.vm_hwm_kib >> 10)),
-        );
+        let out: Vec<Row> = run_child(settings, &["hot-append", "--dir", d])?;
+        rows.extend(out);
+    }
+    if want(7) {
+        for cache_bytes in peak::BUDGETS {
+            note(&format!(
+                "workload 7: hot append peak RSS, cache {} MiB (a child per case)",
+                cache_bytes >> 20
+            ));
+            for case in peak::Case::all() {
+                let (size, batch, cache) =
+                    (case.size.to_string(), case.batch.to_string(), cache_bytes.to_string());
+                let mut args = vec!["hot-append-peak", "--dir", d, "--size", &size, "--batch", &batch];
+                args.extend(["--cache-bytes", &cache]);
+                if case.always {
+                    args.push("--always");
+                }
+                let out: peak::Peak = run_child(settings, &args)?;
+                rows.push(peak::row(case, cache_bytes, &out));
+            }
+        }
     }
     if want(2) {
         note("workload 2: hot read");

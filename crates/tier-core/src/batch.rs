@@ -45,6 +45,9 @@ pub const BATCH_HEADER_LEN: usize = 40;
 pub const BATCH_PREFIX_LEN: usize = 16;
 /// Largest encoded batch accepted by the builder and the decoders.
 pub const MAX_BATCH_LEN: usize = 64 << 20;
+/// Largest body [`RecordBatchBuilder::build`] copies into an exact-size buffer when its
+/// buffer has spare capacity; a larger one is shrunk in place instead.
+const BUILD_COPY_MAX: usize = 64 << 10;
 
 /// Why bytes failed to decode. Positions are relative to the slice handed to the decoder;
 /// callers add the file or object position when they turn this into a [`TierError`].
@@ -177,13 +180,28 @@ impl BatchPrefix {
 /// Cheap to clone (the bytes are shared). Built by [`RecordBatchBuilder`] or decoded
 /// with [`RecordBatch::decode`]; either way its records have been validated, so
 /// [`records`](Self::records) cannot fail.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// What holding a batch keeps alive: a built batch's bytes are an allocation of their
+/// own, exactly their size; a decoded batch's are a slice of the buffer it was decoded
+/// from and keep all of that buffer alive, until [`compacted`](Self::compacted).
+#[derive(Clone)]
 pub struct RecordBatch {
     base_offset: Offset,
     crc: u32,
     /// Bytes 16.. of the encoding: the CRC-covered part.
     body: Bytes,
+    /// `body` is the whole of an allocation of its own (built, or compacted), not a
+    /// slice of a larger buffer. Not part of the batch's value (`==` ignores it).
+    owns_buffer: bool,
 }
+
+impl PartialEq for RecordBatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.base_offset == other.base_offset && self.crc == other.crc && self.body == other.body
+    }
+}
+
+impl Eq for RecordBatch {}
 
 impl RecordBatch {
     /// Offset of the first record.
@@ -296,6 +314,25 @@ impl RecordBatch {
         buf.put_slice(&self.body);
     }
 
+    /// True when the batch's bytes are known to be an allocation of their own, exactly
+    /// their size, so holding the batch keeps nothing else alive: a built batch (and its
+    /// clones, which share those bytes) and a [`compacted`](Self::compacted) one. False
+    /// for a decoded batch, whose bytes are a slice of the buffer it was decoded from.
+    pub fn owns_buffer(&self) -> bool {
+        self.owns_buffer
+    }
+
+    /// The same batch with bytes of its own, exactly their size (see
+    /// [`owns_buffer`](Self::owns_buffer)): for a batch that outlives the buffer it was
+    /// decoded from (a cache), so it does not keep that whole buffer alive. Free when
+    /// the batch owns its buffer already; otherwise copies the body once.
+    pub fn compacted(self) -> Self {
+        if self.owns_buffer {
+            return self;
+        }
+        Self { body: Bytes::from(self.body.to_vec()), owns_buffer: true, ..self }
+    }
+
     /// The whole encoding in one buffer (copies the body).
     pub fn to_bytes(&self) -> Bytes {
         let mut buf = BytesMut::with_capacity(self.encoded_len());
@@ -326,7 +363,7 @@ impl RecordBatch {
                 ),
             ));
         }
-        Ok(Self { base_offset: prefix.base_offset, crc: prefix.crc, body })
+        Ok(Self { base_offset: prefix.base_offset, crc: prefix.crc, body, owns_buffer: false })
     }
 
     /// The records, in offset order.
@@ -444,9 +481,13 @@ impl ExactSizeIterator for RecordIter<'_> {}
 
 /// Builds a [`RecordBatch`], encoding each record as it is pushed: the payload is copied
 /// once, into the batch buffer, and nothing is allocated per record.
+///
+/// The buffer grows by doubling as records are pushed; [`build`](Self::build) hands the
+/// batch exactly the bytes it holds, so a built batch keeps no more memory alive than
+/// its encoding.
 #[derive(Debug)]
 pub struct RecordBatchBuilder {
-    buf: BytesMut,
+    buf: Vec<u8>,
     count: u32,
     first_ts: Timestamp,
     max_ts: Timestamp,
@@ -466,7 +507,7 @@ impl RecordBatchBuilder {
 
     /// An empty builder whose buffer is pre-sized for `bytes` of encoded batch.
     pub fn with_capacity(bytes: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(bytes.max(BATCH_HEADER_LEN));
+        let mut buf = Vec::with_capacity(bytes.max(BATCH_HEADER_LEN));
         buf.put_bytes(0, BATCH_HEADER_LEN - BATCH_PREFIX_LEN);
         Self { buf, count: 0, first_ts: 0, max_ts: Timestamp::MIN }
     }
@@ -545,6 +586,11 @@ impl RecordBatchBuilder {
 
     /// Finishes the batch with its first record at `base_offset`. Fails if no record
     /// was pushed, or if the records' offsets would pass `u64::MAX`.
+    ///
+    /// The batch's bytes are exactly its encoding: the builder's buffer when it is full,
+    /// else a copy of a small body (up to 64 KiB: the builder's buffer goes back to the
+    /// allocator whole, to be reused by the next builder, instead of leaving a hole
+    /// beside every batch kept), else the buffer shrunk in place.
     pub fn build(mut self, base_offset: Offset) -> Result<RecordBatch, TierError> {
         if self.count == 0 {
             return Err(TierError::invalid(
@@ -558,9 +604,18 @@ impl RecordBatchBuilder {
         head.put_u32_le(0);
         head.put_i64_le(self.first_ts);
         head.put_i64_le(self.max_ts);
-        let body = self.buf.freeze();
+        // A `Vec` whose length is its capacity becomes `Bytes` without another
+        // allocation, and what the batch keeps alive is then exactly its body.
+        let body = if self.buf.len() == self.buf.capacity() {
+            Bytes::from(self.buf)
+        } else if self.buf.len() <= BUILD_COPY_MAX {
+            Bytes::copy_from_slice(&self.buf)
+        } else {
+            self.buf.shrink_to_fit();
+            Bytes::from(self.buf)
+        };
         let crc = body_crc(&body);
-        Ok(RecordBatch { base_offset, crc, body })
+        Ok(RecordBatch { base_offset, crc, body, owns_buffer: true })
     }
 }
 

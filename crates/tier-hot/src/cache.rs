@@ -2,18 +2,25 @@
 //!
 //! It holds a contiguous suffix of the log, as the very `RecordBatch`es that were
 //! appended (shared bytes, no copy), bounded by a byte budget: pushing a batch evicts the
-//! oldest ones until they fit. Each batch is charged its encoding plus
-//! [`BATCH_OVERHEAD`] (its handle, the shared buffer's header and the allocator's slack),
-//! so a cache of many tiny batches stays near its budget in real memory too. Reads and live-tail catch-ups starting at
-//! or after [`BatchCache::start`] are answered without touching disk.
+//! oldest ones until they fit. Reads and live-tail catch-ups starting at or after
+//! [`BatchCache::start`] are answered without touching disk.
+//!
+//! The charge is what a cached batch keeps alive. Every batch here owns its bytes
+//! exactly ([`RecordBatch::owns_buffer`]: built batches do, and `HotTier::append`
+//! compacts a decoded one, which would otherwise hold the whole buffer it was decoded
+//! from), so that is its encoding plus [`BATCH_OVERHEAD`]: its slot in the queue, the
+//! shared buffer's header and the allocator's rounding. A cache of many tiny batches
+//! thus stays within its budget in real memory too.
 
 use std::collections::VecDeque;
 
 use tier_core::{Offset, RecordBatch};
 
-/// Bytes charged per cached batch beyond its encoding: the `RecordBatch` handle in the
-/// queue, the shared `Bytes` allocation's header and allocator rounding.
-pub(crate) const BATCH_OVERHEAD: u64 = std::mem::size_of::<RecordBatch>() as u64 + 64;
+/// Bytes charged per cached batch beyond its encoding: the `RecordBatch` handle's slot
+/// in the queue, twice (the queue grows by doubling and never shrinks, so up to half its
+/// slots are spare), the shared `Bytes` header (allocated at the first clone) and the
+/// allocator's rounding and chunk headers of both allocations.
+pub(crate) const BATCH_OVERHEAD: u64 = 2 * std::mem::size_of::<RecordBatch>() as u64 + 64;
 
 /// What a cached batch costs against the budget.
 fn cost(batch: &RecordBatch) -> u64 {
@@ -36,6 +43,7 @@ impl BatchCache {
     /// Adds the batch just committed (it continues the cached suffix) and evicts the
     /// oldest batches beyond the budget. A batch larger than the budget empties the cache.
     pub(crate) fn push(&mut self, batch: RecordBatch) {
+        debug_assert!(batch.owns_buffer(), "a cached batch owns its bytes (HotTier::append compacts)");
         if self.batches.back().is_some_and(|b| b.end_offset() != batch.base_offset()) {
             self.clear();
         }

@@ -481,6 +481,10 @@ impl Tier for HotTier {
                 ),
             ));
         }
+        // The cache and the live tail keep the batch after the append: a batch decoded
+        // from a larger buffer gets bytes of its own first, so they do not keep that
+        // whole buffer alive (free for a built batch, which owns its bytes exactly).
+        let batch = batch.compacted();
         let log = self.topic_or_create(topic)?;
         // An idle writer: write and commit here (see `writer::direct`).
         let batch = match append_direct(&log.writer, batch).await {

@@ -153,3 +153,27 @@ fn builders_and_rebasing_refuse_offsets_past_u64_max() {
     assert_eq!(wrapped.end_offset(), u64::MAX);
     assert!(wrapped.records().all(|r| r.offset >= u64::MAX - 1));
 }
+
+#[test]
+fn a_built_batch_owns_its_bytes_and_a_decoded_one_until_compacted() {
+    let built = sample();
+    assert!(built.owns_buffer());
+    let body = built.body().as_ptr();
+    let same = built.clone().compacted();
+    assert_eq!(same.body().as_ptr(), body, "compacting a batch that owns its bytes copies nothing");
+
+    // A batch decoded from a buffer holding more than it.
+    let mut buf = built.to_bytes().to_vec();
+    buf.extend_from_slice(&[0; 100]);
+    let buf = Bytes::from(buf);
+    let decoded = RecordBatch::decode(&buf).unwrap();
+    assert!(!decoded.owns_buffer(), "a decoded batch is a slice of the buffer");
+    assert_eq!(decoded.body().as_ptr(), buf[BATCH_PREFIX_LEN..].as_ptr());
+    let compacted = decoded.clone().compacted();
+    assert!(compacted.owns_buffer());
+    assert_ne!(compacted.body().as_ptr(), decoded.body().as_ptr(), "the body was copied out of the buffer");
+    assert_eq!(compacted.body().len(), built.body().len());
+    assert_eq!(compacted, decoded, "== compares the batches, not where their bytes live");
+    assert_eq!(compacted, built);
+    assert_eq!(compacted.records().collect::<Vec<_>>(), built.records().collect::<Vec<_>>());
+}
