@@ -57,11 +57,7 @@ fn live() -> usize {
 
 /// One test at a time in this binary: the count is process-wide, and `cargo test` runs
 /// the tests of a binary on parallel threads (nextest runs each in a process of its own).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn alone() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn tier(dir: &std::path::Path) -> HotTier {
     open(HotConfig { fsync: FsyncPolicy::Never, cache_bytes: BUDGET, ..HotConfig::new(dir) }).await
@@ -89,7 +85,7 @@ async fn growth(tier: &HotTier, count: u64, make: impl Fn(u64) -> RecordBatch) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiny_single_record_batches_keep_no_more_alive_than_the_budget() {
-    let _alone = alone();
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let tier = tier(dir.path()).await;
     // 40,000 batches of one 100-byte record: about 6 MiB encoded, six times the budget.
@@ -105,7 +101,7 @@ async fn tiny_single_record_batches_keep_no_more_alive_than_the_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_sliced_from_a_larger_buffer_does_not_keep_that_buffer_alive() {
-    let _alone = alone();
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let tier = tier(dir.path()).await;
     // Each batch is decoded from a 64 KiB buffer that holds it and more (as a read
