@@ -113,7 +113,7 @@ pub async fn store_config(
         hot.retention_time = Duration::from_millis(1);
         hot.retention_bytes = 0;
     }
-    let mut config = StoreConfig { hot, ..StoreConfig::default() };
+    let mut config = StoreConfig::default().with_hot(hot);
     config.router.warm_failure_policy = profile.policy;
     config.router.max_cached_closed_segments = profile.max_cached_closed_segments;
     config.router.export_sweep_interval = Duration::from_millis(50);

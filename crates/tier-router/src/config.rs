@@ -11,8 +11,23 @@ use serde::{Deserialize, Serialize};
 use tier_hot::HotConfig;
 
 /// Everything a [`TieredStore`](crate::TieredStore) is built from.
+///
+/// Non-exhaustive, so that code building one compiles whatever features are on (the
+/// `warm` and `cold` fields exist only with their features): start from
+/// [`StoreConfig::default`] or [`StoreConfig::hot_only`] and set fields or chain the
+/// `with_*` methods.
+///
+/// ```
+/// use tier_router::{RouterConfig, StoreConfig, WarmFailurePolicy};
+///
+/// let mut router = RouterConfig::default();
+/// router.warm_failure_policy = WarmFailurePolicy::Degrade;
+/// let config = StoreConfig::hot_only("/var/lib/tierlog/hot").with_router(router);
+/// assert!(config.validate().is_ok());
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct StoreConfig {
     /// The WAL (always on).
     pub hot: HotConfig,
@@ -179,6 +194,36 @@ impl StoreConfig {
     /// A hot-only configuration with the WAL under `data_dir`, other settings default.
     pub fn hot_only(data_dir: impl Into<PathBuf>) -> Self {
         Self { hot: HotConfig::new(data_dir), ..Self::default() }
+    }
+
+    /// The same configuration with the WAL settings `hot`.
+    #[must_use]
+    pub fn with_hot(mut self, hot: HotConfig) -> Self {
+        self.hot = hot;
+        self
+    }
+
+    /// The same configuration with the warm tier `warm` (feature `warm`).
+    #[cfg(feature = "warm")]
+    #[must_use]
+    pub fn with_warm(mut self, warm: tier_warm::WarmConfig) -> Self {
+        self.warm = Some(warm);
+        self
+    }
+
+    /// The same configuration with the cold tier `cold` (feature `cold`).
+    #[cfg(feature = "cold")]
+    #[must_use]
+    pub fn with_cold(mut self, cold: tier_cold::ColdConfig) -> Self {
+        self.cold = Some(cold);
+        self
+    }
+
+    /// The same configuration with the router settings `router`.
+    #[must_use]
+    pub fn with_router(mut self, router: RouterConfig) -> Self {
+        self.router = router;
+        self
     }
 
     /// Checks the router settings and the tiers' own checks; the error names the field.

@@ -71,7 +71,7 @@ fn validation_names_the_field() {
         (RouterConfig { read_batch_records: 0, ..RouterConfig::default() }, "router.read_batch_records"),
     ];
     for (router, want) in cases {
-        let err = StoreConfig { router, ..StoreConfig::default() }.validate().unwrap_err();
+        let err = StoreConfig::default().with_router(router).validate().unwrap_err();
         assert!(err.to_string().starts_with(want), "{err}");
     }
     let mut config = StoreConfig::default();
@@ -102,10 +102,8 @@ async fn a_store_opens_from_a_configuration() {
     store.close().await;
     assert_eq!(topic.append(vec![NewRecord::new(3, "c")]).await.unwrap_err().kind(), ErrorKind::Closed);
 
-    let bad = StoreConfig {
-        router: RouterConfig { max_cached_closed_segments: 0, ..RouterConfig::default() },
-        ..StoreConfig::hot_only(dir.path().join("hot2"))
-    };
+    let bad = StoreConfig::hot_only(dir.path().join("hot2"))
+        .with_router(RouterConfig { max_cached_closed_segments: 0, ..RouterConfig::default() });
     let err = TieredStore::open(bad, vec![]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(err.report().to_string().contains("router.max_cached_closed_segments"), "{}", err.report());

@@ -329,11 +329,11 @@ async fn opening_from_config_with_valkey_down_degrades_or_fails_by_policy() {
     let mut pair = ValkeyPair::start().await.expect("a Valkey pair (install valkey-server)");
     pair.stop_primary().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = |policy| tier_router::StoreConfig {
-        hot: hot(&dir),
-        warm: Some(warm_config(&pair.primary_url(), "router-config-")),
-        cold: None,
-        router: router(policy),
+    let config = |policy| {
+        tier_router::StoreConfig::default()
+            .with_hot(hot(&dir))
+            .with_warm(warm_config(&pair.primary_url(), "router-config-"))
+            .with_router(router(policy))
     };
     let t = TopicName::new("t").unwrap();
 

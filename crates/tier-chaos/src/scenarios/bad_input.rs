@@ -63,11 +63,9 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     let mut r = ScenarioResult::new("bad-input hot+cold");
     let dir = temp_dir(base, "bad-")?;
     let hot_dir = dir.path().join("hot");
-    let config = StoreConfig {
-        hot: HotConfig::new(&hot_dir),
-        cold: Some(ColdConfig::local(dir.path().join("cold"))),
-        ..StoreConfig::default()
-    };
+    let config = StoreConfig::default()
+        .with_hot(HotConfig::new(&hot_dir))
+        .with_cold(ColdConfig::local(dir.path().join("cold")));
     let store =
         TieredStore::open(config.clone(), vec![]).await.map_err(|e| ChaosError::tier("opening", e))?;
     let mut seq = 0;
@@ -153,7 +151,7 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     warm.username = Some("chaos-nobody".into());
     warm.password = Some(tier_warm::Secret::new("wrong-password"));
     warm.connect_timeout = Duration::from_secs(2);
-    let c = StoreConfig { warm: Some(warm), ..StoreConfig::hot_only(dir.path().join("w/hot")) };
+    let c = StoreConfig::hot_only(dir.path().join("w/hot")).with_warm(warm);
     timed(&mut r, "wrong Valkey credentials", TieredStore::open(c, vec![name.clone()])).await;
     let s3 = servers.s3.settings();
     let mut cold = ColdConfig {

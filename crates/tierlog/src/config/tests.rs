@@ -117,11 +117,9 @@ fn keys(value: &Value, prefix: &str, out: &mut BTreeSet<String>) {
 
 #[test]
 fn docs_configuration_lists_every_key() {
-    let mut config = StoreConfig {
-        warm: Some(tier_warm::WarmConfig::default()),
-        cold: Some(tier_cold::ColdConfig::default()),
-        ..StoreConfig::default()
-    };
+    let mut config = StoreConfig::default()
+        .with_warm(tier_warm::WarmConfig::default())
+        .with_cold(tier_cold::ColdConfig::default());
     config.router.state_dir = Some("x".into());
     let mut all = BTreeSet::new();
     keys(&Value::try_from(&config).expect("serializes"), "", &mut all);
