@@ -636,15 +636,10 @@ impl Writer {
         let mut fill = Vec::new();
         if let Some(gap_end) = after_gap
             && gap_end < first
+            && let Some(batches) = self.whole_fill(gap_end, first).await?
         {
-            let batches =
-                batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(gap_end, first)).await?;
-            if batches.first().is_some_and(|b| b.base_offset() == gap_end)
-                && batches.last().is_some_and(|b| b.end_offset() == first)
-            {
-                restart = gap_end;
-                fill = batches;
-            }
+            restart = gap_end;
+            fill = batches;
         }
         // The WAL cannot give everything from there (a damaged batch): restart after the
         // damage, at the first WAL segment from which it gives every batch up to the
@@ -698,14 +693,20 @@ impl Writer {
         bounds.sort_unstable();
         bounds.dedup();
         for at in bounds {
-            let batches = batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(at, first)).await?;
-            if batches.first().is_some_and(|b| b.base_offset() == at)
-                && batches.last().is_some_and(|b| b.end_offset() == first)
-            {
+            if let Some(batches) = self.whole_fill(at, first).await? {
                 return Ok(Some((at, batches)));
             }
         }
         Ok(None)
+    }
+
+    /// The batches holding every offset of `[from, to)` as the WAL or cold gives them,
+    /// if they can give all of it.
+    async fn whole_fill(&self, from: Offset, to: Offset) -> Result<Option<Vec<RecordBatch>>, TierError> {
+        let batches = batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(from, to)).await?;
+        let whole = batches.first().is_some_and(|b| b.base_offset() == from)
+            && batches.last().is_some_and(|b| b.end_offset() == to);
+        Ok(whole.then_some(batches))
     }
 
     /// The first offset in `range` at or after the commit point that the WAL holds — inside
