@@ -759,10 +759,24 @@ impl Writer {
                 crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
             }
         }
-        // An empty warm tier accepts any base offset: it takes over at the next batch.
-        if !held.is_empty() && held.end < first {
-            backlog
-                .extend(batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(held.end, first)).await?);
+        // Warm continues at its end. An empty stream accepts any base offset: it is sent
+        // the WAL's records from the last point known confirmed (as recovery does), which
+        // only the WAL may hold — the topic was reopened while warm was down.
+        let fill_from = if held.is_empty() {
+            let wal_start = self.tiers.hot.range(&self.topic).await?.start;
+            self.warm_confirmed_from.unwrap_or(first).max(held.start).max(wal_start)
+        } else {
+            held.end
+        };
+        if fill_from < first && held.end <= first {
+            let fill = batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(fill_from, first)).await?;
+            // The back-fill stopped short (offsets no tier holds lie in between): until warm
+            // is continued past them, WAL retention keeps what warm lacks.
+            let reached = fill.last().map_or(fill_from, RecordBatch::end_offset);
+            if reached < first {
+                self.warm_hold = Some(self.warm_hold.map_or(reached, |h| h.min(reached)));
+            }
+            backlog.extend(fill);
         } else if held.end > self.next {
             warn!(
                 topic = %self.topic, warm = %held, next = self.next,

@@ -1147,6 +1147,72 @@ async fn wal_retention_keeps_what_warm_lacks_behind_a_gap() {
     store.close().await;
 }
 
+/// As above, but warm is unreachable when the store opens (the simulation's seed
+/// 600064489): the writer learns warm's end only once it answers, and its back-fill stops
+/// at the gap. Until warm is continued past it, WAL retention must keep the records after
+/// the gap, which only the WAL holds; on the old code the warm floor passed them and
+/// retention deleted the WAL's only copy.
+#[tokio::test]
+async fn wal_retention_keeps_what_warm_lacks_behind_a_gap_when_warm_answers_after_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let next = warm_behind_a_gap(dir.path(), &warm).await;
+    warm.fail_fraction(1.0);
+    let store =
+        open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None).await;
+    assert!(store.recover_topic(T).await.unwrap().warm_unreachable);
+    warm.clear();
+    let topic = store.topic(T).await.unwrap();
+    // Warm answers: the writer learns its end ([0, 20), behind the gap) and has nothing
+    // it can send it yet.
+    topic.flush().await.unwrap();
+    let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    store.wal().rotate(&name()).await.unwrap();
+    store.run_retention_now(later).await.unwrap();
+    let mut reader = topic.reader(StartPosition::Offset(next)).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), reader.next()).await.unwrap().unwrap();
+    assert_eq!(
+        first.map(|r| r.payload).map_err(|e| e.report().to_string()),
+        Ok(rec(next).payload),
+        "the WAL kept what warm lacks"
+    );
+    topic.append(vec![rec(next + 10)]).await.unwrap();
+    topic.flush().await.expect("warm continues after the gap");
+    assert_eq!(warm.inner().range(&name()).await.unwrap(), r(next, next + 11));
+    drop(topic);
+    store.close().await;
+}
+
+/// Warm unreachable from the first append on, across a restart: its stream is empty
+/// when it answers, and the records acknowledged before the restart are only in the WAL.
+/// An empty stream takes a batch at any offset, so the writer must send it those records
+/// first; on the old code it took over at the next batch, the warm floor passed the
+/// WAL's records and retention deleted their only copy.
+#[tokio::test]
+async fn an_empty_warm_that_answers_after_the_open_is_sent_the_records_only_the_wal_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let open_degrade =
+        || open(dir.path(), FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
+    let store = open_degrade().await;
+    warm.fail_fraction(1.0);
+    append_range(&store.topic(T).await.unwrap(), 0, 10, 5).await;
+    store.close().await;
+
+    let store = open_degrade().await;
+    assert!(store.recover_topic(T).await.unwrap().warm_unreachable);
+    warm.clear();
+    let topic = store.topic(T).await.unwrap();
+    topic.flush().await.expect("warm takes the WAL's records");
+    assert_eq!(warm.inner().range(&name()).await.unwrap(), r(0, 10), "warm holds what the WAL held");
+    let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    store.wal().rotate(&name()).await.unwrap();
+    store.run_retention_now(later).await.unwrap();
+    assert_eq!(served_at(&store, 0).await, Some(rec(0).payload));
+    drop(topic);
+    store.close().await;
+}
+
 /// A lost WAL while warm's stream is empty but starts above cold's end (the simulation's
 /// seed 20066: warm had been restarted past a gap, dropping records the WAL held then;
 /// the WAL is lost later). Nothing holds [0, 8) any more: it is reported lost.

@@ -363,4 +363,10 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 7, 100,000-schedule run: a failover emptied warm; recovery's back-fill stopped at a WAL gap, and with the stream empty no floor was held: warm took a later batch and WAL retention deleted records it never got",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 600064489,
+        keep: &[93, 94, 111, 112, 114, 127, 128, 129, 145, 148, 149, 150, 151, 152, 153, 158, 159],
+        case: "session 7, final 100,000-schedule run: warm was down when the store opened; once it answered, its back-fill stopped at offsets no tier holds and no floor was held, so WAL retention deleted the records after them, which only the WAL had",
+        invariant: model::inv::UNREPORTED,
+    },
 ];
