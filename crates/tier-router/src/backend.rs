@@ -201,7 +201,7 @@ pub fn paged_records<T: Tier + ?Sized + 'static>(
                 return None;
             }
             let read = |end| tier.read(&topic, next, end, ReadLimit::default());
-            match crate::slice::read_intact(next, end, read).await {
+            match crate::intact::read_intact(next, end, read).await {
                 Ok(records) => {
                     let end = records.last()?.offset + 1;
                     Some((Ok(records), Some(end)))

@@ -11,7 +11,7 @@
 //! holds them (retention overtook a slow consumer), it continues from history. A
 //! damaged WAL batch and cold's read-ahead are handled as in the record reader: the
 //! WAL's intact batches before the damage, then the damaged range from warm or cold
-//! when one holds it ([`slice::read_intact`], [`slice::instead_of_wal`]); cold's stream
+//! when one holds it ([`read_intact`](crate::intact::read_intact), [`slice::instead_of_wal`]); cold's stream
 //! ends where cold's slice does.
 
 use std::collections::VecDeque;
@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::reader::{self, Source};
 use crate::slice::{self, Slice};
-use crate::store::Tiers;
+use crate::tiers::Tiers;
 
 /// One item of [`Topic::batch_reader`](crate::Topic::batch_reader): a committed batch,
 /// the part of the store that served it, and the first of its offsets the reader had not
@@ -225,7 +225,8 @@ impl BatchReader {
         let source = if self.live { Source::Live } else { Source::Hot };
         let (n, max_bytes) = (self.next, self.max_bytes);
         let (hot, topic) = (&self.tiers.hot, &self.topic);
-        let batches = slice::read_intact(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
+        let batches =
+            crate::intact::read_intact(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
         self.accept(TierKind::Hot, source, batches)
     }
 

@@ -55,12 +55,16 @@ mod background;
 mod batch_reader;
 mod config;
 #[cfg(feature = "warm")]
+mod intact;
 mod lazy_warm;
+mod open;
 mod reader;
 mod recovery;
+mod reservation;
 mod slice;
 mod state;
 mod store;
+mod tiers;
 mod topic;
 mod writer;
 
@@ -73,9 +77,10 @@ pub use backend::{
 pub use background::ExportedSegment;
 pub use batch_reader::ReadBatch;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};
+pub use open::StoreBuilder;
 pub use reader::Source;
 pub use recovery::RecoveryReport;
-pub use store::{StoreBuilder, TieredStore, Wal};
+pub use store::{TieredStore, Wal};
 pub use topic::{NewRecord, TierRanges, Topic};
 
 #[cfg(feature = "cold")]

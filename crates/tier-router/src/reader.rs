@@ -9,7 +9,7 @@
 //! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
 //! naming the missing range — never skipped. A damaged WAL batch is served from warm or
 //! cold when one holds it, after the WAL's intact records before it
-//! ([`slice::read_intact`], [`slice::instead_of_wal`]). Cold's sequential stream is told
+//! ([`read_intact`](crate::intact::read_intact), [`slice::instead_of_wal`]). Cold's sequential stream is told
 //! where cold's slice ends, so its read-ahead never fetches what the WAL serves. At the
 //! commit point the reader switches to the WAL's live tail from exactly `n`
 //! ([`tier_hot::HotTier::subscribe`]) and yields a record only once the commit point has
@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::ColdBackend;
 use crate::slice::{self, Slice};
-use crate::store::Tiers;
+use crate::tiers::Tiers;
 
 /// Which part of the store served a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -245,7 +245,7 @@ impl Reader {
     async fn read_hot(&mut self, to: Offset) -> Result<(), TierError> {
         let (n, limit) = (self.next, self.limit);
         let (hot, topic) = (&self.tiers.hot, &self.topic);
-        let records = slice::read_intact(n, to, |end| hot.read(topic, n, end, limit)).await?;
+        let records = crate::intact::read_intact(n, to, |end| hot.read(topic, n, end, limit)).await?;
         self.accept(TierKind::Hot, Source::Hot, to, records)
     }
 

@@ -40,7 +40,7 @@ use crate::state::{
     Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation,
     write_checkpoint, write_fence, write_losses,
 };
-use crate::store::Tiers;
+use crate::tiers::Tiers;
 
 /// What opening a topic found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,56 +4,26 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::stream::{self, StreamExt};
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, ErrorKind, Offset, RecordBatch, Tier, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, Offset, RecordBatch, Tier, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use crate::backend::{ColdBackend, WarmBackend};
-use crate::background;
-use crate::config::{RouterConfig, StoreConfig};
+use crate::config::RouterConfig;
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
-use crate::state::{Checkpoint, current_boot_id, remove_fence, remove_losses, write_checkpoint};
-use crate::topic::Topic;
-use crate::writer::{Command, Reservation, Writer};
+use crate::reservation::Reservation;
+use crate::state::{Checkpoint, remove_fence, remove_losses, write_checkpoint};
+use crate::tiers::Tiers;
+use crate::topic::{Topic, TopicCore};
+use crate::writer::Writer;
 
 /// Requests queued per topic before producers wait for the writer.
 const WRITER_QUEUE: usize = 1024;
-
-/// Topics [`StoreBuilder::open`] recovers at once: recovery of a topic is mostly waiting
-/// (state files, warm's and cold's answers), so one slow topic takes one of these and the
-/// others go on.
-const OPEN_CONCURRENCY: usize = 16;
-
-/// The enabled tiers and the router settings, shared by every task.
-#[derive(Debug)]
-pub(crate) struct Tiers {
-    pub(crate) hot: HotTier,
-    pub(crate) warm: Option<Arc<dyn WarmBackend>>,
-    pub(crate) cold: Option<Arc<dyn ColdBackend>>,
-    pub(crate) config: RouterConfig,
-    /// The OS boot this store runs in (recorded with each offset reservation).
-    pub(crate) boot_id: String,
-}
-
-/// One open topic: its writer's queue and commit point.
-#[derive(Debug)]
-pub(crate) struct TopicCore {
-    pub(crate) name: TopicName,
-    pub(crate) tx: Mutex<Option<mpsc::Sender<Command>>>,
-    pub(crate) hwm: watch::Receiver<Offset>,
-    pub(crate) task: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) report: Mutex<RecoveryReport>,
-    /// Warm holds (or will never need) every offset below it: WAL retention deletes no
-    /// segment ending beyond it (warm's back-fill reads them). `u64::MAX` without warm,
-    /// 0 while warm's end is unknown (opened with warm unreachable under `degrade`).
-    pub(crate) warm_floor: Arc<AtomicU64>,
-}
 
 #[derive(Debug)]
 pub(crate) struct StoreInner {
@@ -87,180 +57,7 @@ pub struct TieredStore {
     pub(crate) inner: Arc<StoreInner>,
 }
 
-/// Builds a [`TieredStore`] from parts; see [`TieredStore::builder`].
-#[derive(Debug, Default)]
-pub struct StoreBuilder {
-    hot: HotConfig,
-    warm: Option<Arc<dyn WarmBackend>>,
-    cold: Option<Arc<dyn ColdBackend>>,
-    router: RouterConfig,
-    topics: Vec<TopicName>,
-    background: bool,
-    boot_id: Option<String>,
-}
-
-impl StoreBuilder {
-    /// The WAL's settings.
-    pub fn hot(mut self, config: HotConfig) -> Self {
-        self.hot = config;
-        self
-    }
-
-    /// Enables the warm position with `warm`.
-    pub fn warm(mut self, warm: Arc<dyn WarmBackend>) -> Self {
-        self.warm = Some(warm);
-        self
-    }
-
-    /// Enables the cold position with `cold`.
-    pub fn cold(mut self, cold: Arc<dyn ColdBackend>) -> Self {
-        self.cold = Some(cold);
-        self
-    }
-
-    /// The router's settings.
-    pub fn router(mut self, config: RouterConfig) -> Self {
-        self.router = config;
-        self
-    }
-
-    /// Topics to recover at open besides those found in the WAL directory (after a lost
-    /// disk, the WAL knows none).
-    pub fn topics(mut self, topics: impl IntoIterator<Item = TopicName>) -> Self {
-        self.topics.extend(topics);
-        self
-    }
-
-    /// Whether to run the background exporter, deleter and warm trimmer (default
-    /// `true`). Without them, call [`TieredStore::export_now`],
-    /// [`TieredStore::run_retention_now`] and [`TieredStore::trim_warm_now`] yourself.
-    pub fn background(mut self, on: bool) -> Self {
-        self.background = on;
-        self
-    }
-
-    /// The identity of the running OS boot, recorded with each offset reservation so that
-    /// recovery knows whether the page cache (and every unsynced WAL write) survived.
-    /// Default: Linux's `/proc/sys/kernel/random/boot_id` (elsewhere none is known, and
-    /// recovery assumes the OS restarted). A simulation of a power cut passes a new one.
-    pub fn boot_id(mut self, id: impl Into<String>) -> Self {
-        self.boot_id = Some(id.into());
-        self
-    }
-
-    /// Validates the settings, opens the WAL, recovers every known topic and starts the
-    /// background tasks.
-    ///
-    /// A topic whose recovery fails (a damaged WAL topic, which the WAL keeps aside —
-    /// see [`HotTier::damaged`] — or a tier that answers an error) does not fail the
-    /// open: it is logged and listed by [`TieredStore::failed_topics`], the other topics
-    /// open and serve, and [`TieredStore::topic`] for it tries its recovery again and
-    /// answers the error while it fails. Errors are those of opening the WAL itself and
-    /// invalid settings.
-    pub async fn open(self) -> Result<TieredStore, TierError> {
-        let router_ctx = || ErrorContext::tier(TierKind::Router).location("config");
-        self.router
-            .validate()
-            .map_err(|e| TierError::invalid(router_ctx(), "invalid router settings").with_source(e))?;
-        let state_dir = self.router.state_dir.clone().unwrap_or_else(|| {
-            self.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
-        });
-        let hot = HotTier::open(self.hot).await?;
-        let boot_id = self.boot_id.unwrap_or_else(current_boot_id);
-        let tiers = Arc::new(Tiers { hot, warm: self.warm, cold: self.cold, config: self.router, boot_id });
-        let (shutdown, _) = watch::channel(false);
-        let store = TieredStore {
-            inner: Arc::new(StoreInner {
-                tiers,
-                topics: Mutex::new(HashMap::new()),
-                opening: Mutex::new(HashMap::new()),
-                failed: Mutex::new(HashMap::new()),
-                background: Mutex::new(Vec::new()),
-                shutdown,
-                export_lock: tokio::sync::Mutex::new(()),
-                closed: AtomicBool::new(false),
-                state_dir,
-            }),
-        };
-        let hot = &store.inner.tiers.hot;
-        let damaged: Vec<TopicName> = hot.damaged().into_iter().map(|(name, _)| name).collect();
-        let mut names = hot.topics();
-        names.extend(damaged.iter().cloned());
-        names.extend(self.topics);
-        names.sort();
-        names.dedup();
-        // Topics recover concurrently (at most `OPEN_CONCURRENCY` at once); the first
-        // failure, in topic order, that is not the topic's alone fails the open.
-        let results: Vec<(TopicName, Result<Arc<TopicCore>, TierError>)> = stream::iter(names)
-            .map(|name| {
-                let store = &store;
-                async move {
-                    let result = store.core(&name).await;
-                    (name, result)
-                }
-            })
-            .buffer_unordered(OPEN_CONCURRENCY)
-            .collect()
-            .await;
-        let mut failures: Vec<(TopicName, TierError)> =
-            results.into_iter().filter_map(|(name, r)| r.err().map(|e| (name, e))).collect();
-        failures.sort_by(|a, b| a.0.cmp(&b.0));
-        // A failure of the topic's own data is the topic's alone: `core` logs and
-        // remembers it — any failure of a topic the WAL kept aside as damaged (its files
-        // fail their checks, whatever the kind: a flipped version byte is
-        // `InvalidInput`), and `Corruption` or `Trimmed` of any other. Anything else — a
-        // tier unreachable, a missing bucket, refused credentials — concerns every topic
-        // and fails the open.
-        if let Some((_, e)) = failures.into_iter().find(|(name, e)| {
-            !damaged.contains(name) && !matches!(e.kind(), ErrorKind::Corruption | ErrorKind::Trimmed)
-        }) {
-            store.close().await;
-            return Err(e);
-        }
-        if self.background {
-            background::spawn_all(&store);
-        }
-        Ok(store)
-    }
-}
-
 impl TieredStore {
-    /// A builder: WAL settings, optional warm and cold backends, router settings.
-    pub fn builder() -> StoreBuilder {
-        StoreBuilder { background: true, ..StoreBuilder::default() }
-    }
-
-    /// Opens the store `config` describes, connecting the warm tier and opening the cold
-    /// tier when configured. `topics` are recovered besides those found in the WAL.
-    pub async fn open(config: StoreConfig, topics: Vec<TopicName>) -> Result<Self, TierError> {
-        config.validate().map_err(|e| {
-            TierError::invalid(ErrorContext::tier(TierKind::Router), "invalid settings").with_source(e)
-        })?;
-        #[cfg(feature = "warm")]
-        let degrade = config.router.warm_failure_policy == crate::WarmFailurePolicy::Degrade;
-        #[allow(unused_mut)]
-        let mut builder = Self::builder().hot(config.hot).router(config.router).topics(topics);
-        #[cfg(feature = "warm")]
-        if let Some(warm) = config.warm {
-            let backend: Arc<dyn WarmBackend> = match tier_warm::WarmTier::connect(warm.clone()).await {
-                Ok(tier) => Arc::new(tier),
-                // Under `degrade` an unreachable Valkey does not keep the store from
-                // opening: the backend connects on first use (recovery opens degraded).
-                Err(e) if degrade && e.kind() == tier_core::ErrorKind::Unavailable => {
-                    warn!(error = %e.report(), "the warm tier is unreachable; opening degraded, connecting later");
-                    Arc::new(crate::lazy_warm::LazyWarm::new(warm))
-                }
-                Err(e) => return Err(e),
-            };
-            builder = builder.warm(backend);
-        }
-        #[cfg(feature = "cold")]
-        if let Some(cold) = config.cold {
-            builder = builder.cold(Arc::new(tier_cold::ColdTier::open(cold)?));
-        }
-        builder.open().await
-    }
-
     /// The handle of topic `name`, creating (or recovering) the topic on first use.
     /// `InvalidInput` for an invalid name.
     pub async fn topic(&self, name: &str) -> Result<Topic, TierError> {

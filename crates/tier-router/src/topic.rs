@@ -1,19 +1,38 @@
-//! [`Topic`]: the per-topic handle producers and consumers use.
+//! [`Topic`]: the per-topic handle producers and consumers use, and [`TopicCore`], the
+//! state of one open topic the store keeps.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
+use parking_lot::Mutex;
 use tier_core::{
     ErrorContext, Header, Offset, OffsetRange, Record, RecordBatchBuilder, StartPosition, Tier, TierError,
     TierKind, Timestamp, TopicName,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 
 use crate::batch_reader::{self, ReadBatch};
 use crate::reader::{self, Source};
-use crate::store::{Tiers, TopicCore};
+use crate::recovery::RecoveryReport;
+use crate::tiers::Tiers;
 use crate::writer::Command;
+
+/// One open topic: its writer's queue and commit point.
+#[derive(Debug)]
+pub(crate) struct TopicCore {
+    pub(crate) name: TopicName,
+    pub(crate) tx: Mutex<Option<mpsc::Sender<Command>>>,
+    pub(crate) hwm: watch::Receiver<Offset>,
+    pub(crate) task: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) report: Mutex<RecoveryReport>,
+    /// Warm holds (or will never need) every offset below it: WAL retention deletes no
+    /// segment ending beyond it (warm's back-fill reads them). `u64::MAX` without warm,
+    /// 0 while warm's end is unknown (opened with warm unreachable under `degrade`).
+    pub(crate) warm_floor: Arc<AtomicU64>,
+}
 
 /// A record to append: the writer assigns its offset.
 #[derive(Clone, Debug, PartialEq, Eq)]

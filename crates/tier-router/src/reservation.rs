@@ -1,0 +1,103 @@
+//! The durable offset reservation of one topic (`<state_dir>/<topic>.reserved`).
+//!
+//! The writer never acknowledges an offset at or beyond the durable *reservation*
+//! (`<state_dir>/<topic>.reserved`): before committing a group that ends beyond it, it
+//! writes a new one (the group's end plus an adaptive chunk) on the blocking pool. After
+//! a lost WAL and a crash, recovery continues at the reservation, so no acknowledged
+//! offset is reused. The chunk starts at [`MIN_RESERVATION_CHUNK`] and doubles while
+//! reservations are used up in under a second (up to [`MAX_RESERVATION_CHUNK`]), so the
+//! cost stays about one small synced write per chunk. When the writer stops, it lowers
+//! the reservation to the commit point (nothing beyond it was acknowledged).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+
+use crate::state::{ReservationFile, write_reservation};
+
+/// The first reservation chunk (offsets reserved beyond a group's end).
+pub(crate) const MIN_RESERVATION_CHUNK: u64 = 1024;
+/// The largest reservation chunk.
+pub(crate) const MAX_RESERVATION_CHUNK: u64 = 1 << 20;
+/// A reservation used up faster than this doubles the chunk.
+const FAST_RESERVATION: Duration = Duration::from_secs(1);
+
+/// The chunk of the next reservation: doubled (up to [`MAX_RESERVATION_CHUNK`]) when the
+/// previous one lasted less than a second, otherwise unchanged.
+pub(crate) fn next_chunk(chunk: u64, lasted: Option<Duration>) -> u64 {
+    match lasted {
+        Some(d) if d < FAST_RESERVATION => chunk.saturating_mul(2).min(MAX_RESERVATION_CHUNK),
+        _ => chunk.clamp(MIN_RESERVATION_CHUNK, MAX_RESERVATION_CHUNK),
+    }
+}
+
+/// The durable offset reservation of one topic.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    /// Where the state files live.
+    pub(crate) state_dir: PathBuf,
+    /// No offset at or beyond this is acknowledged before a new reservation is durable.
+    pub(crate) reserved: Offset,
+    chunk: u64,
+    since: Option<Instant>,
+    /// What each reservation written records besides its offset: this boot, and whether
+    /// the WAL fsyncs every append before it is acknowledged.
+    boot: String,
+    durable: bool,
+}
+
+impl Reservation {
+    /// The reservation found on disk (`reserved`, 0 when none); `boot` and `durable`
+    /// are recorded with each new one.
+    pub(crate) fn new(state_dir: PathBuf, reserved: Offset, boot: String, durable: bool) -> Self {
+        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None, boot, durable }
+    }
+
+    fn file(&self, offset: Offset) -> ReservationFile {
+        ReservationFile { offset, boot: Some(self.boot.clone()), durable: self.durable }
+    }
+}
+
+impl Reservation {
+    /// Makes sure offsets below `end` may be acknowledged: writes a new durable
+    /// reservation (`end` plus the adaptive chunk) when `end` exceeds the current one.
+    pub(crate) async fn reserve(&mut self, topic: &TopicName, end: Offset) -> Result<(), TierError> {
+        if end <= self.reserved {
+            return Ok(());
+        }
+        self.chunk = next_chunk(self.chunk, self.since.map(|t| t.elapsed()));
+        self.write(topic, end.saturating_add(self.chunk)).await?;
+        self.since = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Writes a reservation of exactly `offset` durably (on the blocking pool) and records
+    /// it as the current one.
+    pub(crate) async fn write(&mut self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        let (dir, name, file) = (self.state_dir.clone(), topic.clone(), self.file(offset));
+        tokio::task::spawn_blocking(move || write_reservation(&dir, &name, &file)).await.map_err(|e| {
+            TierError::internal(
+                ErrorContext::tier(TierKind::Router).topic(topic),
+                "the reservation task failed",
+            )
+            .with_source(e)
+        })??;
+        self.reserved = offset;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reservation_chunk_doubles_only_when_used_up_fast() {
+        assert_eq!(next_chunk(MIN_RESERVATION_CHUNK, None), MIN_RESERVATION_CHUNK);
+        assert_eq!(next_chunk(1024, Some(Duration::from_millis(10))), 2048);
+        assert_eq!(next_chunk(4096, Some(Duration::from_secs(5))), 4096);
+        assert_eq!(next_chunk(MAX_RESERVATION_CHUNK, Some(Duration::ZERO)), MAX_RESERVATION_CHUNK);
+        assert_eq!(next_chunk(3 << 19, Some(Duration::ZERO)), MAX_RESERVATION_CHUNK);
+    }
+}
