@@ -63,6 +63,32 @@ struct Pending {
     in_warm: bool,
 }
 
+/// What the writer knows of warm: one value, changed only by the writer's methods
+/// (`warm_unknown`, `hold_warm_floor`, `discover_warm`, `settle`, `continue_warm`,
+/// `advance`). The warm floor WAL retention reads is derived from it and the pending
+/// queue ([`Writer::publish_warm_floor`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WarmState {
+    /// No warm tier is enabled: the floor is `u64::MAX`.
+    Disabled,
+    /// Warm was unreachable when the topic opened (under `degrade`): its end is not known,
+    /// nothing is sent to it, and the floor is 0, until it answers a range query
+    /// ([`Writer::discover_warm`]). Its batches from `confirmed_from` (the last point
+    /// known confirmed) may lack a confirmation — a `WAIT` that fell short before the
+    /// restart — and are confirmed again then.
+    Unknown { confirmed_from: Offset },
+    /// Warm's end is known: it holds every batch before the first pending batch it lacks.
+    Known {
+        /// Warm refused (or has not yet been sent) a batch it lacks; cleared, with a log
+        /// line, once it holds every batch again.
+        behind: bool,
+        /// Warm lacks the WAL's records from here and no batch queued for it says so (its
+        /// back-fill stopped at offsets no tier holds): the floor stays at or below it
+        /// until warm is continued ([`Writer::continue_warm`]).
+        hold: Option<Offset>,
+    },
+}
+
 /// The writer task's state.
 pub(crate) struct Writer {
     topic: TopicName,
@@ -72,13 +98,8 @@ pub(crate) struct Writer {
     hwm: watch::Sender<Offset>,
     /// A request taken from the queue that did not fit the last group.
     carry: Option<Command>,
-    /// Warm refused a write and does not hold every committed batch yet.
-    warm_behind: bool,
-    /// Warm was unreachable when the topic opened: its end is not known yet.
-    warm_unknown: bool,
-    /// With `warm_unknown`: warm's batches from here on may lack a confirmation (a `WAIT`
-    /// that fell short before the restart); they are confirmed again once warm answers.
-    warm_confirmed_from: Option<Offset>,
+    /// What the writer knows of warm (see [`WarmState`]).
+    warm: WarmState,
     /// Shared with WAL retention: warm holds (or will never need) every offset below it,
     /// so the WAL may delete segments ending at or below it and no lower: warm's
     /// back-fill reads them. `u64::MAX` without warm; 0 while warm's end is unknown.
@@ -87,10 +108,6 @@ pub(crate) struct Writer {
     /// [`Command::Resume`].
     fenced: Option<String>,
     reservation: Reservation,
-    /// Warm lacks the WAL's records from here and no batch queued for it says so (its
-    /// back-fill stopped at offsets no tier holds): the warm floor stays at or below it
-    /// until warm is continued ([`continue_warm`](Self::continue_warm)).
-    warm_hold: Option<Offset>,
     /// Offsets an operator's resume skipped, until the commit point passes them.
     skipped: Option<OffsetRange>,
 }
@@ -110,6 +127,11 @@ impl Writer {
         hwm: watch::Sender<Offset>,
         reservation: Reservation,
     ) -> Self {
+        let warm = if tiers.warm.is_some() {
+            WarmState::Known { behind: false, hold: None }
+        } else {
+            WarmState::Disabled
+        };
         Self {
             topic,
             tiers,
@@ -117,21 +139,25 @@ impl Writer {
             pending: VecDeque::new(),
             hwm,
             carry: None,
-            warm_behind: false,
-            warm_unknown: false,
-            warm_confirmed_from: None,
+            warm,
             warm_floor: Arc::new(AtomicU64::new(u64::MAX)),
             fenced: None,
             reservation,
-            warm_hold: None,
             skipped: None,
         }
     }
 
-    /// Keeps the warm floor at or below `at` (see the field `warm_hold`).
+    /// Keeps the warm floor at or below `at` (see [`WarmState::Known`]'s `hold`).
     pub(crate) fn hold_warm_floor(&mut self, at: Offset) {
-        self.warm_hold = Some(at);
+        if let WarmState::Known { hold, .. } = &mut self.warm {
+            *hold = Some(hold.map_or(at, |h| h.min(at)));
+        }
         self.publish_warm_floor();
+    }
+
+    /// Warm's end is not known yet (see [`WarmState::Unknown`]).
+    fn warm_is_unknown(&self) -> bool {
+        matches!(self.warm, WarmState::Unknown { .. })
     }
 
     /// The offset WAL retention must not delete beyond (see the field `warm_floor`).
@@ -150,22 +176,23 @@ impl Writer {
     /// last point known confirmed) are confirmed again and the WAL's records from warm's
     /// end are queued.
     pub(crate) fn warm_unknown(&mut self, confirmed_from: Offset) {
-        self.warm_unknown = self.tiers.warm.is_some();
-        self.warm_confirmed_from = Some(confirmed_from);
-        self.warm_behind = self.warm_unknown;
+        if self.warm != WarmState::Disabled {
+            self.warm = WarmState::Unknown { confirmed_from };
+        }
         self.publish_warm_floor();
     }
 
     /// Recomputes the warm floor WAL retention reads.
     fn publish_warm_floor(&self) {
-        let floor = if self.tiers.warm.is_none() {
-            u64::MAX
-        } else if self.warm_unknown {
-            0
-        } else {
-            self.pending.iter().find(|p| !p.in_warm).map_or(self.next, |p| p.batch.base_offset())
+        let floor = match self.warm {
+            WarmState::Disabled => u64::MAX,
+            WarmState::Unknown { .. } => 0,
+            WarmState::Known { hold, .. } => {
+                let lacks =
+                    self.pending.iter().find(|p| !p.in_warm).map_or(self.next, |p| p.batch.base_offset());
+                hold.map_or(lacks, |hold| lacks.min(hold))
+            }
         };
-        let floor = self.warm_hold.map_or(floor, |hold| floor.min(hold));
         self.warm_floor.store(floor, Ordering::Release);
     }
 
@@ -210,7 +237,7 @@ impl Writer {
     /// what warm confirms (under `fail`, the acknowledged batches after the checkpoint)
     /// is readable as soon as the topic opens; what it refuses stays queued.
     pub(crate) async fn settle_backlog(&mut self) {
-        if !self.pending.is_empty() && !self.warm_unknown {
+        if !self.pending.is_empty() && !self.warm_is_unknown() {
             self.settle(true).await;
         }
     }
@@ -229,8 +256,19 @@ impl Writer {
         ErrorContext::tier(TierKind::Router).topic(&self.topic)
     }
 
-    fn policy(&self) -> WarmFailurePolicy {
-        self.tiers.config.warm_failure_policy
+    // The warm failure policy is decided here, in `refusal` and in `is_committed`, and
+    // nowhere else in the writer.
+
+    /// Whether a batch the WAL holds is committed — acknowledged, readable — before warm
+    /// confirms it (`degrade`), the pending queue then being warm's back-fill list.
+    fn commits_on_wal_alone(&self) -> bool {
+        self.tiers.config.warm_failure_policy == WarmFailurePolicy::Degrade
+    }
+
+    /// Whether `p` is committed as far as the tiers go: in the WAL, and in warm unless the
+    /// policy commits on the WAL alone.
+    fn is_committed(&self, p: &Pending) -> bool {
+        p.in_wal && (p.in_warm || self.commits_on_wal_alone())
     }
 
     /// Runs until the queue closes, then makes a last attempt to settle pending batches.
@@ -244,7 +282,7 @@ impl Writer {
             } else {
                 tokio::select! {
                     cmd = rx.recv() => cmd,
-                    _ = tick.tick(), if !self.pending.is_empty() || self.warm_unknown => {
+                    _ = tick.tick(), if !self.pending.is_empty() || self.warm_is_unknown() => {
                         self.settle(true).await;
                         continue;
                     }
@@ -289,9 +327,9 @@ impl Writer {
                 let _ = done.send(self.resume(at).await);
             }
         }
-        if !self.pending.is_empty() || self.warm_unknown {
+        if !self.pending.is_empty() || self.warm_is_unknown() {
             self.settle(true).await;
-            if !self.pending.is_empty() || self.warm_unknown {
+            if !self.pending.is_empty() || self.warm_is_unknown() {
                 warn!(topic = %self.topic, batches = self.pending.len(), "writer stopped with batches warm does not hold");
             }
         }
@@ -301,7 +339,7 @@ impl Writer {
     async fn flush(&mut self) -> Result<(), TierError> {
         self.settle(true).await;
         match self.pending.front() {
-            None if self.warm_unknown => Err(TierError::unavailable(
+            None if self.warm_is_unknown() => Err(TierError::unavailable(
                 self.ctx(),
                 "the warm tier has been unreachable since the topic opened; its back-fill has not started",
             )),
@@ -357,7 +395,7 @@ impl Writer {
     fn refusal(&self) -> Option<(ErrorContext, String)> {
         let first = self.pending.front()?;
         let unreplicated: usize = self.pending.iter().map(|p| p.batch.encoded_len()).sum();
-        let reason = match self.policy() {
+        let reason = match self.tiers.config.warm_failure_policy {
             WarmFailurePolicy::Fail => Some("an earlier batch is not yet confirmed by every write tier"),
             WarmFailurePolicy::Degrade if self.pending.iter().any(|p| !p.in_wal) => {
                 Some("an earlier batch is not yet in the WAL")
@@ -385,8 +423,7 @@ impl Writer {
             }
             return;
         }
-        let degrade = self.policy() == WarmFailurePolicy::Degrade;
-        self.settle(!degrade).await;
+        self.settle(!self.commits_on_wal_alone()).await;
         if let Some((ctx, why)) = self.refusal() {
             for (_, done) in group {
                 let _ = done.send(Err(TierError::unavailable(ctx.clone(), why.clone())));
@@ -421,7 +458,7 @@ impl Writer {
         }
         self.next = end;
         let has_warm = self.tiers.warm.is_some();
-        let warm_backlog = self.warm_unknown || self.pending.iter().any(|p| !p.in_warm);
+        let warm_backlog = self.warm_is_unknown() || self.pending.iter().any(|p| !p.in_warm);
         self.pending.push_back(Pending { batch: merged, in_wal: false, in_warm: !has_warm });
         let errors = self.settle(!warm_backlog).await.map(Arc::new);
         let committed = *self.hwm.borrow() >= end;
@@ -448,7 +485,7 @@ impl Writer {
     async fn settle(&mut self, with_warm: bool) -> Option<TierError> {
         let mut with_warm = with_warm;
         if with_warm
-            && self.warm_unknown
+            && self.warm_is_unknown()
             && let Err(e) = self.discover_warm().await
         {
             warn!(topic = %self.topic, error = %e.report(), "the warm tier is still unreachable");
@@ -499,7 +536,9 @@ impl Writer {
             }
         }
         if let Some(e) = &warm_err {
-            self.warm_behind = true;
+            if let WarmState::Known { behind, .. } = &mut self.warm {
+                *behind = true;
+            }
             warn!(topic = %self.topic, error = %e.report(), "warm tier did not confirm a batch");
         }
         if let Some(e) = &wal_err {
@@ -539,7 +578,7 @@ impl Writer {
                 self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
             }
             info!(topic = %self.topic, warm = %held, "queued the records warm lacks before the next batch");
-            self.warm_hold = None;
+            self.release_warm_hold();
             return Ok(true);
         }
         if let Some(only) = self.only_in_warm(held).await? {
@@ -603,8 +642,16 @@ impl Writer {
         for (i, batch) in fill.into_iter().enumerate() {
             self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
         }
-        self.warm_hold = None;
+        self.release_warm_hold();
         Ok(true)
+    }
+
+    /// Warm is continued past where its back-fill stopped: the floor follows the pending
+    /// queue again.
+    fn release_warm_hold(&mut self) {
+        if let WarmState::Known { hold, .. } = &mut self.warm {
+            *hold = None;
+        }
     }
 
     /// The lowest WAL segment boundary in `(after, first)` from which the WAL gives every
@@ -676,8 +723,9 @@ impl Writer {
     /// Warm answered after being unreachable at open: queues, ahead of the pending
     /// batches, the WAL's records from warm's actual end to the first pending batch.
     async fn discover_warm(&mut self) -> Result<(), TierError> {
+        let WarmState::Unknown { confirmed_from } = self.warm else { return Ok(()) };
         let Some(warm) = self.tiers.warm.clone() else {
-            self.warm_unknown = false;
+            self.warm = WarmState::Disabled;
             self.publish_warm_floor();
             return Ok(());
         };
@@ -686,28 +734,27 @@ impl Writer {
         let mut backlog = Vec::new();
         // What warm holds past the last point known confirmed is confirmed again, as warm
         // stores it, before WAL retention may delete the WAL's copy.
-        if let Some(from) = self.warm_confirmed_from {
-            let (from, to) = (from.max(held.start), held.end.min(first));
-            if !held.is_empty() && from < to {
-                crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
-            }
+        let (from, to) = (confirmed_from.max(held.start), held.end.min(first));
+        if !held.is_empty() && from < to {
+            crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
         }
         // Warm continues at its end. An empty stream accepts any base offset: it is sent
         // the WAL's records from the last point known confirmed (as recovery does), which
         // only the WAL may hold — the topic was reopened while warm was down.
         let fill_from = if held.is_empty() {
             let wal_start = self.tiers.hot.range(&self.topic).await?.start;
-            self.warm_confirmed_from.unwrap_or(first).max(held.start).max(wal_start)
+            confirmed_from.max(held.start).max(wal_start)
         } else {
             held.end
         };
+        let mut hold = None;
         if fill_from < first && held.end <= first {
             let fill = batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(fill_from, first)).await?;
             // The back-fill stopped short (offsets no tier holds lie in between): until warm
             // is continued past them, WAL retention keeps what warm lacks.
             let reached = fill.last().map_or(fill_from, RecordBatch::end_offset);
             if reached < first {
-                self.warm_hold = Some(self.warm_hold.map_or(reached, |h| h.min(reached)));
+                hold = Some(reached);
             }
             backlog.extend(fill);
         } else if held.end > self.next {
@@ -720,8 +767,7 @@ impl Writer {
             self.pending.push_front(Pending { batch, in_wal: true, in_warm: false });
         }
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
-        self.warm_unknown = false;
-        self.warm_confirmed_from = None;
+        self.warm = WarmState::Known { behind: true, hold };
         self.publish_warm_floor();
         Ok(())
     }
@@ -744,10 +790,9 @@ impl Writer {
     /// Moves the high watermark over committed batches and forgets batches every write
     /// tier holds.
     fn advance(&mut self) {
-        let degrade = self.policy() == WarmFailurePolicy::Degrade;
         let mut hwm = *self.hwm.borrow();
         for p in &self.pending {
-            if !(p.in_wal && (p.in_warm || degrade)) {
+            if !self.is_committed(p) {
                 break;
             }
             // The commit point moves over offsets no batch here holds only where no record
@@ -764,8 +809,10 @@ impl Writer {
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();
         }
-        if self.warm_behind && !self.warm_unknown && self.pending.iter().all(|p| p.in_warm) {
-            self.warm_behind = false;
+        if let WarmState::Known { behind: behind @ true, .. } = &mut self.warm
+            && self.pending.iter().all(|p| p.in_warm)
+        {
+            *behind = false;
             info!(topic = %self.topic, "the warm tier holds every batch again");
         }
         if hwm > *self.hwm.borrow() {

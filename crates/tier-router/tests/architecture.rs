@@ -26,7 +26,8 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
         for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
             for (at, _) in line.match_indices("crate::") {
                 let rest = &line[at + "crate::".len()..];
-                let ident: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let ident: String =
+                    rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                 if modules.contains(&ident) && ident != *name {
                     uses.insert(ident);
                 }
