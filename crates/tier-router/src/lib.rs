@@ -52,7 +52,6 @@
 
 mod backend;
 mod background;
-mod batch_reader;
 mod config;
 #[cfg(feature = "warm")]
 mod intact;
@@ -75,10 +74,9 @@ pub use backend::{
     rebuilt_warm_batches, refuse_gap,
 };
 pub use background::ExportedSegment;
-pub use batch_reader::ReadBatch;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};
 pub use open::StoreBuilder;
-pub use reader::Source;
+pub use reader::{ReadBatch, Source};
 pub use recovery::RecoveryReport;
 pub use store::{TieredStore, Wal};
 pub use topic::{NewRecord, TierRanges, Topic};

@@ -1,32 +1,40 @@
-//! The stitched reader: one ordered stream of committed records across cold, warm, the
-//! WAL and the live tail.
+//! The stitched reader: one ordered stream of the committed batches of a topic across
+//! cold, warm, the WAL and the live tail — the verified [`RecordBatch`]es the tiers
+//! store, with no [`Record`] built — and the record reader, which is its flattening
+//! ([`open_records`]).
 //!
 //! For the next offset `n` wanted, the reader asks the WAL first (it serves `n` when it
 //! holds it, up to the commit point), then warm (up to where the WAL takes over), then
 //! cold (up to where warm or the WAL takes over), so each tier serves only its slice
-//! (the choice is [`slice::choose`], shared with the batch reader).
-//! Every read is bounded ([`ReadLimit`]) and its first offset must be `n`: a tier that
-//! answers with other offsets is `Corruption`, an offset no tier holds is `NotFound`
-//! naming the missing range — never skipped. A damaged WAL batch is served from warm or
-//! cold when one holds it, after the WAL's intact records before it
-//! ([`read_intact`](crate::intact::read_intact), [`slice::instead_of_wal`]). Cold's sequential stream is told
-//! where cold's slice ends, so its read-ahead never fetches what the WAL serves. At the
-//! commit point the reader switches to the WAL's live tail from exactly `n`
-//! ([`tier_hot::HotTier::subscribe`]) and yields a record only once the commit point has
-//! passed it.
+//! ([`slice::choose`]). Every read is bounded (`router.read_batch_bytes`) and must hold
+//! `n`: a tier that answers with other offsets is `Corruption`, an offset no tier holds
+//! is `NotFound` naming the missing range — never skipped. Batches are never split and
+//! their boundaries may differ between tiers, so each item carries the first offset not
+//! delivered before ([`ReadBatch::from`]).
+//!
+//! The live tail is the commit point, then batch reads: at the commit point the reader
+//! waits for the high watermark to move and reads the new batches from the WAL
+//! ([`tier_hot::HotTier::read_batches`], served from its cache); if the WAL no longer
+//! holds them (retention overtook a slow consumer), it continues from history. A batch
+//! is yielded only once the commit point has passed all of it.
+//!
+//! A damaged WAL batch is served from warm or cold when one holds it, after the WAL's
+//! intact batches before it ([`read_intact`](crate::intact::read_intact),
+//! [`slice::instead_of_wal`]). Cold's sequential stream is told where cold's slice ends,
+//! so its read-ahead never fetches what the WAL serves.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures::stream::{self, BoxStream, StreamExt};
+use tier_core::batch::RecordIter;
 use tier_core::{
-    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, Record, StartPosition, Tier, TierError,
-    TierKind, TopicName,
+    ErrorContext, Offset, OffsetRange, Record, RecordBatch, StartPosition, Tier, TierError, TierKind,
+    TopicName,
 };
-use tier_hot::Subscription;
 use tokio::sync::watch;
 
-use crate::ColdBackend;
+use crate::backend::{ColdBackend, WarmBackend};
 use crate::slice::{self, Slice};
 use crate::tiers::Tiers;
 
@@ -54,47 +62,108 @@ impl Source {
     }
 }
 
+/// One item of [`Topic::batch_reader`](crate::Topic::batch_reader): a committed batch,
+/// the part of the store that served it, and the first of its offsets the reader had not
+/// delivered before.
+#[derive(Clone, Debug)]
+pub struct ReadBatch {
+    /// Which part of the store served the batch.
+    pub source: Source,
+    /// The batch, whole and verified (CRC and records checked by the tier).
+    pub batch: RecordBatch,
+    /// The first offset of `batch` not delivered by an earlier item: the previous item's
+    /// `batch.end_offset()`, or the resolved start offset for the first item. It lies
+    /// inside the batch (`batch.base_offset() <= from < batch.end_offset()`).
+    pub from: Offset,
+}
+
+impl ReadBatch {
+    /// The records of the batch from [`from`](Self::from) on: the ones this item
+    /// delivers (those before `from` are stepped over without being built).
+    pub fn records(&self) -> RecordIter<'_> {
+        self.batch.records_from(self.from)
+    }
+
+    /// The offsets this item delivers: `from..batch.end_offset()`.
+    pub fn offsets(&self) -> OffsetRange {
+        OffsetRange::new(self.from, self.batch.end_offset())
+    }
+}
+
+/// An open sequential read of cold (with its read-ahead) ending at the end of cold's
+/// slice, kept across slices of the same end and dropped at the hand-off to warm or the
+/// WAL.
+struct ColdStream {
+    /// The offset the next batch must start at (or, before the first, hold).
+    next: Offset,
+    /// The end the stream was opened with (it reads no batch starting there or after).
+    end: Offset,
+    /// No batch has been taken from the stream yet.
+    fresh: bool,
+    batches: BoxStream<'static, Result<RecordBatch, TierError>>,
+}
+
 struct Reader {
     tiers: Arc<Tiers>,
     topic: TopicName,
     hwm: watch::Receiver<Offset>,
+    /// The first offset not delivered yet.
     next: Offset,
-    buf: VecDeque<(Source, Record)>,
-    live: Option<Subscription>,
-    /// An open sequential read of cold (with its read-ahead) ending at the end of cold's
-    /// slice: the offset it yields next, that end, the stream. Kept across slices of the
-    /// same end, dropped at the hand-off to warm or the WAL.
+    buf: VecDeque<(Source, RecordBatch)>,
+    /// The reader reached the commit point: batches the WAL serves now are the live tail.
+    live: bool,
     cold: Option<ColdStream>,
-    limit: ReadLimit,
+    /// Bounds of each read (`router.read_batch_bytes`, `router.read_batch_records`; the
+    /// first batch of a read is taken whatever its size).
+    max_bytes: usize,
+    max_records: u64,
     done: bool,
 }
 
-/// An open sequential read of cold: the offset it yields next, the end it was opened
-/// with, the records.
-type ColdStream = (Offset, Offset, BoxStream<'static, Result<Record, TierError>>);
-
-fn ctx(topic: &TopicName) -> ErrorContext {
-    ErrorContext::tier(TierKind::Router).topic(topic)
+/// Resolves `start` and returns the stream of batches.
+pub(crate) async fn open_batches(
+    tiers: Arc<Tiers>,
+    topic: TopicName,
+    hwm: watch::Receiver<Offset>,
+    start: StartPosition,
+) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
+    let committed = *hwm.borrow();
+    let next = start_offset(&tiers, &topic, start, committed).await?;
+    let max_bytes = tiers.config.read_batch_bytes;
+    let max_records = u64::try_from(tiers.config.read_batch_records).unwrap_or(u64::MAX);
+    let reader = Reader {
+        tiers,
+        topic,
+        hwm,
+        next,
+        buf: VecDeque::new(),
+        live: matches!(start, StartPosition::Latest),
+        cold: None,
+        max_bytes,
+        max_records,
+        done: false,
+    };
+    Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
 }
 
-/// Resolves `start` and returns the stream.
-pub(crate) async fn open(
+/// Resolves `start` and returns the stream of records: the batch stream
+/// ([`open_batches`]) flattened, each record with the part of the store that served it.
+pub(crate) async fn open_records(
     tiers: Arc<Tiers>,
     topic: TopicName,
     hwm: watch::Receiver<Offset>,
     start: StartPosition,
 ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
-    let committed = *hwm.borrow();
-    let live = match start {
-        StartPosition::Latest => Some(tiers.hot.subscribe(&topic, committed)?),
-        _ => None,
-    };
-    let next = start_offset(&tiers, &topic, start, committed).await?;
-    let limit =
-        ReadLimit { max_records: tiers.config.read_batch_records, max_bytes: tiers.config.read_batch_bytes };
-    let reader =
-        Reader { tiers, topic, hwm, next, buf: VecDeque::new(), live, cold: None, limit, done: false };
-    Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
+    let batches = open_batches(tiers, topic, hwm, start).await?;
+    Ok(batches
+        .flat_map(|item| {
+            let records: Vec<Result<(Source, Record), TierError>> = match item {
+                Ok(read) => read.records().map(|r| Ok((read.source, r))).collect(),
+                Err(e) => vec![Err(e)],
+            };
+            stream::iter(records)
+        })
+        .boxed())
 }
 
 /// The first offset a read from `start` yields, `committed` being the commit point now
@@ -145,15 +214,52 @@ async fn by_timestamp(
     Ok(tiers.hot.offset_for_timestamp(topic, t).await?.map_or(committed, |o| o.min(committed)))
 }
 
+/// Checks that `batch`, answered by `kind` for offset `expected`, holds it (`first`: the
+/// first batch of a read, which may start before it) or starts exactly at it.
+fn check_batch(
+    kind: TierKind,
+    topic: &TopicName,
+    expected: Offset,
+    first: bool,
+    batch: &RecordBatch,
+) -> Result<(), TierError> {
+    let (base, end) = (batch.base_offset(), batch.end_offset());
+    let ok = if first { base <= expected && expected < end } else { base == expected && expected < end };
+    if ok {
+        return Ok(());
+    }
+    let want = if first { "holding" } else { "starting at" };
+    Err(TierError::corruption(
+        ErrorContext::tier(kind).topic(topic).offset(expected),
+        format!(
+            "asked for the batch {want} offset {expected}, got a batch of offsets {}",
+            batch.offset_range()
+        ),
+    ))
+}
+
+/// The tier answered with nothing for `n` although its range held it a moment ago: its
+/// range moved (retention, trimming); the caller re-reads the ranges and retries.
+fn moved(kind: TierKind, topic: &TopicName, n: Offset) -> TierError {
+    TierError::trimmed(ErrorContext::tier(kind).topic(topic).offset(n), n, OffsetRange::empty_at(n))
+}
+
 impl Reader {
-    async fn next_item(&mut self) -> Option<Result<(Source, Record), TierError>> {
+    async fn next_item(&mut self) -> Option<Result<ReadBatch, TierError>> {
         if self.done {
             return None;
         }
         loop {
-            if let Some((source, record)) = self.buf.pop_front() {
-                self.next = record.offset + 1;
-                return Some(Ok((source, record)));
+            if let Some((source, batch)) = self.buf.pop_front() {
+                let end = batch.end_offset();
+                // A batch is yielded only once the commit point has passed all of it.
+                if *self.hwm.borrow() < end && self.hwm.wait_for(|h| *h >= end).await.is_err() {
+                    self.done = true;
+                    return Some(Err(self.closed()));
+                }
+                let from = self.next;
+                self.next = end;
+                return Some(Ok(ReadBatch { source, batch, from }));
             }
             if let Err(e) = self.fill().await {
                 self.done = true;
@@ -162,55 +268,24 @@ impl Reader {
         }
     }
 
-    async fn fill(&mut self) -> Result<(), TierError> {
-        let committed = *self.hwm.borrow();
-        if self.live.is_none() && self.next < committed {
-            return self.fill_history(committed).await;
-        }
-        if self.live.is_none() {
-            self.live = Some(self.tiers.hot.subscribe(&self.topic, self.next)?);
-        }
-        let Some(sub) = self.live.as_mut() else { return Ok(()) };
-        let record = match sub.next().await {
-            Ok(r) => r,
-            Err(e) if e.kind() == ErrorKind::Trimmed => {
-                // Retention overtook a slow consumer: continue from history.
-                self.live = None;
-                return Ok(());
-            }
-            Err(e) if e.kind() == ErrorKind::Corruption => {
-                // The WAL's copy is damaged (in the segment the tail reads): once the
-                // record is committed, history serves it from a tier holding it intact
-                // (or ends with the damage when none does), as for any damaged batch.
-                self.live = None;
-                let next = self.next;
-                self.hwm
-                    .wait_for(|h| *h > next)
-                    .await
-                    .map_err(|_| TierError::closed(ctx(&self.topic), "the store is closed"))?;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
-        if record.offset != self.next {
-            return Err(TierError::corruption(
-                ctx(&self.topic).offset(self.next),
-                format!("the live tail yielded offset {} where {} was expected", record.offset, self.next),
-            ));
-        }
-        let offset = record.offset;
-        self.hwm
-            .wait_for(|h| *h > offset)
-            .await
-            .map_err(|_| TierError::closed(ctx(&self.topic), "the store is closed"))?;
-        self.buf.push_back((Source::Live, record));
-        Ok(())
+    fn closed(&self) -> TierError {
+        TierError::closed(ErrorContext::tier(TierKind::Router).topic(&self.topic), "the store is closed")
     }
 
-    /// Reads the next slice of history below `committed` from the preferred tier.
-    async fn fill_history(&mut self, committed: Offset) -> Result<(), TierError> {
+    /// Buffers the next batches, waiting at the commit point for new ones.
+    async fn fill(&mut self) -> Result<(), TierError> {
+        let n = self.next;
+        if n >= *self.hwm.borrow() {
+            // The live tail: the next batches are read from the WAL once committed.
+            self.live = true;
+            self.cold = None;
+            if self.hwm.wait_for(|h| *h > n).await.is_err() {
+                return Err(self.closed());
+            }
+        }
         let mut attempt = 0;
         loop {
+            let committed = *self.hwm.borrow();
             match self.read_slice(committed).await {
                 Ok(()) => return Ok(()),
                 Err(e) if slice::retry_moved(&e, &mut attempt) => {}
@@ -219,6 +294,7 @@ impl Reader {
         }
     }
 
+    /// Reads the next batches below `committed` from the tier [`slice::choose`] picks.
     async fn read_slice(&mut self, committed: Offset) -> Result<(), TierError> {
         let mut chosen = slice::choose(&self.tiers, &self.topic, self.next, committed).await?;
         // At most twice round: the WAL's failure either ends the read or names the tier
@@ -231,8 +307,13 @@ impl Reader {
                         chosen = slice::instead_of_wal(&self.tiers, &self.topic, self.next, to, e).await?
                     }
                 },
-                Slice::Warm { tier, to } => return self.read_from(tier.as_ref(), Source::Warm, to).await,
+                Slice::Warm { tier, to } => {
+                    self.cold = None;
+                    self.live = false;
+                    return self.read_warm(tier, to).await;
+                }
                 Slice::Cold { tier, to } => {
+                    self.live = false;
                     let (n, read) = (self.next, self.read_cold(tier, to).await);
                     return slice::or_unreachable(&self.tiers, &self.topic, n, read).await;
                 }
@@ -240,110 +321,119 @@ impl Reader {
         }
     }
 
-    /// Serves `self.next..to` from the WAL; on a damaged batch, the intact records before
-    /// it, or the `Corruption` when the batch holding `self.next` is the damaged one.
+    /// Reads the WAL's batches holding `self.next..to`; on a damaged batch, the intact
+    /// batches before it, or the `Corruption` when the batch holding `self.next` is the
+    /// damaged one.
     async fn read_hot(&mut self, to: Offset) -> Result<(), TierError> {
-        let (n, limit) = (self.next, self.limit);
+        // A hand-off away from cold stops its read-ahead.
+        self.cold = None;
+        let source = if self.live { Source::Live } else { Source::Hot };
+        let (n, max_bytes) = (self.next, self.max_bytes);
+        let to = to.min(n.saturating_add(self.max_records));
         let (hot, topic) = (&self.tiers.hot, &self.topic);
-        let records = crate::intact::read_intact(n, to, |end| hot.read(topic, n, end, limit)).await?;
-        self.accept(TierKind::Hot, Source::Hot, to, records)
+        let batches =
+            crate::intact::read_intact(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
+        self.accept(TierKind::Hot, source, batches)
     }
 
-    /// Serves `self.next..to` from cold through one long sequential stream ending at `to`
-    /// (bounded by the reader's limit per call), so catch-up reads get the cold tier's
-    /// read-ahead, and the read-ahead stops where cold's slice does.
-    async fn read_cold(&mut self, cold: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
-        let n = self.next;
-        if self.cold.as_ref().is_none_or(|(next, end, _)| *next != n || *end != to) {
-            self.cold = Some((n, to, cold.records_from(&self.topic, n, to)));
+    /// Buffers `batches`, answered by `kind` for `self.next`, after checking that they
+    /// continue the read; an empty answer means the tier's range moved.
+    fn accept(&mut self, kind: TierKind, source: Source, batches: Vec<RecordBatch>) -> Result<(), TierError> {
+        if batches.is_empty() {
+            return Err(moved(kind, &self.topic, self.next));
         }
-        let Some((next, _, records)) = self.cold.as_mut() else { return Ok(()) };
-        let (mut count, mut bytes) = (0usize, 0usize);
-        let mut ended = false;
-        while count < self.limit.max_records && bytes < self.limit.max_bytes && *next < to {
-            match records.next().await {
-                Some(Ok(r)) if r.offset == *next => {
-                    *next += 1;
-                    count += 1;
-                    bytes = bytes.saturating_add(r.size());
-                    self.buf.push_back((Source::Cold, r));
+        let mut expected = self.next;
+        for (i, batch) in batches.iter().enumerate() {
+            check_batch(kind, &self.topic, expected, i == 0, batch)?;
+            expected = batch.end_offset();
+        }
+        self.buf.extend(batches.into_iter().map(|b| (source, b)));
+        Ok(())
+    }
+
+    /// Reads warm's batches holding `self.next..to`, about `max_bytes` of them, through
+    /// [`WarmBackend::batches_from`] (paged; dropped after the read).
+    async fn read_warm(&mut self, tier: Arc<dyn WarmBackend>, to: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        let mut stream = tier.batches_from(&self.topic, n);
+        let (mut batches, mut bytes, mut next) = (Vec::new(), 0usize, n);
+        while next < to && bytes < self.max_bytes && next - n < self.max_records {
+            match stream.next().await {
+                Some(Ok(batch)) => {
+                    if batches.is_empty()
+                        && batch.base_offset() > n
+                        && !tier.range(&self.topic).await?.contains(n)
+                    {
+                        // Trimmed since the slice was chosen.
+                        return Err(moved(TierKind::Warm, &self.topic, n));
+                    }
+                    check_batch(TierKind::Warm, &self.topic, next, batches.is_empty(), &batch)?;
+                    next = batch.end_offset();
+                    bytes = bytes.saturating_add(batch.encoded_len());
+                    batches.push(batch);
                 }
-                Some(Ok(r)) => {
-                    let found = r.offset;
-                    self.cold = None;
-                    return Err(TierError::corruption(
-                        ErrorContext::tier(TierKind::Cold).topic(&self.topic).offset(n),
-                        format!(
-                            "the cold stream yielded offset {found} where {} was expected",
-                            n + count as u64
-                        ),
-                    ));
+                // Deliver the batches before a failure first; the next read reports it.
+                Some(Err(_)) if !batches.is_empty() => break,
+                Some(Err(e)) => return Err(e),
+                None => break,
+            }
+        }
+        self.accept(TierKind::Warm, Source::Warm, batches)
+    }
+
+    /// Serves `self.next..to` from cold through one long sequential stream of batches
+    /// ending at `to` ([`ColdBackend::record_batches_from`], about `max_bytes` per call),
+    /// kept open across slices so catch-up reads get the cold tier's read-ahead, which
+    /// stops where cold's slice does.
+    async fn read_cold(&mut self, tier: Arc<dyn ColdBackend>, to: Offset) -> Result<(), TierError> {
+        let n = self.next;
+        if self.cold.as_ref().is_none_or(|c| c.next != n || c.end != to) {
+            let batches = tier.record_batches_from(&self.topic, n, to);
+            self.cold = Some(ColdStream { next: n, end: to, fresh: true, batches });
+        }
+        let Some(cold) = self.cold.as_mut() else { return Ok(()) };
+        let (mut count, mut bytes) = (0usize, 0usize);
+        let (mut failure, mut ended) = (None, false);
+        while cold.next < to && bytes < self.max_bytes && cold.next.saturating_sub(n) < self.max_records {
+            match cold.batches.next().await {
+                Some(Ok(batch)) => {
+                    if let Err(e) = check_batch(TierKind::Cold, &self.topic, cold.next, cold.fresh, &batch) {
+                        self.cold = None;
+                        return Err(e);
+                    }
+                    cold.fresh = false;
+                    cold.next = batch.end_offset();
+                    count += 1;
+                    bytes = bytes.saturating_add(batch.encoded_len());
+                    self.buf.push_back((Source::Cold, batch));
                 }
                 Some(Err(e)) => {
-                    self.cold = None;
-                    if count > 0 {
-                        // Deliver the records before the failure (e.g. a gap) first; the
-                        // next slice reopens the stream where it failed and reports it.
-                        return Ok(());
-                    }
-                    return Err(e);
+                    // Deliver the batches before the failure (e.g. a gap) first; the next
+                    // slice reopens the stream where it failed and reports it.
+                    failure = Some(e);
+                    break;
                 }
                 None => {
-                    // An ended stream must not be polled again.
                     ended = true;
                     break;
                 }
             }
         }
-        let reached = self.cold.as_ref().map_or(n, |(next, _, _)| *next);
+        if let Some(e) = failure {
+            self.cold = None;
+            if count == 0 {
+                return Err(e);
+            }
+            return Ok(());
+        }
+        let reached = self.cold.as_ref().map_or(n, |c| c.next);
         if reached >= to || count == 0 || ended {
             // Hand-off to warm or the WAL (or the stream ended): stop reading ahead.
             self.cold = None;
         }
         if count == 0 {
-            return Err(TierError::trimmed(
-                ErrorContext::tier(TierKind::Cold).topic(&self.topic).offset(n),
-                n,
-                OffsetRange::empty_at(n),
-            ));
+            return Err(moved(TierKind::Cold, &self.topic, n));
         }
-        Ok(())
-    }
-
-    async fn read_from(&mut self, tier: &dyn Tier, source: Source, to: Offset) -> Result<(), TierError> {
-        let records = tier.read(&self.topic, self.next, to, self.limit).await?;
-        self.accept(tier.kind(), source, to, records)
-    }
-
-    /// Buffers `records`, answered by `kind` for `self.next..to`, after checking that
-    /// they continue the read; an empty answer means the tier's range moved.
-    fn accept(
-        &mut self,
-        kind: TierKind,
-        source: Source,
-        to: Offset,
-        records: Vec<Record>,
-    ) -> Result<(), TierError> {
-        let n = self.next;
-        let Some(first) = records.first() else {
-            return Err(TierError::trimmed(
-                ErrorContext::tier(kind).topic(&self.topic).offset(n),
-                n,
-                OffsetRange::empty_at(n),
-            ));
-        };
-        let last = records.last().map_or(first.offset, |r| r.offset);
-        if first.offset != n || last != n + records.len() as u64 - 1 || last >= to {
-            return Err(TierError::corruption(
-                ErrorContext::tier(kind).topic(&self.topic).offset(n),
-                format!(
-                    "asked for offsets from {n} below {to}, got {} records from {} to {last}",
-                    records.len(),
-                    first.offset
-                ),
-            ));
-        }
-        self.buf.extend(records.into_iter().map(|r| (source, r)));
         Ok(())
     }
 }

@@ -14,8 +14,7 @@ use tier_core::{
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::batch_reader::{self, ReadBatch};
-use crate::reader::{self, Source};
+use crate::reader::{self, ReadBatch, Source};
 use crate::recovery::RecoveryReport;
 use crate::tiers::Tiers;
 use crate::writer::Command;
@@ -196,7 +195,8 @@ impl Topic {
         start: StartPosition,
     ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
         self.check_open()?;
-        reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start).await
+        reader::open_records(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
+            .await
     }
 
     /// The batch counterpart of [`reader_with_source`](Self::reader_with_source): the
@@ -225,7 +225,7 @@ impl Topic {
         start: StartPosition,
     ) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
         self.check_open()?;
-        batch_reader::open(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
+        reader::open_batches(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
             .await
     }
 }

@@ -223,8 +223,9 @@ async fn a_corrupt_wal_batch_is_served_from_warm() {
     store.close().await;
 }
 
-/// Reads of 4 records: cold's read from 200 ends inside the damaged batch, so the WAL is
-/// asked again at 204 and 208 (still damaged: cold serves on) and serves from 212.
+/// Reads of 4 records: cold's read from 200 takes its whole batch [200, 210) (batches are
+/// never split), then the WAL is asked again at 210 — past the damaged batch — and serves
+/// from there.
 #[tokio::test]
 async fn a_corrupt_wal_batch_longer_than_a_read_is_replaced_until_it_ends() {
     let mut d = Deployment::new(Tiers::HotCold, ColdOn::Local).await;
@@ -234,7 +235,7 @@ async fn a_corrupt_wal_batch_longer_than_a_read_is_replaced_until_it_ends() {
     assert!(err.is_none(), "{err:?} after {} records", records.len());
     assert_eq!(
         runs(0, &records),
-        vec![(Source::Hot, r(0, 200)), (Source::Cold, r(200, 212)), (Source::Hot, r(212, 700))]
+        vec![(Source::Hot, r(0, 200)), (Source::Cold, r(200, 210)), (Source::Hot, r(210, 700))]
     );
     store.close().await;
 }
