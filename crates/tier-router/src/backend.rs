@@ -72,27 +72,15 @@ pub trait WarmBackend: Tier {
 /// hot tier has sealed it, and serves long sequential reads for consumers catching up.
 #[async_trait]
 pub trait ColdBackend: Tier + 'static {
-    /// Every record of `topic` from `from` below `to` (or to the end of what the tier
-    /// holds now, if sooner), in order, for a long sequential read. The stream is lazy
-    /// and owns its handle on the tier. It never reads at or past `to`, read-ahead
-    /// included, so nothing there can fail it. [`paged_records`] pages through
-    /// [`Tier::read`] one bounded read at a time; tiers that can read ahead do better (the
-    /// cold tier keeps several ranged GETs in flight).
-    fn records_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> BoxStream<'static, Result<Record, TierError>>;
-
     /// The batches of `topic` holding `from..to` (or to the end of what the tier holds
-    /// now, if sooner), in order, for a long sequential read that passes batches on (the
-    /// router's batch reader): the first batch may start before `from`, the last may end
-    /// after `to`, and each batch starts where the previous one ended. The stream is lazy
-    /// and owns its handle on the tier; like [`records_from`](Self::records_from), it
-    /// never reads a batch starting at or past `to`. [`rebuilt_batches`] rebuilds batches
-    /// from [`records_from`](Self::records_from); tiers that store batches return them as
-    /// stored.
+    /// now, if sooner), in order, for a long sequential read (the router's reader): the
+    /// first batch may start before `from`, the last may end after `to`, and each batch
+    /// starts where the previous one ended. The stream is lazy and owns its handle on the
+    /// tier. It never reads a batch starting at or past `to`, read-ahead included, so
+    /// nothing there can fail it. [`rebuilt_batches`] rebuilds batches from
+    /// [`paged_records`], which pages through [`Tier::read`] one bounded read at a time;
+    /// tiers that store batches return them as stored, and tiers that can read ahead do
+    /// better (the cold tier keeps several ranged GETs in flight).
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
@@ -171,7 +159,8 @@ pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
     .boxed()
 }
 
-/// [`ColdBackend::records_from`] for a tier with nothing better: pages through
+/// The records of a tier with nothing better, for [`rebuilt_batches`] (and so for
+/// [`ColdBackend::record_batches_from`]): pages through
 /// [`Tier::read`] one bounded read at a time, never at or past `to`.
 ///
 /// A read that fails with `Corruption` (damage somewhere in what it would return: the
@@ -345,20 +334,8 @@ impl WarmBackend for tier_warm::WarmTier {
 #[cfg(feature = "cold")]
 #[async_trait]
 impl ColdBackend for tier_cold::ColdTier {
-    /// [`tier_cold::ColdTier::stream_owned`]: ranged GETs of `read_buffer` bytes with
-    /// `read_ahead` in flight.
-    fn records_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> BoxStream<'static, Result<Record, TierError>> {
-        let topic = topic.clone();
-        stream::once(async move { self.stream_owned(&topic, from, to).await }).try_flatten().boxed()
-    }
-
-    /// [`tier_cold::ColdTier::stream_batches_owned`]: the batches as stored, with the
-    /// same read-ahead as [`records_from`](ColdBackend::records_from).
+    /// [`tier_cold::ColdTier::stream_batches_owned`]: the batches as stored, ranged GETs
+    /// of `read_buffer` bytes with `read_ahead` in flight.
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
@@ -441,15 +418,6 @@ impl<T: ColdBackend + ?Sized> Tier for PagedCold<T> {
 #[cfg(feature = "testkit")]
 #[async_trait]
 impl<T: ColdBackend + ?Sized> ColdBackend for PagedCold<T> {
-    fn records_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> BoxStream<'static, Result<Record, TierError>> {
-        paged_records(self, topic, from, to)
-    }
-
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
@@ -528,15 +496,6 @@ mod testkit_impls {
 
     #[async_trait]
     impl ColdBackend for MemoryTier {
-        fn records_from(
-            self: Arc<Self>,
-            topic: &TopicName,
-            from: Offset,
-            to: Offset,
-        ) -> BoxStream<'static, Result<Record, TierError>> {
-            paged_records(self, topic, from, to)
-        }
-
         fn record_batches_from(
             self: Arc<Self>,
             topic: &TopicName,
@@ -604,15 +563,6 @@ mod testkit_impls {
     /// [`Tier::read`] and [`Tier::append`]); recording a gap is forwarded.
     #[async_trait]
     impl<T: ColdBackend> ColdBackend for FaultyTier<T> {
-        fn records_from(
-            self: Arc<Self>,
-            topic: &TopicName,
-            from: Offset,
-            to: Offset,
-        ) -> BoxStream<'static, Result<Record, TierError>> {
-            paged_records(self, topic, from, to)
-        }
-
         fn record_batches_from(
             self: Arc<Self>,
             topic: &TopicName,

@@ -83,15 +83,6 @@ impl WarmBackend for Custom {
 /// The helpers a custom tier with nothing better uses, built on its `Tier` methods.
 #[async_trait]
 impl ColdBackend for Custom {
-    fn records_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> BoxStream<'static, Result<Record, TierError>> {
-        tier_router::paged_records(self, topic, from, to)
-    }
-
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,

@@ -100,15 +100,6 @@ fn counted<I>(stream: BoxStream<'static, I>) -> BoxStream<'static, I> {
 
 #[async_trait]
 impl<T: ColdBackend> ColdBackend for Metered<T> {
-    fn records_from(
-        self: Arc<Self>,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-    ) -> BoxStream<'static, Result<Record, TierError>> {
-        counted(Arc::clone(&self.0).records_from(topic, from, to))
-    }
-
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
