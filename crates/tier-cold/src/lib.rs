@@ -33,6 +33,7 @@ mod export;
 mod gap;
 pub mod layout;
 mod listing;
+mod position;
 mod read;
 mod stats;
 mod stream;

@@ -25,3 +25,18 @@ async fn conformance_on_s3() {
     caps.many_batches = 40;
     run_all(&tier, &caps).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cold_position_conformance_suite_on_a_local_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tier = std::sync::Arc::new(ColdTier::open(ColdConfig::local(dir.path().join("cold"))).expect("open"));
+    tier_testkit::conformance::cold_backend(tier, dir.path(), &Capabilities::new("local-pos-")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cold_position_conformance_suite_on_s3() {
+    let s3 = SharedS3::get().await.expect("S3 server (moto) for tests");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tier = std::sync::Arc::new(ColdTier::open(common::s3_config(&s3)).expect("open"));
+    tier_testkit::conformance::cold_backend(tier, dir.path(), &Capabilities::new("s3-pos-")).await;
+}

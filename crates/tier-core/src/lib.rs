@@ -18,6 +18,7 @@
 pub mod batch;
 mod error;
 mod offset;
+pub mod position;
 mod record;
 mod secret;
 pub mod segment;

@@ -108,3 +108,26 @@ impl WarmBackend for LazyWarm {
         .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tier_testkit::conformance::{run_all, warm_backend};
+    use tier_testkit::{Capabilities, servers::SharedValkey};
+
+    use super::*;
+
+    /// A warm backend connected on first use passes the warm tier's suites on a real
+    /// Valkey (the wrapper forwards every method once connected).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lazy_warm_passes_the_conformance_suites() {
+        let valkey = SharedValkey::get().await.expect("a Valkey server");
+        let mut config = WarmConfig::standalone(valkey.primary_url());
+        config.key_prefix = format!("{}lazy-", valkey.key_prefix());
+        config.wait_timeout = Duration::from_millis(500);
+        let tier = LazyWarm::new(config);
+        run_all(&tier, &Capabilities::new("lazy-")).await;
+        warm_backend(&tier, &Capabilities::new("lazy-pos-")).await;
+    }
+}

@@ -54,7 +54,6 @@ mod backend;
 mod background;
 mod config;
 #[cfg(feature = "warm")]
-mod intact;
 mod lazy_warm;
 mod open;
 mod reader;
@@ -70,8 +69,8 @@ mod writer;
 #[cfg(feature = "testkit")]
 pub use backend::PagedCold;
 pub use backend::{
-    ColdBackend, WarmBackend, append_segment, holds_records, paged_records, rebuilt_batches,
-    rebuilt_warm_batches, refuse_gap,
+    ColdBackend, WarmBackend, append_segment, append_segment_bytes, holds_records, paged_records,
+    rebuilt_batches, rebuilt_warm_batches, refuse_gap,
 };
 pub use background::ExportedSegment;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};

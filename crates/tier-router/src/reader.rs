@@ -19,7 +19,7 @@
 //! is yielded only once the commit point has passed all of it.
 //!
 //! A damaged WAL batch is served from warm or cold when one holds it, after the WAL's
-//! intact batches before it ([`read_intact`](crate::intact::read_intact),
+//! intact batches before it ([`read_intact`](tier_core::position::read_intact),
 //! [`slice::instead_of_wal`]). Cold's sequential stream is told where cold's slice ends,
 //! so its read-ahead never fetches what the WAL serves.
 
@@ -332,7 +332,7 @@ impl Reader {
         let to = to.min(n.saturating_add(self.max_records));
         let (hot, topic) = (&self.tiers.hot, &self.topic);
         let batches =
-            crate::intact::read_intact(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
+            tier_core::position::read_intact(n, to, |end| hot.read_batches(topic, n, end, max_bytes)).await?;
         self.accept(TierKind::Hot, source, batches)
     }
 

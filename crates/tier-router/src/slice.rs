@@ -6,7 +6,7 @@
 //! each tier serves only its slice. An offset no tier holds is `NotFound` naming the
 //! missing range — never skipped.
 //!
-//! A damaged WAL batch ([`read_intact`](crate::intact::read_intact), [`instead_of_wal`]): the WAL's intact records
+//! A damaged WAL batch ([`read_intact`](tier_core::position::read_intact), [`instead_of_wal`]): the WAL's intact records
 //! before it are served from the WAL, the damaged offsets from warm or cold when one of
 //! them holds them; when neither does, the read ends with the WAL's `Corruption`.
 
@@ -109,7 +109,7 @@ pub(crate) async fn choose(
 }
 
 /// What a reader does when the WAL's read of its slice `[n, to)` failed with `error`:
-/// when `error` is `Corruption` (the batch holding `n` is damaged, as [`read_intact`](crate::intact::read_intact)
+/// when `error` is `Corruption` (the batch holding `n` is damaged, as [`read_intact`](tier_core::position::read_intact)
 /// reports it, or the WAL answered offsets that do not continue the read) or `NotFound`
 /// (a gap the WAL recorded, whose offsets warm or cold may still hold: an earlier WAL
 /// acknowledged them there), the tier serving `n` in its place — warm when it holds `n`, else cold, up to `to` or the end

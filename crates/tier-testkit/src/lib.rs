@@ -10,6 +10,7 @@
 pub mod conformance;
 pub mod faults;
 pub mod memory;
+mod position;
 pub mod servers;
 
 pub use conformance::{Capabilities, run_all};

@@ -182,3 +182,19 @@ async fn single_checks_can_run_alone() {
     // A check the breakage does not touch passes.
     conformance::check_range_after_appends(&MemoryTier::new(), &caps).await;
 }
+
+#[tokio::test]
+async fn memory_tier_passes_the_position_conformance_suites() {
+    let tier = std::sync::Arc::new(MemoryTier::new());
+    conformance::warm_backend(tier.as_ref(), &Capabilities::new("mem-warm-")).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    conformance::cold_backend(tier, dir.path(), &Capabilities::new("mem-cold-")).await;
+}
+
+#[tokio::test]
+async fn a_faulty_tier_without_faults_passes_the_position_conformance_suites() {
+    let tier = std::sync::Arc::new(tier_testkit::FaultyTier::new(MemoryTier::new()));
+    conformance::warm_backend(tier.as_ref(), &Capabilities::new("faulty-warm-")).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    conformance::cold_backend(tier, dir.path(), &Capabilities::new("faulty-cold-")).await;
+}

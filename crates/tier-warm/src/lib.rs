@@ -21,6 +21,7 @@ mod client;
 pub mod config;
 mod entry;
 mod pager;
+mod position;
 mod read;
 mod tier;
 

@@ -12,3 +12,9 @@ async fn warm_tier_passes_the_conformance_suite() {
     caps.idempotent_append = true;
     run_all(&tier, &caps).await;
 }
+
+#[tokio::test]
+async fn warm_tier_passes_the_warm_position_conformance_suite() {
+    let (_valkey, tier) = common::shared_tier().await;
+    tier_testkit::conformance::warm_backend(&tier, &Capabilities::new("conf-pos-")).await;
+}

@@ -1,7 +1,9 @@
 //! The conformance suite: plain async functions that check a [`Tier`] against the
 //! numbered invariants of its contract (in `tier_core::Tier`'s documentation).
 //!
-//! Every backend's tests call [`run_all`] against a real instance; each check is also
+//! Every backend's tests call [`run_all`] against a real instance — and, for a tier in
+//! the router's warm or cold position, [`warm_backend`] or [`cold_backend`] (the position
+//! traits' contracts); each check is also
 //! public so a failing one can be run alone. Checks panic on the first violation with a
 //! message naming the check and the invariant, e.g.
 //! `conformance check read_bounds (invariant 6) failed on memory tier: …`.
@@ -13,6 +15,7 @@
 
 mod append;
 mod data;
+mod position;
 mod read;
 
 use std::{
@@ -27,6 +30,11 @@ pub use append::{
     check_idempotent_and_fenced_append, check_range_after_appends, check_wrong_base_offset_is_rejected,
 };
 pub use data::{batch_of, sample_records};
+pub use position::{
+    check_cold_batches_bounds, check_cold_gap_and_continuation, check_cold_store_segment,
+    check_cold_topic_marker, check_warm_batches_from, check_warm_restart_at, check_warm_topic_marker,
+    check_warm_trim_before, cold_backend, warm_backend,
+};
 pub use read::{
     check_concurrent_reads_during_appends, check_read_bounds, check_read_limits,
     check_reads_span_many_batches, check_timestamp_lookup,

@@ -1,0 +1,32 @@
+//! [`WarmTier`] in the router's warm position ([`WarmBackend`]): its native trimming,
+//! replay stream, restart and topic marker.
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use tier_core::position::WarmBackend;
+use tier_core::{Offset, RecordBatch, TierError, TopicName};
+
+use crate::WarmTier;
+
+#[async_trait]
+impl WarmBackend for WarmTier {
+    async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        WarmTier::trim_before(self, topic, offset).await.map(|_| ())
+    }
+
+    fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>> {
+        self.recovery_stream(topic, from)
+    }
+
+    async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        WarmTier::restart_at(self, topic, offset).await.map(|_| ())
+    }
+
+    async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        WarmTier::record_topic(self, topic).await
+    }
+
+    async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        WarmTier::topic_recorded(self, topic).await
+    }
+}
