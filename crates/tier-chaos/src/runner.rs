@@ -133,7 +133,7 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
     }
     if plan.wants("bad-input hot+cold") {
         let started = Instant::now();
-        push(or_failed("bad-input hot+cold".into(), bad_input::run(&servers, base).await), started);
+        push(or_failed("bad-input hot+cold".into(), Box::pin(bad_input::run(&servers, base)).await), started);
     }
     if plan.wants("load hot+warm+cold") {
         let started = Instant::now();

@@ -4,11 +4,14 @@
 use std::path::Path as FsPath;
 
 use bytes::{Bytes, BytesMut};
+use metrics::counter;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+use tier_core::metrics::{EXPORT_BYTES, EXPORT_ERRORS, EXPORT_SEGMENTS};
 use tier_core::segment::{MAX_HEADER_LEN, SegmentHeader, TRAILER_LEN, Trailer};
 use tier_core::{OffsetRange, TierError, TopicName};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tracing::Instrument;
 
 use crate::ColdTier;
 use crate::error::{file_error, key_ctx, map_store_error};
@@ -101,7 +104,33 @@ impl ColdTier {
     /// empty or does not continue the log; `Fenced` for a conflicting object (same name,
     /// or overlapping offsets or a recorded gap in the cached manifest); `Unavailable`
     /// for I/O and store failures.
+    ///
+    /// Each call is counted (`tierlog_export_segments_total` and `_bytes_total` when the
+    /// segment is stored — uploaded or already present —, `tierlog_export_errors_total`
+    /// when not) and runs in a `cold_export_segment` tracing span (topic, file).
     pub async fn export_segment(&self, topic: &TopicName, path: &FsPath) -> Result<ExportOutcome, TierError> {
+        let span = tracing::info_span!("cold_export_segment", topic = %topic, path = %path.display());
+        let result = self.export_segment_uncounted(topic, path).instrument(span).await;
+        match &result {
+            Ok(outcome) => {
+                let bytes = match outcome {
+                    ExportOutcome::Uploaded { bytes, .. } => *bytes,
+                    _ => tokio::fs::metadata(path).await.map_or(0, |m| m.len()),
+                };
+                counter!(EXPORT_SEGMENTS).increment(1);
+                counter!(EXPORT_BYTES).increment(bytes);
+            }
+            Err(_) => counter!(EXPORT_ERRORS).increment(1),
+        }
+        result
+    }
+
+    /// The body of [`export_segment`](Self::export_segment).
+    async fn export_segment_uncounted(
+        &self,
+        topic: &TopicName,
+        path: &FsPath,
+    ) -> Result<ExportOutcome, TierError> {
         let (len, trailer, trailer_bytes) = read_segment_ends(topic, path).await?;
         let range = trailer.offset_range();
         let key = self.layout.segment_key(topic, range);

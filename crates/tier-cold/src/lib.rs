@@ -18,7 +18,10 @@
 //!   exists while cold holds no segment of it (a lost data directory must not restart it
 //!   at 0).
 //! - [`ColdTier::expire_before`]: optional time-based expiry of whole segments.
-//! - [`ColdConfig`]: backend, buffers, multipart and retry settings.
+//! - [`ColdConfig`]: backend, buffers, multipart and retry settings;
+//!   [`ColdTier::connect`] opens after a quick reachability probe.
+//! - [`metrics`]: what the tier records through the `metrics` facade (read requests,
+//!   exports, the bytes seeks fetch).
 //! - `testing` (feature `testing`): `CountingStore` and `FaultyStore` wrappers.
 //!
 //! The design, including crash behaviour and the bucket lifecycle rule to set, is in
@@ -33,7 +36,9 @@ mod export;
 mod gap;
 pub mod layout;
 mod listing;
+pub mod metrics;
 mod position;
+mod probe;
 mod read;
 mod stats;
 mod stream;
@@ -46,4 +51,5 @@ pub use cold::ColdTier;
 pub use config::{BackendConfig, ColdConfig, MIN_PART_SIZE, RetrySettings, Secret};
 pub use export::ExportOutcome;
 pub use layout::Layout;
+pub use probe::PROBE_TIMEOUT;
 pub use stats::ColdStats;

@@ -68,6 +68,7 @@ impl Counters {
         Self::add(&self.get_requests, 1);
         Self::add(&self.get_bytes, bytes);
         self.max_get_bytes.fetch_max(bytes, Relaxed);
+        crate::metrics::fetched(bytes);
     }
 
     pub(crate) fn snapshot(&self) -> ColdStats {

@@ -191,6 +191,7 @@ async fn batches_via<'a, H>(
 where
     H: std::ops::Deref<Target = ColdTier> + Clone + Send + Sync + 'a,
 {
+    crate::metrics::read_request();
     let listing: Arc<Listing> = tier.listing(topic).await?;
     let held = listing.range();
     if let Some(gap) = listing.recorded_gap_at(from) {

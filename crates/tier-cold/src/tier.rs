@@ -157,6 +157,7 @@ impl Tier for ColdTier {
         to: Offset,
         limit: ReadLimit,
     ) -> Result<Vec<Record>, TierError> {
+        crate::metrics::read_request();
         self.read_records(topic, from, to, limit).await
     }
 

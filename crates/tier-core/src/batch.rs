@@ -491,6 +491,7 @@ pub struct RecordBatchBuilder {
     count: u32,
     first_ts: Timestamp,
     max_ts: Timestamp,
+    payload_bytes: u64,
 }
 
 impl Default for RecordBatchBuilder {
@@ -509,7 +510,7 @@ impl RecordBatchBuilder {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes.max(BATCH_HEADER_LEN));
         buf.put_bytes(0, BATCH_HEADER_LEN - BATCH_PREFIX_LEN);
-        Self { buf, count: 0, first_ts: 0, max_ts: Timestamp::MIN }
+        Self { buf, count: 0, first_ts: 0, max_ts: Timestamp::MIN, payload_bytes: 0 }
     }
 
     /// Number of records pushed.
@@ -520,6 +521,11 @@ impl RecordBatchBuilder {
     /// True before the first push.
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// Payload bytes of the records pushed (keys and headers not included).
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
     }
 
     /// Size the batch would have if built now.
@@ -581,6 +587,7 @@ impl RecordBatchBuilder {
         self.buf.put_slice(payload);
         self.count += 1;
         self.max_ts = self.max_ts.max(timestamp);
+        self.payload_bytes += payload.len() as u64;
         Ok(())
     }
 

@@ -11,12 +11,14 @@
 //! - [`TierError`], the coarse error every tier returns;
 //! - the [`Tier`] trait and its contract;
 //! - the [`segment`] format shared by the hot tier's files and the cold tier's objects;
-//! - [`Secret`], the credential type of the warm and cold tiers' configurations.
+//! - [`Secret`], the credential type of the warm and cold tiers' configurations;
+//! - [`metrics`]: the names of the metrics the tier crates and the router record.
 //!
 //! The byte grammar of batches and segments is written once, in `docs/format.md`.
 
 pub mod batch;
 mod error;
+pub mod metrics;
 mod offset;
 pub mod position;
 mod record;

@@ -155,6 +155,10 @@ impl TieredStore {
     /// ([`ColdBackend::record_gap`](crate::ColdBackend::record_gap); cold skips offsets
     /// it already recorded lost), then the segment is stored. Cold refuses a segment after
     /// a hole no one declared lost.
+    ///
+    /// Runs in an `export` tracing span (topic, cold's end before and after) and sets the
+    /// topic's `tierlog_export_lag_records` gauge once done.
+    #[tracing::instrument(name = "export", skip_all, fields(topic = %topic, from = tracing::field::Empty, to = tracing::field::Empty))]
     pub async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
         let Some(core) = self.inner.topics.lock().get(topic).cloned() else {
@@ -165,6 +169,7 @@ impl TieredStore {
         let held = cold.range(topic).await?;
         let mut cold_end = held.end;
         let mut cold_empty = held.is_empty();
+        tracing::Span::current().record("from", cold_end);
         let mut exported = Vec::new();
         for segment in self.hot().sealed_segments(topic) {
             if segment.range.end <= cold_end {
@@ -199,6 +204,8 @@ impl TieredStore {
             cold_end = cold_end.max(range.end);
             exported.push(ExportedSegment { topic: topic.clone(), range });
         }
+        tracing::Span::current().record("to", cold_end);
+        crate::metrics::export_lag(topic, *core.hwm.borrow(), OffsetRange::new(held.start, cold_end));
         Ok(exported)
     }
 
@@ -311,7 +318,10 @@ impl TieredStore {
     /// cold enabled, a segment ending where a WAL gap starts (offsets declared lost) is
     /// kept until cold holds a segment after the gap: deleting it would also delete the
     /// gap's marker, which the exporter needs to record the gap in cold.
-    /// Returns the deleted segments.
+    /// Returns the deleted segments, which are counted in `tierlog_deleted_segments_total`
+    /// and `_bytes_total` — this is what the background deleter runs, every
+    /// `retention_interval` — inside a `wal_retention` tracing span.
+    #[tracing::instrument(name = "wal_retention", skip_all, fields(deleted = tracing::field::Empty))]
     pub async fn run_retention_now(&self, now: SystemTime) -> Result<Vec<SegmentInfo>, TierError> {
         type Allowed = (Offset, Option<OffsetRange>, Vec<OffsetRange>);
         let mut allowed: HashMap<TopicName, Allowed> = HashMap::new();
@@ -347,6 +357,8 @@ impl TieredStore {
             TierError::internal(ErrorContext::tier(TierKind::Router), "the retention task failed")
                 .with_source(e)
         })??;
+        crate::metrics::deleted(&deleted);
+        tracing::Span::current().record("deleted", deleted.len());
         Ok(deleted)
     }
 

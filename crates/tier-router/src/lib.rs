@@ -13,6 +13,10 @@
 //!   the warm or cold position, implemented for tierlog's tiers (features `warm`,
 //!   `cold`) and tier-testkit's (feature `testkit`).
 //!
+//! - [`metrics`]: what the router records through the `metrics` facade (appends, reads,
+//!   seeks, WAL deletions, export lag; the tier crates record warm's `WAIT`s and cold's
+//!   reads and exports) — install any recorder to get them.
+//!
 //! Features `warm` and `cold` (on by default) link the Valkey and object-store tiers; a
 //! build without them links neither `fred` nor `object_store`. The design is described
 //! in `docs/router.md`.
@@ -55,6 +59,7 @@ mod background;
 mod config;
 #[cfg(feature = "warm")]
 mod lazy_warm;
+pub mod metrics;
 mod open;
 mod reader;
 mod recovery;

@@ -41,6 +41,46 @@ pub struct StoreBuilder {
 }
 
 impl StoreBuilder {
+    /// A builder holding the store `config` describes, its tiers connected — what
+    /// [`TieredStore::open`] opens; set [`topics`](Self::topics) or
+    /// [`background`](Self::background) before [`open`](Self::open) (a command-line tool
+    /// that exports or prunes on demand opens without background tasks this way).
+    ///
+    /// Validates `config`, connects the warm tier — under
+    /// `router.warm_failure_policy = "degrade"` an unreachable Valkey does not fail: the
+    /// backend connects on first use and recovery opens degraded — and opens the cold
+    /// tier after a quick probe that its store answers ([`tier_cold::ColdTier::connect`]:
+    /// one listing, no retries, at most 10 s), so an unreachable S3 is one clear
+    /// `Unavailable` at once.
+    pub async fn from_config(config: StoreConfig) -> Result<Self, TierError> {
+        config.validate().map_err(|e| {
+            TierError::invalid(ErrorContext::tier(TierKind::Router), "invalid settings").with_source(e)
+        })?;
+        #[cfg(feature = "warm")]
+        let degrade = config.router.warm_failure_policy == crate::WarmFailurePolicy::Degrade;
+        #[allow(unused_mut)]
+        let mut builder = TieredStore::builder().hot(config.hot).router(config.router);
+        #[cfg(feature = "warm")]
+        if let Some(warm) = config.warm {
+            let backend: Arc<dyn WarmBackend> = match tier_warm::WarmTier::connect(warm.clone()).await {
+                Ok(tier) => Arc::new(tier),
+                // Under `degrade` an unreachable Valkey does not keep the store from
+                // opening: the backend connects on first use (recovery opens degraded).
+                Err(e) if degrade && e.kind() == tier_core::ErrorKind::Unavailable => {
+                    warn!(error = %e.report(), "the warm tier is unreachable; opening degraded, connecting later");
+                    Arc::new(crate::lazy_warm::LazyWarm::new(warm))
+                }
+                Err(e) => return Err(e),
+            };
+            builder = builder.warm(backend);
+        }
+        #[cfg(feature = "cold")]
+        if let Some(cold) = config.cold {
+            builder = builder.cold(Arc::new(tier_cold::ColdTier::connect(cold).await?));
+        }
+        Ok(builder)
+    }
+
     /// The WAL's settings.
     pub fn hot(mut self, config: HotConfig) -> Self {
         self.hot = config;
@@ -172,33 +212,9 @@ impl TieredStore {
     }
 
     /// Opens the store `config` describes, connecting the warm tier and opening the cold
-    /// tier when configured. `topics` are recovered besides those found in the WAL.
+    /// tier when configured (see [`StoreBuilder::from_config`]). `topics` are recovered
+    /// besides those found in the WAL.
     pub async fn open(config: StoreConfig, topics: Vec<TopicName>) -> Result<Self, TierError> {
-        config.validate().map_err(|e| {
-            TierError::invalid(ErrorContext::tier(TierKind::Router), "invalid settings").with_source(e)
-        })?;
-        #[cfg(feature = "warm")]
-        let degrade = config.router.warm_failure_policy == crate::WarmFailurePolicy::Degrade;
-        #[allow(unused_mut)]
-        let mut builder = Self::builder().hot(config.hot).router(config.router).topics(topics);
-        #[cfg(feature = "warm")]
-        if let Some(warm) = config.warm {
-            let backend: Arc<dyn WarmBackend> = match tier_warm::WarmTier::connect(warm.clone()).await {
-                Ok(tier) => Arc::new(tier),
-                // Under `degrade` an unreachable Valkey does not keep the store from
-                // opening: the backend connects on first use (recovery opens degraded).
-                Err(e) if degrade && e.kind() == tier_core::ErrorKind::Unavailable => {
-                    warn!(error = %e.report(), "the warm tier is unreachable; opening degraded, connecting later");
-                    Arc::new(crate::lazy_warm::LazyWarm::new(warm))
-                }
-                Err(e) => return Err(e),
-            };
-            builder = builder.warm(backend);
-        }
-        #[cfg(feature = "cold")]
-        if let Some(cold) = config.cold {
-            builder = builder.cold(Arc::new(tier_cold::ColdTier::open(cold)?));
-        }
-        builder.open().await
+        StoreBuilder::from_config(config).await?.topics(topics).open().await
     }
 }

@@ -25,6 +25,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::stream::{self, BoxStream, StreamExt};
 use tier_core::batch::RecordIter;
@@ -33,8 +34,10 @@ use tier_core::{
     TopicName,
 };
 use tokio::sync::watch;
+use tracing::{Instrument, Span};
 
 use crate::backend::{ColdBackend, WarmBackend};
+use crate::metrics;
 use crate::slice::{self, Slice};
 use crate::tiers::Tiers;
 
@@ -59,6 +62,48 @@ impl Source {
             Source::Warm => TierKind::Warm,
             Source::Hot | Source::Live => TierKind::Hot,
         }
+    }
+
+    /// The [`TIER`](metrics::TIER) label of the records this source serves in
+    /// [`READ_RECORDS`](metrics::READ_RECORDS) and the `tierlog` program's output.
+    pub fn label(self) -> &'static str {
+        match self {
+            Source::Cold => "cold",
+            Source::Warm => "warm",
+            Source::Hot => "hot",
+            Source::Live => "live",
+        }
+    }
+}
+
+/// A reader's handles of [`READ_RECORDS`](metrics::READ_RECORDS) /
+/// [`READ_BYTES`](metrics::READ_BYTES) per source, looked up once.
+struct ReadCounters([(::metrics::Counter, ::metrics::Counter); 4]);
+
+impl ReadCounters {
+    const SOURCES: [Source; 4] = [Source::Cold, Source::Warm, Source::Hot, Source::Live];
+
+    fn new() -> Self {
+        Self(Self::SOURCES.map(|s| {
+            let label = s.label();
+            (
+                ::metrics::counter!(metrics::READ_RECORDS, metrics::TIER => label),
+                ::metrics::counter!(metrics::READ_BYTES, metrics::TIER => label),
+            )
+        }))
+    }
+
+    /// Counts `records` records of `bytes` bytes served by `source`.
+    fn read(&self, source: Source, records: u64, bytes: u64) {
+        let i = Self::SOURCES.iter().position(|s| *s == source).expect("every source has counters");
+        self.0[i].0.increment(records);
+        self.0[i].1.increment(bytes);
+    }
+}
+
+impl std::fmt::Debug for ReadCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadCounters")
     }
 }
 
@@ -118,6 +163,35 @@ struct Reader {
     max_bytes: usize,
     max_records: u64,
     done: bool,
+    /// What the stream counts as read (`tierlog_read_*`); the record reader counts its
+    /// records' payloads itself.
+    counters: Option<ReadCounters>,
+    /// Until the first batch: the reader's positioning.
+    seek: Option<Seek>,
+}
+
+/// A reader positioning itself: from its opening to its first batch (see
+/// `tierlog_seek_seconds` and `_bytes_total` in `docs/metrics.md`).
+#[derive(Debug)]
+struct Seek {
+    opened: Instant,
+    span: Span,
+}
+
+impl Seek {
+    /// Counts a reader of `topic` from `start` opened now, and opens its `seek` span
+    /// (fields: topic, start, the resolved offset once known).
+    fn start(topic: &TopicName, start: StartPosition) -> Self {
+        ::metrics::counter!(metrics::SEEK_REQUESTS, metrics::BY => metrics::by_label(start)).increment(1);
+        let span =
+            tracing::info_span!("seek", topic = %topic, start = ?start, offset = tracing::field::Empty);
+        Self { opened: Instant::now(), span }
+    }
+
+    /// The first batch was delivered.
+    fn done(self) {
+        ::metrics::histogram!(metrics::SEEK_SECONDS).record(self.opened.elapsed().as_secs_f64());
+    }
 }
 
 /// Resolves `start` and returns the stream of batches.
@@ -127,8 +201,23 @@ pub(crate) async fn open_batches(
     hwm: watch::Receiver<Offset>,
     start: StartPosition,
 ) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
+    open(tiers, topic, hwm, start, Some(ReadCounters::new())).await
+}
+
+/// Resolves `start` and returns the reader's stream; `counters`: what it counts as read.
+async fn open(
+    tiers: Arc<Tiers>,
+    topic: TopicName,
+    hwm: watch::Receiver<Offset>,
+    start: StartPosition,
+    counters: Option<ReadCounters>,
+) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
+    let seek = Seek::start(&topic, start);
     let committed = *hwm.borrow();
-    let next = start_offset(&tiers, &topic, start, committed).await?;
+    let next = metrics::positioning(start_offset(&tiers, &topic, start, committed))
+        .instrument(seek.span.clone())
+        .await?;
+    seek.span.record("offset", next);
     let max_bytes = tiers.config.read_batch_bytes;
     let max_records = u64::try_from(tiers.config.read_batch_records).unwrap_or(u64::MAX);
     let reader = Reader {
@@ -142,6 +231,8 @@ pub(crate) async fn open_batches(
         max_bytes,
         max_records,
         done: false,
+        counters,
+        seek: Some(seek),
     };
     Ok(stream::unfold(reader, |mut r| async move { r.next_item().await.map(|item| (item, r)) }).boxed())
 }
@@ -154,11 +245,17 @@ pub(crate) async fn open_records(
     hwm: watch::Receiver<Offset>,
     start: StartPosition,
 ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
-    let batches = open_batches(tiers, topic, hwm, start).await?;
+    let batches = open(tiers, topic, hwm, start, None).await?;
+    let counters = ReadCounters::new();
     Ok(batches
-        .flat_map(|item| {
+        .flat_map(move |item| {
             let records: Vec<Result<(Source, Record), TierError>> = match item {
-                Ok(read) => read.records().map(|r| Ok((read.source, r))).collect(),
+                Ok(read) => {
+                    let records: Vec<_> = read.records().map(|r| Ok((read.source, r))).collect();
+                    let payload: usize = records.iter().flatten().map(|(_, r)| r.payload.len()).sum();
+                    counters.read(read.source, records.len() as u64, payload as u64);
+                    records
+                }
                 Err(e) => vec![Err(e)],
             };
             stream::iter(records)
@@ -259,12 +356,34 @@ impl Reader {
                 }
                 let from = self.next;
                 self.next = end;
+                self.count(source, &batch, from);
                 return Some(Ok(ReadBatch { source, batch, from }));
             }
-            if let Err(e) = self.fill().await {
+            // Until the first batch, filling is part of the seek.
+            let filled = match self.seek.as_ref().map(|s| s.span.clone()) {
+                Some(span) => metrics::positioning(self.fill()).instrument(span).await,
+                None => self.fill().await,
+            };
+            if let Err(e) = filled {
                 self.done = true;
                 return Some(Err(e));
             }
+        }
+    }
+
+    /// Counts the records of `batch` from `from` served by `source`, and their bytes: the
+    /// share of the batch's encoded length they take (no record is decoded to count
+    /// payloads; the record reader counts its payloads itself). The first batch ends the
+    /// seek.
+    fn count(&mut self, source: Source, batch: &RecordBatch, from: Offset) {
+        if let Some(counters) = &self.counters {
+            let records = batch.end_offset() - from;
+            let all = u64::from(batch.record_count()).max(1);
+            let bytes = (batch.encoded_len() as u128 * u128::from(records) / u128::from(all)) as u64;
+            counters.read(source, records, bytes);
+        }
+        if let Some(seek) = self.seek.take() {
+            seek.done();
         }
     }
 
@@ -355,6 +474,7 @@ impl Reader {
     /// [`WarmBackend::batches_from`] (paged; dropped after the read).
     async fn read_warm(&mut self, tier: Arc<dyn WarmBackend>, to: Offset) -> Result<(), TierError> {
         let n = self.next;
+        metrics::warm_read();
         let mut stream = tier.batches_from(&self.topic, n);
         let (mut batches, mut bytes, mut next) = (Vec::new(), 0usize, n);
         while next < to && bytes < self.max_bytes && next - n < self.max_records {

@@ -109,8 +109,30 @@ fn ctx(topic: &TopicName) -> ErrorContext {
     ErrorContext::tier(TierKind::Router).topic(topic)
 }
 
-/// Recovers `topic` (see the module docs).
+/// Recovers `topic` (see the module docs), in a `recovery` tracing span (topic, the
+/// commit point and next offset found), and sets its export-lag gauge.
+#[tracing::instrument(
+    name = "recovery",
+    skip_all,
+    fields(topic = %topic, committed = tracing::field::Empty, next_offset = tracing::field::Empty)
+)]
 pub(crate) async fn recover_topic(
+    tiers: &Tiers,
+    state_dir: &std::path::Path,
+    topic: &TopicName,
+) -> Result<Recovered, TierError> {
+    let recovered = recover(tiers, state_dir, topic).await?;
+    let span = tracing::Span::current();
+    span.record("committed", recovered.committed);
+    span.record("next_offset", recovered.report.next_offset);
+    if let Some(cold) = recovered.report.cold {
+        crate::metrics::export_lag(topic, recovered.committed, cold);
+    }
+    Ok(recovered)
+}
+
+/// The body of [`recover_topic`].
+async fn recover(
     tiers: &Tiers,
     state_dir: &std::path::Path,
     topic: &TopicName,

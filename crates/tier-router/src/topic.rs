@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
@@ -14,6 +15,7 @@ use tier_core::{
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::metrics;
 use crate::reader::{self, ReadBatch, Source};
 use crate::recovery::RecoveryReport;
 use crate::tiers::Tiers;
@@ -113,18 +115,31 @@ impl Topic {
     /// means for the records); the kind of the tier's own failure when it says more
     /// (`Fenced`, `Corruption`, `Internal`), with that failure as the source; `Closed`
     /// once the store is closed.
+    ///
+    /// Counted in `tierlog_append_records_total`, `_bytes_total` (payloads) and
+    /// `tierlog_append_seconds` when acknowledged, `tierlog_append_errors_total` when
+    /// not (`docs/metrics.md`).
     pub async fn append(&self, records: Vec<NewRecord>) -> Result<OffsetRange, TierError> {
         let mut builder = RecordBatchBuilder::new();
         for r in &records {
-            builder
-                .push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload)
-                .map_err(|e| self.in_ctx(e))?;
+            if let Err(e) = builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload) {
+                let failed = Err(self.in_ctx(e));
+                metrics::appended(&failed, records.len(), 0, Duration::ZERO);
+                return failed;
+            }
         }
         self.append_batch(builder).await
     }
 
     /// Appends the records of `builder` as one batch; see [`append`](Self::append).
     pub async fn append_batch(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
+        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
+        let result = self.append_built(builder).await;
+        metrics::appended(&result, records, bytes, started.elapsed());
+        result
+    }
+
+    async fn append_built(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
         let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
         let (done, answer) = oneshot::channel();
         self.send(Command::Append { batch, done }).await?;
@@ -157,7 +172,8 @@ impl Topic {
         *self.core.hwm.borrow()
     }
 
-    /// What each enabled tier holds now, and the commit point.
+    /// What each enabled tier holds now, and the commit point. With cold enabled, sets
+    /// the topic's `tierlog_export_lag_records` gauge (committed records cold lacks).
     pub async fn ranges(&self) -> Result<TierRanges, TierError> {
         let topic = &self.core.name;
         let hot = self.tiers.hot.range(topic).await?;
@@ -169,7 +185,20 @@ impl Topic {
             Some(c) => Some(c.range(topic).await?),
             None => None,
         };
-        Ok(TierRanges { hot, warm, cold, committed: self.high_watermark() })
+        let committed = self.high_watermark();
+        if let Some(cold) = cold {
+            metrics::export_lag(topic, committed, cold);
+        }
+        Ok(TierRanges { hot, warm, cold, committed })
+    }
+
+    /// The offset a reader from `start` begins at now: `start`'s offset, the commit point
+    /// for `Latest`, the oldest offset any tier holds for `Earliest`, the first offset at
+    /// or after a time (asking cold, then warm, then the WAL) for `Timestamp` — each
+    /// bounded by the commit point but `Offset`'s. A reader opened later resolves its
+    /// start again (tiers' ranges may have moved meanwhile).
+    pub async fn start_offset(&self, start: StartPosition) -> Result<Offset, TierError> {
+        reader::start_offset(&self.tiers, &self.core.name, start, self.high_watermark()).await
     }
 
     /// A stream of the topic's committed records from `start`, stitched across tiers

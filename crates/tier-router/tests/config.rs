@@ -108,3 +108,19 @@ async fn a_store_opens_from_a_configuration() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(err.report().to_string().contains("router.max_cached_closed_segments"), "{}", err.report());
 }
+
+/// Opening from a configuration probes the cold tier (one listing, no retries): an
+/// unreachable S3 is one `Unavailable` naming it at once, even with no topic to recover.
+#[tokio::test]
+async fn an_unreachable_cold_tier_fails_the_open_from_a_configuration_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config: StoreConfig = toml::from_str(&format!(
+        "[hot]\ndata_dir = {:?}\n[cold]\nbackend = {{ kind = \"s3\", bucket = \"b\", endpoint = \
+         \"http://127.0.0.1:1\", allow_http = true, access_key_id = \"a\", secret_access_key = \"s\" }}\n",
+        dir.path().join("hot")
+    ))
+    .unwrap();
+    let err = TieredStore::open(config, Vec::new()).await.expect_err("cold is unreachable");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("S3 bucket b at http://127.0.0.1:1"), "{err}");
+}

@@ -13,6 +13,7 @@ use fred::{
 };
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
+use tier_core::metrics::{OUTCOME, WARM_WAIT};
 use tier_core::{
     ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
     TopicName,
@@ -585,8 +586,12 @@ impl Tier for WarmTier {
         }
     }
 
+    /// Counts each append in `tierlog_warm_wait_total` by outcome
+    /// ([`tier_core::metrics::WARM_WAIT`]).
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let result = self.append_checked(topic, batch).await;
+        let outcome = if result.is_ok() { "ok" } else { "failed" };
+        metrics::counter!(WARM_WAIT, OUTCOME => outcome).increment(1);
         if result.is_err() {
             // The XADD may or may not have landed, the WAIT may have fallen short, the
             // server may have moved: whatever the cache says is no longer known.

@@ -10,7 +10,6 @@ mod cli;
 mod cmd;
 mod config;
 mod exit;
-mod metered;
 mod metrics;
 mod progress;
 mod store;

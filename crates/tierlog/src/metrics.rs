@@ -1,76 +1,23 @@
-//! Metrics: the names tierlog records (through the `metrics` facade), the Prometheus
-//! recorder, and a minimal HTTP endpoint serving `GET /metrics`.
+//! Metrics: the Prometheus recorder and a minimal HTTP endpoint serving `GET /metrics`.
 //!
-//! The tier crates emit no metrics themselves; everything here is recorded at call sites
-//! the CLI controls: the metered tier wrappers ([`crate::metered`]) and the commands.
-//! The names and their meaning are documented in `docs/metrics.md`.
+//! The library records every metric where the work happens (the router, tier-warm and
+//! tier-cold, through the `metrics` facade; names in [`tier_router::metrics`]); the
+//! program only installs the recorder, registers the descriptions and serves them. The
+//! names and their meaning are documented in `docs/metrics.md`.
 
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, histogram};
+use metrics::{counter, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tier_router::metrics::{
+    APPEND_BYTES, APPEND_ERRORS, APPEND_RECORDS, APPEND_SECONDS, DELETED_BYTES, DELETED_SEGMENTS,
+    EXPORT_BYTES, EXPORT_ERRORS, EXPORT_SEGMENTS, READ_BYTES, READ_RECORDS, SEEK_BYTES, SEEK_REQUESTS,
+    SEEK_SECONDS, TIER_READS, WARM_WAIT,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, warn};
-
-/// Records appended (counter).
-pub(crate) const APPEND_RECORDS: &str = "tierlog_append_records_total";
-/// Payload bytes appended (counter).
-pub(crate) const APPEND_BYTES: &str = "tierlog_append_bytes_total";
-/// Seconds from handing a batch to the store to its acknowledgement (histogram).
-pub(crate) const APPEND_SECONDS: &str = "tierlog_append_seconds";
-/// Failed appends (counter).
-pub(crate) const APPEND_ERRORS: &str = "tierlog_append_errors_total";
-/// Records read, by the part of the store that served them: `tier` = cold, warm, hot,
-/// live (counter).
-pub(crate) const READ_RECORDS: &str = "tierlog_read_records_total";
-/// Payload bytes read, by `tier` (counter).
-pub(crate) const READ_BYTES: &str = "tierlog_read_bytes_total";
-/// Read requests made to a tier's backend, by `tier` = cold, warm (counter).
-pub(crate) const TIER_READS: &str = "tierlog_tier_read_requests_total";
-/// Segments uploaded to cold (counter).
-pub(crate) const EXPORT_SEGMENTS: &str = "tierlog_export_segments_total";
-/// Bytes of segments uploaded to cold (counter).
-pub(crate) const EXPORT_BYTES: &str = "tierlog_export_bytes_total";
-/// Failed segment uploads (counter).
-pub(crate) const EXPORT_ERRORS: &str = "tierlog_export_errors_total";
-/// Committed records cold does not hold yet, by `topic` (gauge).
-pub(crate) const EXPORT_LAG: &str = "tierlog_export_lag_records";
-/// Reader positionings, by `by` = earliest, latest, offset, timestamp (counter).
-pub(crate) const SEEK_REQUESTS: &str = "tierlog_seek_requests_total";
-/// Seconds from opening a reader to its first record (histogram).
-pub(crate) const SEEK_SECONDS: &str = "tierlog_seek_seconds";
-/// Bytes fetched from cold while positioning readers (counter).
-pub(crate) const SEEK_BYTES: &str = "tierlog_seek_bytes_total";
-/// Warm appends (XADD + WAIT), by `outcome` = ok, failed (counter).
-pub(crate) const WARM_WAIT: &str = "tierlog_warm_wait_total";
-/// WAL segments deleted by retention (counter).
-pub(crate) const DELETED_SEGMENTS: &str = "tierlog_deleted_segments_total";
-/// Bytes of WAL segments deleted by retention (counter).
-pub(crate) const DELETED_BYTES: &str = "tierlog_deleted_bytes_total";
-
-/// Every metric name, for documentation tests.
-#[cfg(test)]
-pub(crate) const ALL: &[&str] = &[
-    APPEND_RECORDS,
-    APPEND_BYTES,
-    APPEND_SECONDS,
-    APPEND_ERRORS,
-    READ_RECORDS,
-    READ_BYTES,
-    TIER_READS,
-    EXPORT_SEGMENTS,
-    EXPORT_BYTES,
-    EXPORT_ERRORS,
-    EXPORT_LAG,
-    SEEK_REQUESTS,
-    SEEK_SECONDS,
-    SEEK_BYTES,
-    WARM_WAIT,
-    DELETED_SEGMENTS,
-    DELETED_BYTES,
-];
 
 /// Largest request head the endpoint reads.
 const MAX_REQUEST: usize = 8 * 1024;
@@ -83,30 +30,10 @@ pub(crate) async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
-    describe_all();
+    tier_router::metrics::describe();
     register_zeroes();
     tokio::spawn(accept_loop(listener, handle));
     Ok(())
-}
-
-fn describe_all() {
-    describe_counter!(APPEND_RECORDS, Unit::Count, "Records appended");
-    describe_counter!(APPEND_BYTES, Unit::Bytes, "Payload bytes appended");
-    describe_histogram!(APPEND_SECONDS, Unit::Seconds, "Latency of an appended batch until acknowledged");
-    describe_counter!(APPEND_ERRORS, Unit::Count, "Failed appends");
-    describe_counter!(READ_RECORDS, Unit::Count, "Records read, by serving tier");
-    describe_counter!(READ_BYTES, Unit::Bytes, "Payload bytes read, by serving tier");
-    describe_counter!(TIER_READS, Unit::Count, "Read requests made to a tier backend");
-    describe_counter!(EXPORT_SEGMENTS, Unit::Count, "Segments uploaded to cold");
-    describe_counter!(EXPORT_BYTES, Unit::Bytes, "Bytes of segments uploaded to cold");
-    describe_counter!(EXPORT_ERRORS, Unit::Count, "Failed segment uploads");
-    describe_gauge!(EXPORT_LAG, Unit::Count, "Committed records cold does not hold yet");
-    describe_counter!(SEEK_REQUESTS, Unit::Count, "Reader positionings, by start position kind");
-    describe_histogram!(SEEK_SECONDS, Unit::Seconds, "Latency from opening a reader to its first record");
-    describe_counter!(SEEK_BYTES, Unit::Bytes, "Bytes fetched from cold while positioning readers");
-    describe_counter!(WARM_WAIT, Unit::Count, "Warm appends (XADD + WAIT), by outcome");
-    describe_counter!(DELETED_SEGMENTS, Unit::Count, "WAL segments deleted by retention");
-    describe_counter!(DELETED_BYTES, Unit::Bytes, "Bytes of WAL segments deleted by retention");
 }
 
 fn register_zeroes() {
@@ -187,7 +114,7 @@ async fn respond(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::R
 
 #[cfg(test)]
 mod tests {
-    use super::ALL;
+    use tier_router::metrics::ALL;
 
     #[test]
     fn docs_metrics_lists_exactly_the_recorded_names() {

@@ -177,3 +177,16 @@ fn a_built_batch_owns_its_bytes_and_a_decoded_one_until_compacted() {
     assert_eq!(compacted, built);
     assert_eq!(compacted.records().collect::<Vec<_>>(), built.records().collect::<Vec<_>>());
 }
+
+#[test]
+fn the_builder_counts_payload_bytes_only() {
+    let mut b = RecordBatchBuilder::new();
+    assert_eq!(b.payload_bytes(), 0);
+    b.push(1, Some(b"key"), &[Header::new("h", "value")], b"hello").unwrap();
+    b.push(2, None, &[], b"").unwrap();
+    b.push(3, None, &[], b"abc").unwrap();
+    assert_eq!(b.payload_bytes(), 8);
+    // A refused record changes nothing.
+    assert!(b.push(4, None, &[], &vec![0u8; MAX_BATCH_LEN]).is_err());
+    assert_eq!(b.payload_bytes(), 8);
+}

@@ -2,19 +2,16 @@
 //! as raw payload lines or JSON lines, to stdout or a file.
 
 use std::io::{BufWriter, ErrorKind, Write};
-use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use base64::Engine;
 use futures::StreamExt;
-use metrics::{Counter, counter, histogram};
 use serde_json::{Value, json};
 use tier_core::{Offset, Record, StartPosition, Timestamp};
-use tier_router::{Source, TieredStore, Topic};
+use tier_router::TieredStore;
 
 use crate::cli::{ConsumeArgs, Output};
 use crate::cmd::Ctx;
-use crate::metrics::{READ_BYTES, READ_RECORDS, SEEK_BYTES, SEEK_REQUESTS, SEEK_SECONDS};
 use crate::{exit, store};
 
 /// Where `--from` starts.
@@ -54,42 +51,6 @@ pub(crate) fn parse_time(text: &str) -> anyhow::Result<Timestamp> {
         .map_err(|_| exit::usage(format!("--at {text:?} is before 1970")))?;
     Timestamp::try_from(ms.as_millis())
         .map_err(|_| exit::usage(format!("--at {text:?} is too far in the future")))
-}
-
-/// The metric label of a source.
-pub(crate) fn source_label(source: Source) -> &'static str {
-    match source {
-        Source::Cold => "cold",
-        Source::Warm => "warm",
-        Source::Hot => "hot",
-        Source::Live => "live",
-    }
-}
-
-/// Per-source read counters, looked up once.
-pub(crate) struct ReadCounters([(Counter, Counter); 4]);
-
-impl ReadCounters {
-    /// Handles of `tierlog_read_records_total` / `_bytes_total` for each source.
-    pub(crate) fn new() -> Self {
-        let pair = |s: Source| {
-            let label = source_label(s);
-            (counter!(READ_RECORDS, "tier" => label), counter!(READ_BYTES, "tier" => label))
-        };
-        Self([pair(Source::Cold), pair(Source::Warm), pair(Source::Hot), pair(Source::Live)])
-    }
-
-    /// Counts one record served by `source`.
-    pub(crate) fn record(&self, source: Source, record: &Record) {
-        let i = match source {
-            Source::Cold => 0,
-            Source::Warm => 1,
-            Source::Hot => 2,
-            Source::Live => 3,
-        };
-        self.0[i].0.increment(1);
-        self.0[i].1.increment(record.payload.len() as u64);
-    }
 }
 
 /// Bytes as a JSON string when they are UTF-8, else `{"base64": "..."}`.
@@ -138,9 +99,9 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
         )),
         None => Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
-    let opened = store::open(ctx.config(), vec![name.clone()], false).await?;
-    let result = consume(ctx, &opened, &args, start, out.as_mut()).await;
-    store::close(opened).await;
+    let store = store::open(ctx.config(), vec![name.clone()], false).await?;
+    let result = consume(ctx, &store, &args, start, out.as_mut()).await;
+    store.close().await;
     let count = match result {
         Ok(n) => n,
         Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == ErrorKind::BrokenPipe) => {
@@ -160,18 +121,17 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
 
 async fn consume(
     ctx: &Ctx,
-    opened: &store::Opened,
+    store: &TieredStore,
     args: &ConsumeArgs,
     start: FromArg,
     out: &mut dyn Write,
 ) -> anyhow::Result<u64> {
-    let topic = opened.store.topic(&args.topic).await?;
+    let topic = store.topic(&args.topic).await?;
     let end = topic.high_watermark();
     let start = match start {
         FromArg::At(start) => start,
         FromArg::Last(n) => StartPosition::Offset(end.saturating_sub(n)),
     };
-    crate::cmd::status::record_export_lag(&topic).await;
     if let StartPosition::Offset(o) = start
         && o > end
     {
@@ -180,36 +140,22 @@ async fn consume(
             topic.name()
         ));
     }
-    let by = match start {
-        StartPosition::Earliest => "earliest",
-        StartPosition::Latest => "latest",
-        StartPosition::Offset(_) => "offset",
-        StartPosition::Timestamp(_) => "timestamp",
-    };
-    counter!(SEEK_REQUESTS, "by" => by).increment(1);
-    let seek_started = Instant::now();
-    let seek_bytes_before = store::cold_get_bytes(opened.cold.as_ref());
     // Without --follow the read ends at `end`: resolve the start offset first, so that a
-    // start at or past the end reads nothing instead of waiting for new records.
-    let (start, from) = if args.follow {
-        (start, None)
-    } else {
-        let from = resolve_start(&opened.store, &topic, start, end).await?;
-        (StartPosition::Offset(from), Some(from))
-    };
+    // start at or past the end reads nothing instead of waiting for new records. The
+    // reader is opened from `start` itself (it resolves it the same way), so the seek is
+    // counted by what was asked.
+    let from = if args.follow { None } else { Some(topic.start_offset(start).await?) };
     if from.is_some_and(|f| f >= end) {
         return Ok(0);
     }
-    let mut reader = topic.reader_with_source(start).await?;
+    let mut reader = topic.reader(start).await?;
     let max = args.max.unwrap_or(u64::MAX);
     let total = from.map(|f| (end - f).min(max));
     let bar = ctx.progress.bar(total, "consuming", "records");
     if args.out.is_none() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let counters = ReadCounters::new();
     let mut count = 0u64;
-    let mut first = true;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     while count < max {
@@ -222,16 +168,10 @@ async fn consume(
             reader.next().await
         };
         let Some(item) = item else { break };
-        let (source, record) = item.with_context(|| format!("reading {}", topic.name()))?;
+        let record = item.with_context(|| format!("reading {}", topic.name()))?;
         if !args.follow && record.offset >= end {
             break;
         }
-        if first {
-            first = false;
-            histogram!(SEEK_SECONDS).record(seek_started.elapsed().as_secs_f64());
-            counter!(SEEK_BYTES).increment(store::cold_get_bytes(opened.cold.as_ref()) - seek_bytes_before);
-        }
-        counters.record(source, &record);
         write_record(out, args.output, &record)?;
         count += 1;
         bar.inc(1);
@@ -244,46 +184,4 @@ async fn consume(
     }
     bar.finish_and_clear();
     Ok(count)
-}
-
-/// The offset a reader from `start` begins at, the way the router resolves it: the
-/// oldest offset any tier holds, the commit point, or the first offset at or after a
-/// time (asking cold, then warm, then the WAL).
-async fn resolve_start(
-    store: &TieredStore,
-    topic: &Topic,
-    start: StartPosition,
-    end: Offset,
-) -> anyhow::Result<Offset> {
-    Ok(match start {
-        StartPosition::Offset(o) => o,
-        StartPosition::Latest => end,
-        StartPosition::Earliest => {
-            let r = topic.ranges().await?;
-            [Some(r.hot), r.warm, r.cold]
-                .into_iter()
-                .flatten()
-                .filter(|r| !r.is_empty())
-                .map(|r| r.start)
-                .min()
-                .unwrap_or(end)
-                .min(end)
-        }
-        StartPosition::Timestamp(t) => {
-            let name = topic.name();
-            let mut found = None;
-            if let Some(cold) = store.cold() {
-                found = cold.offset_for_timestamp(name, t).await?;
-            }
-            if found.is_none()
-                && let Some(warm) = store.warm()
-            {
-                found = warm.offset_for_timestamp(name, t).await?;
-            }
-            if found.is_none() {
-                found = store.wal().offset_for_timestamp(name, t).await?;
-            }
-            found.unwrap_or(end).min(end)
-        }
-    })
 }

@@ -7,18 +7,15 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
-use metrics::counter;
 use tier_cold::ColdConfig;
 use tier_core::{Offset, OffsetRange, StartPosition, Timestamp};
 use tier_hot::FsyncPolicy;
-use tier_router::{NewRecord, Source, StoreConfig, Topic};
+use tier_router::{NewRecord, Source, StoreConfig, TieredStore, Topic};
 
 use crate::cli::DemoArgs;
-use crate::cmd::consume::{ReadCounters, source_label};
-use crate::cmd::produce::{append_timed, now_ms, synthetic_payload};
+use crate::cmd::Ctx;
+use crate::cmd::produce::{append, now_ms, synthetic_payload};
 use crate::cmd::status::render_table;
-use crate::cmd::{Ctx, status};
-use crate::metrics::{DELETED_BYTES, DELETED_SEGMENTS};
 use crate::units::{format_size, rates};
 use crate::{exit, store};
 
@@ -68,15 +65,14 @@ pub(crate) async fn run(ctx: &Ctx, args: DemoArgs) -> anyhow::Result<u8> {
         return Err(exit::usage("--records must be at least 1"));
     }
     let config = demo_config(ctx.config());
-    let opened = store::open(&config, Vec::new(), false).await?;
-    let result = demo(&opened, &config, &args).await;
-    store::close(opened).await;
+    let store = store::open(&config, Vec::new(), false).await?;
+    let result = demo(&store, &config, &args).await;
+    store.close().await;
     print!("{}", result?);
     Ok(exit::OK)
 }
 
-async fn demo(opened: &store::Opened, config: &StoreConfig, args: &DemoArgs) -> anyhow::Result<String> {
-    let store = &opened.store;
+async fn demo(store: &TieredStore, config: &StoreConfig, args: &DemoArgs) -> anyhow::Result<String> {
     let name = format!("demo-{}", now_ms());
     let topic = store.topic(&name).await?;
     let mut out = String::new();
@@ -100,8 +96,8 @@ async fn demo(opened: &store::Opened, config: &StoreConfig, args: &DemoArgs) -> 
         let records: Vec<NewRecord> = (next..end)
             .map(|i| NewRecord::new(base_time + i as Timestamp, synthetic_payload(i, args.size)))
             .collect();
-        let bytes = records.iter().map(|r| r.payload.len() as u64).sum();
-        let range = append_timed(&topic, records, bytes).await?;
+        let bytes: u64 = records.iter().map(|r| r.payload.len() as u64).sum();
+        let range = append(&topic, records).await?;
         if range != OffsetRange::new(next, end) {
             bail!("the store assigned offsets {range} where [{next}, {end}) were expected");
         }
@@ -121,9 +117,6 @@ async fn demo(opened: &store::Opened, config: &StoreConfig, args: &DemoArgs) -> 
     let exported = store.export_now(&name).await.context("exporting")?;
     let trimmed = store.trim_warm_now().await.context("trimming warm")?;
     let deleted = store.run_retention_now(SystemTime::now()).await.context("running retention")?;
-    counter!(DELETED_SEGMENTS).increment(deleted.len() as u64);
-    counter!(DELETED_BYTES).increment(deleted.iter().map(|d| d.bytes).sum());
-    status::record_export_lag(&topic).await;
     let trim = trimmed
         .iter()
         .find(|(t, _)| t.as_str() == name)
@@ -160,7 +153,6 @@ async fn read_back(
     first: Offset,
     args: &DemoArgs,
 ) -> anyhow::Result<ReadBack> {
-    let counters = ReadCounters::new();
     let started = Instant::now();
     let mut reader = topic.reader_with_source(start).await?;
     let mut back = ReadBack::default();
@@ -171,7 +163,6 @@ async fn read_back(
         if record.offset != expected || record.payload != synthetic_payload(expected, args.size) {
             bail!("offset {expected}: read offset {} with a different payload than written", record.offset);
         }
-        counters.record(source, &record);
         back.records += 1;
         back.bytes += record.payload.len() as u64;
         match back.runs.last_mut() {
@@ -187,7 +178,7 @@ async fn read_back(
 fn render_read(title: &str, back: &ReadBack) -> String {
     let mut rows = vec![["tier".to_owned(), "offsets".to_owned(), "records".to_owned()]];
     for run in &back.runs {
-        rows.push([source_label(run.source).to_owned(), run.range.to_string(), run.range.len().to_string()]);
+        rows.push([run.source.label().to_owned(), run.range.to_string(), run.range.len().to_string()]);
     }
     let (rps, mbps) = rates(back.records, back.bytes, back.secs);
     let mut out = format!("{title}:\n");

@@ -7,14 +7,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use bytes::Bytes;
-use metrics::{counter, histogram};
 use tier_core::{Offset, OffsetRange, Timestamp};
 use tier_router::{NewRecord, Topic};
 use tokio::sync::mpsc;
 
 use crate::cli::ProduceArgs;
 use crate::cmd::Ctx;
-use crate::metrics::{APPEND_BYTES, APPEND_ERRORS, APPEND_RECORDS, APPEND_SECONDS};
 use crate::units::{format_size, parse_size, rates};
 use crate::{exit, store};
 
@@ -60,19 +58,17 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
         },
         None => Input::Lines(spawn_line_reader(args.file.clone())?),
     };
-    let opened = store::open(ctx.config(), vec![name.clone()], true).await?;
+    let store = store::open(ctx.config(), vec![name.clone()], true).await?;
     let started = Instant::now();
     let result = async {
-        let topic = opened.store.topic(name.as_str()).await?;
+        let topic = store.topic(name.as_str()).await?;
         let bar = ctx.progress.bar(args.count, "producing", "records");
         let produced = produce(&topic, input, &args, &|n| bar.inc(n)).await;
         bar.finish_and_clear();
-        let produced = produced?;
-        crate::cmd::status::record_export_lag(&topic).await;
-        anyhow::Ok(produced)
+        anyhow::Ok(produced?)
     }
     .await;
-    store::close(opened).await;
+    store.close().await;
     let produced = result?;
     let secs = started.elapsed().as_secs_f64();
     let (rps, mbps) = rates(produced.records, produced.bytes, secs);
@@ -181,7 +177,7 @@ async fn produce(
             .into_iter()
             .map(|payload| NewRecord { timestamp: now, key: key.clone(), headers: Vec::new(), payload })
             .collect();
-        let range = append_timed(topic, records, bytes).await?;
+        let range = append(topic, records).await?;
         first.get_or_insert(range.start);
         produced.range = Some(OffsetRange::new(first.unwrap_or(range.start), range.end));
         produced.records += count;
@@ -195,24 +191,7 @@ async fn produce(
     Ok(produced)
 }
 
-/// Appends `records` (holding `bytes` payload bytes), recording the append metrics.
-pub(crate) async fn append_timed(
-    topic: &Topic,
-    records: Vec<NewRecord>,
-    bytes: u64,
-) -> anyhow::Result<OffsetRange> {
-    let count = records.len() as u64;
-    let t = Instant::now();
-    match topic.append(records).await {
-        Ok(range) => {
-            histogram!(APPEND_SECONDS).record(t.elapsed().as_secs_f64());
-            counter!(APPEND_RECORDS).increment(count);
-            counter!(APPEND_BYTES).increment(bytes);
-            Ok(range)
-        }
-        Err(e) => {
-            counter!(APPEND_ERRORS).increment(1);
-            Err(anyhow::Error::new(e).context(format!("appending to {}", topic.name())))
-        }
-    }
+/// Appends `records` (the library counts the append metrics).
+pub(crate) async fn append(topic: &Topic, records: Vec<NewRecord>) -> anyhow::Result<OffsetRange> {
+    topic.append(records).await.with_context(|| format!("appending to {}", topic.name()))
 }

@@ -38,9 +38,9 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
     }
     let opened = store::open(ctx.config(), topics.clone(), false).await?;
     if let (Some(at), [topic]) = (args.resume_at, topics.as_slice()) {
-        let resumed = opened.store.resume_topic(topic.as_str(), at).await;
+        let resumed = opened.resume_topic(topic.as_str(), at).await;
         if let Err(e) = resumed {
-            store::close(opened).await;
+            opened.close().await;
             // `resume_topic` records the skipped offsets before it lifts the fence: after a
             // transient failure nothing changed and the same command can simply be re-run.
             let retry = if e.kind() == tier_core::ErrorKind::Unavailable {
@@ -53,9 +53,9 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         }
         eprintln!("RESUMED: {topic} continues at offset {at}; the offsets skipped are never used");
     }
-    let reports = opened.store.recovery_reports().await;
-    let failed = opened.store.failed_topics();
-    store::close(opened).await;
+    let reports = opened.recovery_reports().await;
+    let failed = opened.failed_topics();
+    opened.close().await;
     for (topic, e) in &failed {
         eprintln!("FAILED: {topic}: its recovery failed and it is not served: {}", e.report());
     }

@@ -1,14 +1,13 @@
 //! `tierlog status`: per topic, each tier's offset range, size and segment count, the
 //! commit point and the export lag; as a table or JSON.
 
-use metrics::gauge;
 use serde::Serialize;
+use tier_cold::ColdTier;
 use tier_core::{OffsetRange, TopicName};
-use tier_router::Topic;
+use tier_router::TieredStore;
 
 use crate::cli::StatusArgs;
 use crate::cmd::{Ctx, inspect};
-use crate::metrics::EXPORT_LAG;
 use crate::units::format_size;
 use crate::{exit, store};
 
@@ -39,30 +38,24 @@ fn tier(range: OffsetRange, segments: Option<usize>, bytes: Option<u64>) -> Tier
     TierStatus { start: range.start, end: range.end, segments, bytes }
 }
 
-/// Sets the export-lag gauge of `topic` (committed records cold does not hold).
-pub(crate) async fn record_export_lag(topic: &Topic) {
-    if let Ok(r) = topic.ranges().await
-        && let Some(cold) = r.cold
-    {
-        gauge!(EXPORT_LAG, "topic" => topic.name().to_string())
-            .set(r.committed.saturating_sub(cold.end) as f64);
-    }
-}
-
 /// Runs the command.
 pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     let config = ctx.config();
     let mut names: Vec<TopicName> = inspect::wal_topics(&config.hot.data_dir)?;
-    if let Some(cold) = &config.cold {
-        names.extend(inspect::cold_topics(&store::open_cold(cold).await?).await?);
+    let cold = match &config.cold {
+        Some(c) => Some(store::open_cold(c).await?),
+        None => None,
+    };
+    if let Some(cold) = &cold {
+        names.extend(inspect::cold_topics(cold).await?);
     }
     names.sort();
     names.dedup();
-    let opened = store::open(config, names.clone(), false).await?;
-    let failed = opened.store.failed_topics();
+    let store = store::open(config, names.clone(), false).await?;
+    let failed = store.failed_topics();
     let healthy: Vec<TopicName> = names.into_iter().filter(|n| !failed.iter().any(|(f, _)| f == n)).collect();
-    let result = collect(&opened, &healthy, &config.hot.data_dir).await;
-    store::close(opened).await;
+    let result = collect(&store, cold.as_ref(), &healthy, &config.hot.data_dir).await;
+    store.close().await;
     let rows = result?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -77,19 +70,21 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
 }
 
 async fn collect(
-    opened: &store::Opened,
+    store: &TieredStore,
+    cold_tier: Option<&ColdTier>,
     names: &[TopicName],
     data_dir: &std::path::Path,
 ) -> anyhow::Result<Vec<TopicStatus>> {
     let mut rows = Vec::new();
     for name in names {
-        let topic = opened.store.topic(name.as_str()).await?;
+        let topic = store.topic(name.as_str()).await?;
         let ranges = topic.ranges().await?;
         let files = inspect::wal_files(data_dir, name)?;
         let hot = tier(ranges.hot, Some(files.len()), Some(files.iter().map(|f| f.bytes).sum()));
-        let cold = match (&opened.cold, ranges.cold) {
+        // The segments as listed by a cold tier of its own (the store's is a backend).
+        let cold = match (cold_tier, ranges.cold) {
             (Some(c), Some(range)) => {
-                let segments = c.0.segments(name).await?;
+                let segments = c.segments(name).await?;
                 Some(tier(range, Some(segments.len()), Some(segments.iter().map(|s| s.2).sum())))
             }
             _ => None,

@@ -96,6 +96,28 @@ fn an_unreachable_valkey_is_one_clear_error() {
     );
 }
 
+/// Under `warm_failure_policy = "degrade"` an unreachable Valkey does not stop the
+/// program, as it does not stop the library: the store opens degraded (the WAL alone
+/// acknowledges; warm is back-filled once it answers) and the records are read back.
+/// The WAL holds the topic already (a fresh topic needs warm's word that it holds
+/// nothing, in the library too).
+#[test]
+fn an_unreachable_valkey_under_degrade_produces_degraded() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("wal.toml"), "[hot]\n").expect("write");
+    ok(dir.path(), &["--config", "wal.toml", "produce", "t", "--count", "5"]);
+    std::fs::write(
+        dir.path().join("degrade.toml"),
+        "[hot]\n[warm]\nurls = [\"redis://127.0.0.1:1\"]\nconnect_timeout = \"500ms\"\n[warm.reconnect]\n\
+         max_attempts = 1\n[router]\nwarm_failure_policy = \"degrade\"\n",
+    )
+    .expect("write");
+    let out = ok(dir.path(), &["--config", "degrade.toml", "produce", "t", "--count", "10"]);
+    assert!(out.contains("produced 10 records") && out.contains("at offsets [5, 15)"), "{out}");
+    let read = ok(dir.path(), &["--config", "degrade.toml", "consume", "t", "--from", "0"]);
+    assert_eq!(read.lines().count(), 15, "{read}");
+}
+
 #[test]
 fn an_unreachable_s3_is_one_clear_error() {
     let dir = workdir();
