@@ -96,7 +96,8 @@ pub trait ColdBackend: Tier + 'static {
 
     /// Stores the sealed segment file at `path` of `topic` and returns its offsets.
     /// Must be idempotent: storing a segment the tier already holds is `Ok`.
-    /// [`append_segment`] appends each batch not yet held with [`Tier::append`].
+    /// [`append_segment_bytes`] (or tier-router's `append_segment`, which reads the file)
+    /// appends each batch not yet held with [`Tier::append`].
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError>;
 
     /// Records offsets `range` of `topic` as lost (the WAL declared them lost, or
@@ -314,7 +315,7 @@ pub async fn append_segment_bytes<T: Tier + ?Sized>(
 /// closer to `n` (galloping from `n + 1`, then bisecting; a read stops decoding at its
 /// end, so a read ending before the damaged batch never touches it). When even
 /// `[n, n + 1)` is damaged, the `Corruption`: the caller serves `n` from another tier
-/// ([`instead_of_wal`]) or ends the read with it.
+/// (tier-router's `instead_of_wal`) or ends the read with it.
 pub async fn read_intact<T, F, Fut>(n: Offset, to: Offset, mut read: F) -> Result<Vec<T>, TierError>
 where
     F: FnMut(Offset) -> Fut,

@@ -47,7 +47,7 @@ pub(crate) struct StoreInner {
 /// Any subset of tiers as one log per topic: the WAL always, warm and cold when
 /// configured. Cheap to clone (clones share the store).
 ///
-/// Open it with [`TieredStore::open`] (from a [`StoreConfig`]) or
+/// Open it with [`TieredStore::open`] (from a [`StoreConfig`](crate::StoreConfig)) or
 /// [`TieredStore::builder`] (from parts, e.g. custom [`WarmBackend`]/[`ColdBackend`]
 /// implementations), inside a tokio runtime. Topics are created on first use
 /// ([`topic`](Self::topic)); every topic found in the WAL, or named at open, is recovered
