@@ -211,6 +211,18 @@ pub fn paged_records<T: Tier + ?Sized + 'static>(
     .boxed()
 }
 
+/// [`ColdBackend::record_batches_from`] built on a tier's [`Tier::read`] alone: the
+/// [`paged_records`] of `tier` from `from` to `to`, as [`rebuilt_batches`].
+pub fn paged_batches<T: Tier + ?Sized + 'static>(
+    tier: Arc<T>,
+    topic: &TopicName,
+    from: Offset,
+    to: Offset,
+) -> BoxStream<'static, Result<RecordBatch, TierError>> {
+    let kind = tier.kind();
+    rebuilt_batches(kind, topic, paged_records(tier, topic, from, to), from)
+}
+
 /// [`ColdBackend::record_batches_from`] for a tier with nothing better: batches of up to
 /// 1000 records / 4 MiB rebuilt from `records` (a record stream starting at `from`, such
 /// as [`paged_records`]); the first batch starts at `from`, and a record stream that is not

@@ -14,8 +14,8 @@ use bytes::Bytes;
 #[cfg(feature = "testkit")]
 use futures::stream::BoxStream;
 pub use tier_core::position::{
-    ColdBackend, WarmBackend, append_segment_bytes, holds_records, paged_records, rebuilt_batches,
-    rebuilt_warm_batches, refuse_gap,
+    ColdBackend, WarmBackend, append_segment_bytes, holds_records, paged_batches, paged_records,
+    rebuilt_batches, rebuilt_warm_batches, refuse_gap,
 };
 use tier_core::{ErrorContext, OffsetRange, Tier, TierError, TopicName};
 #[cfg(feature = "testkit")]
@@ -83,8 +83,7 @@ impl<T: ColdBackend + ?Sized> ColdBackend for PagedCold<T> {
         from: Offset,
         to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-        let kind = self.kind();
-        rebuilt_batches(kind, topic, paged_records(self, topic, from, to), from)
+        paged_batches(self, topic, from, to)
     }
 
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {

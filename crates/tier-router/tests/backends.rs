@@ -89,8 +89,7 @@ impl ColdBackend for Custom {
         from: Offset,
         to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-        let kind = self.kind();
-        tier_router::rebuilt_batches(kind, topic, tier_router::paged_records(self, topic, from, to), from)
+        tier_router::paged_batches(self, topic, from, to)
     }
 
     async fn store_segment(

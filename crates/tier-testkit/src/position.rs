@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use tier_core::position::{
-    ColdBackend, WarmBackend, append_segment_bytes, holds_records, paged_records, rebuilt_batches, refuse_gap,
+    ColdBackend, WarmBackend, append_segment_bytes, holds_records, paged_batches, refuse_gap,
 };
 use tier_core::{ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TopicName};
 
@@ -76,8 +76,7 @@ impl ColdBackend for MemoryTier {
         from: Offset,
         to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-        let kind = self.kind();
-        rebuilt_batches(kind, topic, paged_records(self, topic, from, to), from)
+        paged_batches(self, topic, from, to)
     }
 
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
@@ -139,8 +138,7 @@ impl<T: ColdBackend> ColdBackend for FaultyTier<T> {
         from: Offset,
         to: Offset,
     ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-        let kind = self.kind();
-        rebuilt_batches(kind, topic, paged_records(self, topic, from, to), from)
+        paged_batches(self, topic, from, to)
     }
 
     async fn store_segment(&self, topic: &TopicName, path: &Path) -> Result<OffsetRange, TierError> {
