@@ -311,10 +311,13 @@ impl TieredStore {
     }
 
     /// Runs WAL retention now (as of `now`): deletes sealed segments due by age or size
-    /// whose whole range is committed, held by warm when warm is enabled (warm's
-    /// back-fill reads the WAL, so a warm outage longer than retention keeps the segments
-    /// warm lacks — bounded by `router.max_unreplicated_bytes` under `degrade`) and — when
-    /// cold is enabled — held by cold. With
+    /// whose whole range is committed and — when cold is enabled — held by cold. Without
+    /// cold, a segment must also be held by warm when warm is enabled: warm's back-fill
+    /// reads the WAL, so a warm outage longer than retention keeps the segments warm lacks
+    /// (bounded by `router.max_unreplicated_bytes` under `degrade`). With cold, what warm
+    /// lacks keeps nothing cold holds: warm's back-fill reads cold below the WAL's start,
+    /// and a warm floor held where a back-fill stopped (offsets no tier holds) would keep
+    /// every later segment until an append moves warm on. With
     /// cold enabled, a segment ending where a WAL gap starts (offsets declared lost) is
     /// kept until cold holds a segment after the gap: deleting it would also delete the
     /// gap's marker, which the exporter needs to record the gap in cold.
@@ -331,9 +334,13 @@ impl TieredStore {
                 None => None,
             };
             let gaps = self.hot().gaps(&core.name);
-            // Warm's back-fill reads the WAL from the first offset warm lacks (0 while
-            // warm's end is unknown).
-            let warm_floor = core.warm_floor.load(std::sync::atomic::Ordering::Acquire);
+            // Without cold, warm's back-fill reads the WAL from the first offset warm
+            // lacks (0 while warm's end is unknown); with cold, cold, which holds every
+            // segment deleted.
+            let warm_floor = match cold {
+                Some(_) => u64::MAX,
+                None => core.warm_floor.load(std::sync::atomic::Ordering::Acquire),
+            };
             let deletable_below = (*core.hwm.borrow()).min(warm_floor);
             allowed.insert(core.name.clone(), (deletable_below, cold, gaps));
         }

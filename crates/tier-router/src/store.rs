@@ -276,7 +276,7 @@ impl TieredStore {
         );
         let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
         // Warm's back-fill stopped short of the WAL's end (offsets no tier holds lie in
-        // between): until warm is continued, WAL retention keeps what warm lacks.
+        // between): until warm is continued, WAL retention (without cold) keeps what warm lacks.
         if let Some(warm) = recovered.report.warm {
             if !warm.is_empty() {
                 let reached = recovered.backlog.last().map_or(warm.end, |b| b.end_offset().max(warm.end));

@@ -269,8 +269,10 @@ async fn never_acknowledged_records_are_not_served_after_a_restart() {
 }
 
 /// Case 7. `degrade`: warm is down longer than WAL retention takes to delete exported
-/// segments. Retention must keep what warm lacks, so the store opens afterwards and warm is
-/// back-filled — with warm up at the restart, and with warm still down at the restart.
+/// segments. The store opens afterwards and warm is back-filled — from cold, which holds
+/// every segment retention deleted — with warm up at the restart, and with warm still down
+/// at the restart. (Without cold, retention keeps what warm lacks:
+/// `wal_retention_keeps_what_warm_lacks_behind_a_gap`.)
 #[tokio::test]
 async fn a_degrade_outage_longer_than_retention_does_not_stop_the_store_from_opening() {
     for down_at_restart in [false, true] {
@@ -298,9 +300,10 @@ async fn a_degrade_outage_longer_than_retention_does_not_stop_the_store_from_ope
         assert_eq!(cold.range(&name()).await.unwrap(), r(0, 30));
         let later = SystemTime::now() + Duration::from_secs(48 * 3600);
         store.run_retention_now(later).await.unwrap();
-        assert!(
-            store.wal().range(&name()).await.unwrap().start <= 10,
-            "retention deleted WAL segments warm never received"
+        assert_eq!(
+            store.wal().range(&name()).await.unwrap(),
+            r(30, 30),
+            "retention deletes what cold holds, warm's or not"
         );
         drop(topic);
         store.close().await;
@@ -1680,5 +1683,67 @@ async fn a_wal_gap_warm_still_holds_is_served_from_warm() {
     }
     assert_eq!(served.iter().map(|(o, _)| *o).collect::<Vec<_>>(), (0..25).collect::<Vec<_>>());
     assert!(served[10..20].iter().all(|(_, s)| *s == tier_router::Source::Warm), "{served:?}");
+    store.close().await;
+}
+
+/// WAL retention with cold behind a held warm floor (the simulation's seeds 800000677,
+/// 800031343 and 800078152: hot + warm + cold under `degrade`). As in
+/// [`wal_retention_keeps_what_warm_lacks_behind_a_gap`], warm's back-fill stops at a
+/// reported loss and the writer holds the warm floor there; but cold now holds everything
+/// the WAL does, gap included, and warm's back-fill reads cold. On the old code the hold
+/// kept every WAL segment after the gap until the next append, so with no more appends
+/// the WAL never came back within retention.
+#[tokio::test]
+async fn wal_retention_deletes_what_cold_holds_behind_a_held_warm_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let cold = local_cold(dir.path());
+    let open_degrade = || {
+        open(
+            dir.path(),
+            FsyncPolicy::Always,
+            WarmFailurePolicy::Degrade,
+            Some(warm.clone()),
+            Some(cold.clone()),
+        )
+    };
+    let store = open_degrade().await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 20, 10).await;
+    store.abort().await;
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    // Recovery replays warm and continues past a maybe-lost gap; [next, next + 10) reaches
+    // only the WAL, then cold.
+    let store = open_degrade().await;
+    let next = store.recover_topic(T).await.unwrap().next_offset;
+    assert!(next > 20, "the WAL continues past the offsets it may have lost");
+    let topic = store.topic(T).await.unwrap();
+    warm.fail_fraction(1.0);
+    append_range(&topic, next, next + 10, 5).await;
+    store.export_now(T).await.unwrap();
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, next + 10), "cold holds the gap and what follows");
+    drop(topic);
+    store.close().await;
+    warm.clear();
+
+    // Warm answers; its back-fill stops at the gap and the writer holds the floor at 20.
+    let store = open_degrade().await;
+    let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
+    store.wal().rotate(&name()).await.unwrap();
+    store.run_retention_now(later).await.unwrap();
+    let wal = store.wal().range(&name()).await.unwrap();
+    assert!(
+        wal.is_empty() && wal.start == next + 10,
+        "retention deletes every sealed segment cold holds, whatever warm lacks: WAL {wal}"
+    );
+    assert_eq!(served_at(&store, next).await, Some(rec(next).payload), "cold serves what the WAL deleted");
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(next + 10)]).await.unwrap(), r(next + 10, next + 11));
+    topic.flush().await.expect("warm continues after the gap, from cold");
+    assert_eq!(served_at(&store, next + 10).await, Some(rec(next + 10).payload));
+    drop(topic);
     store.close().await;
 }

@@ -369,4 +369,22 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 7, final 100,000-schedule run: warm was down when the store opened; once it answered, its back-fill stopped at offsets no tier holds and no floor was held, so WAL retention deleted the records after them, which only the WAL had",
         invariant: model::inv::UNREPORTED,
     },
+    Regression {
+        seed: 800000677,
+        keep: &[170, 171, 192, 193, 194, 199],
+        case: "session 8, 100,000-schedule run: warm's back-fill stopped at a reported loss and the writer held the warm floor there; with no more appends the hold kept every WAL segment after it, although cold held them all",
+        invariant: model::inv::LIVENESS_RETENTION,
+    },
+    Regression {
+        seed: 800031343,
+        keep: &[151, 152, 159, 161, 170, 186],
+        case: "session 8, 100,000-schedule run: as seed 800000677 (hot + warm + cold, degrade)",
+        invariant: model::inv::LIVENESS_RETENTION,
+    },
+    Regression {
+        seed: 800078152,
+        keep: &[170, 171, 183, 184, 185, 194],
+        case: "session 8, 100,000-schedule run: WAIT short, export, power cut (a maybe-lost gap), failover empties warm; after the reopen the held warm floor kept the WAL segment cold held",
+        invariant: model::inv::LIVENESS_RETENTION,
+    },
 ];
