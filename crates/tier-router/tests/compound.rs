@@ -79,6 +79,15 @@ async fn exported_then_more(dir: &Path, cold: &Arc<ColdTier>, exported: u64, end
     store.close().await;
 }
 
+/// A store on `dir` (`fsync = always`, `degrade`) with `warm` and `cold`.
+async fn open_warm_and_cold(
+    dir: &Path,
+    warm: &Arc<FaultyTier<MemoryTier>>,
+    cold: Arc<dyn ColdBackend>,
+) -> TieredStore {
+    open(dir, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), Some(cold)).await
+}
+
 /// The payload served at `offset` (None: nothing within a moment, i.e. not readable).
 async fn served_at(store: &TieredStore, offset: u64) -> Option<bytes::Bytes> {
     let topic = store.topic(T).await.unwrap();
@@ -1255,15 +1264,7 @@ async fn a_failed_open_after_a_replay_reports_its_losses_the_next_time() {
     let faulty = Arc::new(FaultyStore::new(config.build_store().unwrap(), Faults::default()));
     let cold = Arc::new(ColdTier::with_store(faulty.clone(), config).unwrap());
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
-    let open_both = || {
-        open(
-            dir.path(),
-            FsyncPolicy::Always,
-            WarmFailurePolicy::Degrade,
-            Some(warm.clone()),
-            Some(cold.clone()),
-        )
-    };
+    let open_both = || open_warm_and_cold(dir.path(), &warm, cold.clone());
     let store = open_both().await;
     let topic = store.topic(T).await.unwrap();
     append_range(&topic, 0, 5, 5).await;
@@ -1698,15 +1699,7 @@ async fn wal_retention_deletes_what_cold_holds_behind_a_held_warm_floor() {
     let dir = tempfile::tempdir().unwrap();
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
     let cold = local_cold(dir.path());
-    let open_degrade = || {
-        open(
-            dir.path(),
-            FsyncPolicy::Always,
-            WarmFailurePolicy::Degrade,
-            Some(warm.clone()),
-            Some(cold.clone()),
-        )
-    };
+    let open_degrade = || open_warm_and_cold(dir.path(), &warm, cold.clone());
     let store = open_degrade().await;
     let topic = store.topic(T).await.unwrap();
     append_range(&topic, 0, 20, 10).await;
