@@ -1,5 +1,6 @@
 //! `cargo xtask sim`: builds `tier-sim` (debug profile, dependencies at opt-level 1, like
-//! `chaos`) and runs its `sim-runner`: seeded schedules of appends, reads, background work
+//! `chaos`; with `--optimized` the `sim` profile: release optimisation with debug assertions
+//! and overflow checks kept) and runs its `sim-runner`: seeded schedules of appends, reads, background work
 //! and compound faults against the real router, WAL and cold tier, with a reference model
 //! checked after every step (see `docs/simulation.md`). Prints a table and, for each
 //! invariant broken, a seed and the shrunk schedule; exits non-zero on any violation.
@@ -36,6 +37,14 @@ pub(crate) struct SimArgs {
     /// what `cargo xtask test` runs while the full fault mix still finds violations).
     #[arg(long)]
     benign: bool,
+    /// Build with the `sim` profile (release optimisation, debug assertions and overflow
+    /// checks kept): a few minutes more to build, several times the schedules per minute —
+    /// for long runs such as `--seeds 100000`.
+    #[arg(long)]
+    optimized: bool,
+    /// Skip the regression schedules (they are replayed first otherwise).
+    #[arg(long)]
+    no_regressions: bool,
 }
 
 impl SimArgs {
@@ -44,15 +53,34 @@ impl SimArgs {
     /// finds violations on open bugs (`docs/simulation.md`, "Open findings"), so CI does
     /// not run it yet.
     pub(crate) fn for_test() -> Self {
-        Self { seeds: None, seed: None, keep: None, secs: 60, steps: None, start: None, benign: true }
+        Self {
+            seeds: None,
+            seed: None,
+            keep: None,
+            secs: 60,
+            steps: None,
+            start: None,
+            benign: true,
+            optimized: false,
+            no_regressions: false,
+        }
     }
 }
 
 /// Builds the runner and runs it from `root`; returns its captured output.
 pub(crate) fn run(root: &Path, args: &SimArgs) -> Result<Captured> {
-    cmd::run(cmd::cargo().current_dir(root).args(["build", "-p", "tier-sim", "--bins"]))?;
+    let profile = if args.optimized { "sim" } else { "dev" };
+    cmd::run(cmd::cargo().current_dir(root).args([
+        "build",
+        "--profile",
+        profile,
+        "-p",
+        "tier-sim",
+        "--bins",
+    ]))?;
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
-    let mut runner = Command::new(Path::new(&target).join("debug/sim-runner"));
+    let dir = if args.optimized { "sim" } else { "debug" };
+    let mut runner = Command::new(Path::new(&target).join(dir).join("sim-runner"));
     runner.current_dir(root).arg("--secs").arg(args.secs.to_string());
     if let Some(n) = args.seeds {
         runner.arg("--seeds").arg(n.to_string());
@@ -71,6 +99,9 @@ pub(crate) fn run(root: &Path, args: &SimArgs) -> Result<Captured> {
     }
     if args.benign {
         runner.arg("--benign");
+    }
+    if args.no_regressions {
+        runner.arg("--no-regressions");
     }
     cmd::run_tee(&mut runner)
 }
