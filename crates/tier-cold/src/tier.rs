@@ -84,6 +84,10 @@ impl Tier for ColdTier {
         TierKind::Cold
     }
 
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(true)
+    }
+
     /// From the first segment's base offset to the last segment's end, from the cached
     /// manifest (listed on first use; [`ColdTier::refresh`] lists again). Missing
     /// objects inside are reported by [`ColdTier::gaps`], offsets declared lost by

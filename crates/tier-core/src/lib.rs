@@ -32,5 +32,5 @@ pub use error::{BoxError, ErrorContext, ErrorKind, Report, TierError, TierKind};
 pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
 pub use record::{Header, Record};
 pub use secret::Secret;
-pub use tier::{ReadLimit, Tier};
+pub use tier::{Capabilities, ReadLimit, Tier};
 pub use topic::{MAX_TOPIC_NAME_LEN, TopicName};

@@ -31,6 +31,41 @@ impl Default for ReadLimit {
     }
 }
 
+/// What a [`Tier`] promises beyond the contract's baseline, as it reports itself
+/// ([`Tier::capabilities`]). Non-exhaustive: later capabilities (say, a tier that
+/// compresses batches) are added without breaking implementations, which build it with
+/// [`Capabilities::none`] and the `with_*` methods.
+///
+/// ```
+/// use tier_core::Capabilities;
+///
+/// let caps = Capabilities::none().with_idempotent_append(true);
+/// assert!(caps.idempotent_append);
+/// assert!(!Capabilities::none().idempotent_append);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Re-appending a batch identical to one held is `Ok` and stores nothing twice; a
+    /// different batch at a held offset is `Fenced` (invariant 5). The router's warm
+    /// position requires it: the writer re-sends a batch whose confirmation it lost.
+    pub idempotent_append: bool,
+}
+
+impl Capabilities {
+    /// No capability beyond the contract's baseline.
+    pub const fn none() -> Self {
+        Self { idempotent_append: false }
+    }
+
+    /// With `idempotent_append` set to `yes`.
+    #[must_use]
+    pub const fn with_idempotent_append(mut self, yes: bool) -> Self {
+        self.idempotent_append = yes;
+        self
+    }
+}
+
 /// A storage tier holding, for each topic, a contiguous run of a log's offsets.
 ///
 /// Implemented by the hot (WAL), warm (Valkey) and cold (object store) tiers, by
@@ -58,7 +93,7 @@ impl Default for ReadLimit {
 ///    without the batch or, for tiers that cannot tell (a timed-out network write),
 ///    with it; re-appending the identical batch is then safe under invariant 5.
 /// 5. **Idempotent retry.** Tiers that report `idempotent_append` in their
-///    capabilities accept re-appending a batch identical to one they hold (same base
+///    [`capabilities`](Tier::capabilities) accept re-appending a batch identical to one they hold (same base
 ///    offset, same bytes) and return `Ok` without storing it twice. A *different*
 ///    batch at an offset already held is [`TierError::Fenced`], never an overwrite.
 ///    Tiers without `idempotent_append` answer any append inside the held range with
@@ -94,6 +129,10 @@ impl Default for ReadLimit {
 pub trait Tier: Send + Sync + std::fmt::Debug {
     /// Which tier this is, for error context and metrics.
     fn kind(&self) -> TierKind;
+
+    /// What this tier promises beyond the baseline (invariant 5's `idempotent_append`).
+    /// Required, like every method: a wrapper forwards its inner tier's answer.
+    fn capabilities(&self) -> Capabilities;
 
     /// The offsets this tier holds for `topic` now (invariants 1, 2).
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError>;

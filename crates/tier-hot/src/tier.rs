@@ -464,6 +464,10 @@ impl Tier for HotTier {
         TierKind::Hot
     }
 
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(true)
+    }
+
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         Ok(self.serving(topic)?.map_or(OffsetRange::empty_at(0), |log| log.shared.range()))
     }

@@ -6,14 +6,14 @@ mod common;
 
 use tier_core::{Tier, TierKind};
 use tier_hot::{FsyncPolicy, HotConfig, HotTier};
-use tier_testkit::{Capabilities, run_all};
+use tier_testkit::{SuiteConfig, run_all};
 
 #[tokio::test]
 async fn default_settings_pass_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
     let tier = HotTier::open(HotConfig::new(dir.path())).await.unwrap();
     assert_eq!(tier.kind(), TierKind::Hot);
-    run_all(&tier, &Capabilities::new("hot-")).await;
+    run_all(&tier, &SuiteConfig::new("hot-")).await;
     assert!(tier.topics().len() >= 10);
     tier.close().await;
 }
@@ -29,7 +29,7 @@ async fn tiny_segments_without_cache_pass_the_conformance_suite() {
         ..HotConfig::new(dir.path())
     };
     let tier = HotTier::open(config).await.unwrap();
-    run_all(&tier, &Capabilities::new("tiny-")).await;
+    run_all(&tier, &SuiteConfig::new("tiny-")).await;
     let sealed: usize = tier.topics().iter().map(|t| tier.sealed_segments(t).len()).sum();
     assert!(sealed > 5, "tiny segments rotated: {sealed} sealed");
     tier.close().await;
@@ -40,9 +40,9 @@ async fn reopened_tier_passes_the_conformance_suite_on_recovered_topics() {
     let dir = tempfile::tempdir().unwrap();
     let config = HotConfig { segment_bytes: 16 * 1024, cache_bytes: 4096, ..HotConfig::new(dir.path()) };
     let tier = HotTier::open(config.clone()).await.unwrap();
-    run_all(&tier, &Capabilities::new("a-")).await;
+    run_all(&tier, &SuiteConfig::new("a-")).await;
     tier.close().await;
     let tier = HotTier::open(config).await.unwrap();
-    run_all(&tier, &Capabilities::new("b-")).await;
+    run_all(&tier, &SuiteConfig::new("b-")).await;
     tier.close().await;
 }

@@ -22,7 +22,7 @@ use tier_core::{
 };
 use tier_hot::HotConfig;
 use tier_router::{NewRecord, Source, TieredStore, WarmBackend};
-use tier_testkit::{Capabilities, run_all};
+use tier_testkit::{SuiteConfig, run_all};
 
 const KIND: TierKind = TierKind::Custom("batch-map");
 
@@ -80,6 +80,9 @@ fn ctx(topic: &TopicName, offset: Offset) -> ErrorContext {
 impl Tier for BatchMap {
     fn kind(&self) -> TierKind {
         KIND
+    }
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(true)
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
@@ -189,7 +192,7 @@ async fn open(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The conformance suite checks the `Tier` contract; it panics, naming the check and
     // the invariant, on the first violation.
-    run_all(&BatchMap::default(), &Capabilities::new("conformance-")).await;
+    run_all(&BatchMap::default(), &SuiteConfig::new("conformance-")).await;
     println!("the {KIND} tier passed tier-testkit's conformance suite");
 
     let temp = tempfile::tempdir()?;

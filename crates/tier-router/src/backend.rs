@@ -50,6 +50,9 @@ impl<T: ColdBackend + ?Sized> Tier for PagedCold<T> {
     fn kind(&self) -> tier_core::TierKind {
         self.0.kind()
     }
+    fn capabilities(&self) -> tier_core::Capabilities {
+        self.0.capabilities()
+    }
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         self.0.range(topic).await
     }

@@ -53,6 +53,10 @@ impl Tier for LazyWarm {
         TierKind::Warm
     }
 
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_warm::WarmTier::CAPABILITIES
+    }
+
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         self.tier().await?.range(topic).await
     }
@@ -114,7 +118,7 @@ mod tests {
     use std::time::Duration;
 
     use tier_testkit::conformance::{run_all, warm_backend};
-    use tier_testkit::{Capabilities, servers::SharedValkey};
+    use tier_testkit::{SuiteConfig, servers::SharedValkey};
 
     use super::*;
 
@@ -127,7 +131,7 @@ mod tests {
         config.key_prefix = format!("{}lazy-", valkey.key_prefix());
         config.wait_timeout = Duration::from_millis(500);
         let tier = LazyWarm::new(config);
-        run_all(&tier, &Capabilities::new("lazy-")).await;
-        warm_backend(&tier, &Capabilities::new("lazy-pos-")).await;
+        run_all(&tier, &SuiteConfig::new("lazy-")).await;
+        warm_backend(&tier, &SuiteConfig::new("lazy-pos-")).await;
     }
 }

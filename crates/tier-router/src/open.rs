@@ -137,12 +137,24 @@ impl StoreBuilder {
     /// open: it is logged and listed by [`TieredStore::failed_topics`], the other topics
     /// open and serve, and [`TieredStore::topic`] for it tries its recovery again and
     /// answers the error while it fails. Errors are those of opening the WAL itself and
-    /// invalid settings.
+    /// invalid settings — including a warm backend whose capabilities lack
+    /// `idempotent_append` (`InvalidInput`).
     pub async fn open(self) -> Result<TieredStore, TierError> {
         let router_ctx = || ErrorContext::tier(TierKind::Router).location("config");
         self.router
             .validate()
             .map_err(|e| TierError::invalid(router_ctx(), "invalid router settings").with_source(e))?;
+        // The writer re-sends a batch whose confirmation it lost (a `WAIT` that fell
+        // short, a timed-out reply): warm must take the identical batch again as a no-op.
+        if let Some(warm) = &self.warm
+            && !warm.capabilities().idempotent_append
+        {
+            return Err(TierError::invalid(
+                ErrorContext::tier(warm.kind()).location("config"),
+                "the warm position needs a tier whose capabilities report idempotent_append (Tier contract, \
+                 invariant 5): the writer re-sends a batch whose confirmation it lost",
+            ));
+        }
         let state_dir = self.router.state_dir.clone().unwrap_or_else(|| {
             self.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
         });

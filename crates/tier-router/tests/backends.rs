@@ -21,14 +21,18 @@ fn rec(offset: u64) -> NewRecord {
     NewRecord::new(1000 + offset as i64, format!("r{offset}"))
 }
 
-/// A user tier: forwards to a `MemoryTier` and implements only what it must.
+/// A user tier: forwards to a `MemoryTier` and implements only what it must. The flag
+/// makes it report no `idempotent_append` (its appends are still `MemoryTier`'s).
 #[derive(Debug, Default)]
-struct Custom(MemoryTier);
+struct Custom(MemoryTier, bool);
 
 #[async_trait]
 impl Tier for Custom {
     fn kind(&self) -> TierKind {
         TierKind::Custom("custom")
+    }
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(!self.1)
     }
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         self.0.range(topic).await
@@ -284,4 +288,30 @@ async fn a_custom_cold_tier_refuses_to_record_a_gap_with_refuse_gap() {
     let text = err.to_string();
     assert!(text.contains("custom") && text.contains("[1, 5)") && text.contains("cannot record"), "{text}");
     assert_eq!(cold.range(&name).await.unwrap(), OffsetRange::new(0, 1), "nothing changed");
+}
+
+/// The warm position needs idempotent appends (the writer re-sends a batch whose
+/// confirmation it lost): a warm tier whose capabilities lack it is refused at open,
+/// naming the capability, before anything is written; in the cold position it is fine.
+#[tokio::test]
+async fn a_warm_tier_without_idempotent_appends_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = TieredStore::builder()
+        .hot(hot(&dir))
+        .warm(Arc::new(Custom(MemoryTier::new(), true)))
+        .background(false)
+        .open()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), tier_core::ErrorKind::InvalidInput);
+    assert!(refused.to_string().contains("idempotent_append"), "{refused}");
+    assert!(!dir.path().join("hot").exists(), "nothing was written");
+    let store = TieredStore::builder()
+        .hot(hot(&dir))
+        .cold(Arc::new(Custom(MemoryTier::new(), true)))
+        .background(false)
+        .open()
+        .await
+        .unwrap();
+    store.close().await;
 }

@@ -168,6 +168,10 @@ impl Tier for SimWarm {
         TierKind::Warm
     }
 
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(true)
+    }
+
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         let s = self.enter(topic)?;
         Ok(s.topics.get(topic).map(TopicLog::range).unwrap_or_default())

@@ -221,6 +221,10 @@ impl<T: Tier> Tier for FaultyTier<T> {
         self.inner.kind()
     }
 
+    fn capabilities(&self) -> tier_core::Capabilities {
+        self.inner.capabilities()
+    }
+
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         self.hold_point(topic).await;
         if self.before(Op::Range).await {

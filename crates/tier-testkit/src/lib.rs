@@ -13,6 +13,6 @@ pub mod memory;
 mod position;
 pub mod servers;
 
-pub use conformance::{Capabilities, run_all};
+pub use conformance::{SuiteConfig, run_all};
 pub use faults::FaultyTier;
 pub use memory::MemoryTier;

@@ -88,6 +88,10 @@ impl Tier for MemoryTier {
         TierKind::Memory
     }
 
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(true)
+    }
+
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         Ok(self.topics.read().get(topic).map(TopicLog::range).unwrap_or_default())
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierKind, TopicName};
 use tier_testkit::{
-    Capabilities, FaultyTier, MemoryTier,
+    FaultyTier, MemoryTier, SuiteConfig,
     conformance::{batch_of, sample_records},
     faults::Op,
     run_all,
@@ -18,7 +18,7 @@ fn topic(name: &str) -> TopicName {
 async fn without_faults_it_forwards_every_method_and_passes_the_suite() {
     let tier = FaultyTier::new(MemoryTier::new());
     assert_eq!(tier.kind(), TierKind::Memory);
-    run_all(&tier, &Capabilities::new("faulty-")).await;
+    run_all(&tier, &SuiteConfig::new("faulty-")).await;
     assert!(tier.calls() > 100, "calls went through the wrapper: {}", tier.calls());
     assert_eq!(tier.injected_failures(), 0);
     assert!(!tier.inner().topics().is_empty(), "writes reached the inner tier");

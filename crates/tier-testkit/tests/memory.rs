@@ -9,7 +9,7 @@ use tier_core::{
     TopicName,
 };
 use tier_testkit::{
-    Capabilities, MemoryTier,
+    MemoryTier, SuiteConfig,
     conformance::{self, batch_of, sample_records},
     run_all,
 };
@@ -17,7 +17,7 @@ use tier_testkit::{
 #[tokio::test]
 async fn memory_tier_passes_the_conformance_suite() {
     let tier = MemoryTier::new();
-    run_all(&tier, &Capabilities::new("mem-")).await;
+    run_all(&tier, &SuiteConfig::new("mem-")).await;
     assert!(tier.topics().len() >= 10, "the suite wrote its own topics: {:?}", tier.topics());
 }
 
@@ -72,6 +72,9 @@ enum Breakage {
     AssumesSortedTimestamps,
     /// Appends accept a gap after the end.
     AcceptsGaps,
+    /// Reports `idempotent_append` but answers every append inside the held range with
+    /// `Fenced`, identical or not.
+    ClaimsIdempotentAppends,
 }
 
 #[derive(Debug)]
@@ -84,6 +87,10 @@ struct BrokenTier {
 impl Tier for BrokenTier {
     fn kind(&self) -> TierKind {
         self.inner.kind()
+    }
+
+    fn capabilities(&self) -> tier_core::Capabilities {
+        self.inner.capabilities()
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
@@ -100,6 +107,14 @@ impl Tier for BrokenTier {
             if batch.base_offset() > end && end > 0 {
                 return Ok(());
             }
+        }
+        if let Breakage::ClaimsIdempotentAppends = self.breakage
+            && self.inner.range(topic).await?.contains(batch.base_offset())
+        {
+            return Err(TierError::fenced(
+                tier_core::ErrorContext::tier(TierKind::Memory).topic(topic),
+                "offset already held",
+            ));
         }
         self.inner.append(topic, batch).await
     }
@@ -137,7 +152,7 @@ impl Tier for BrokenTier {
 /// Runs the suite against a broken tier and returns its panic message.
 async fn suite_failure(breakage: Breakage) -> String {
     let tier = BrokenTier { inner: MemoryTier::new(), breakage };
-    let caps = Capabilities::new("broken-");
+    let caps = SuiteConfig::new("broken-");
     let outcome = AssertUnwindSafe(run_all(&tier, &caps)).catch_unwind().await;
     let payload = outcome.expect_err("the suite must reject a broken tier");
     payload
@@ -173,10 +188,18 @@ async fn suite_rejects_a_tier_that_accepts_gaps() {
     assert!(msg.starts_with("conformance check wrong_base_offset_is_rejected (invariant 3)"), "{msg}");
 }
 
+/// The suite checks what a tier reports of itself: a tier whose capabilities claim
+/// idempotent appends must take an identical re-append.
+#[tokio::test]
+async fn suite_rejects_a_tier_whose_capabilities_claim_idempotent_appends_it_lacks() {
+    let msg = suite_failure(Breakage::ClaimsIdempotentAppends).await;
+    assert!(msg.starts_with("conformance check idempotent_and_fenced_append (invariant 5)"), "{msg}");
+}
+
 #[tokio::test]
 async fn single_checks_can_run_alone() {
     let tier = BrokenTier { inner: MemoryTier::new(), breakage: Breakage::DropLastRecordOfReads };
-    let caps = Capabilities::new("alone-");
+    let caps = SuiteConfig::new("alone-");
     let outcome = AssertUnwindSafe(conformance::check_read_limits(&tier, &caps)).catch_unwind().await;
     assert!(outcome.is_err(), "check_read_limits catches dropped records");
     // A check the breakage does not touch passes.
@@ -186,15 +209,15 @@ async fn single_checks_can_run_alone() {
 #[tokio::test]
 async fn memory_tier_passes_the_position_conformance_suites() {
     let tier = std::sync::Arc::new(MemoryTier::new());
-    conformance::warm_backend(tier.as_ref(), &Capabilities::new("mem-warm-")).await;
+    conformance::warm_backend(tier.as_ref(), &SuiteConfig::new("mem-warm-")).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    conformance::cold_backend(tier, dir.path(), &Capabilities::new("mem-cold-")).await;
+    conformance::cold_backend(tier, dir.path(), &SuiteConfig::new("mem-cold-")).await;
 }
 
 #[tokio::test]
 async fn a_faulty_tier_without_faults_passes_the_position_conformance_suites() {
     let tier = std::sync::Arc::new(tier_testkit::FaultyTier::new(MemoryTier::new()));
-    conformance::warm_backend(tier.as_ref(), &Capabilities::new("faulty-warm-")).await;
+    conformance::warm_backend(tier.as_ref(), &SuiteConfig::new("faulty-warm-")).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    conformance::cold_backend(tier, dir.path(), &Capabilities::new("faulty-cold-")).await;
+    conformance::cold_backend(tier, dir.path(), &SuiteConfig::new("faulty-cold-")).await;
 }

@@ -11,7 +11,7 @@ use tier_core::position::{ColdBackend, WarmBackend};
 use tier_core::{
     Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
-use tier_testkit::{Capabilities, MemoryTier, conformance};
+use tier_testkit::{MemoryTier, SuiteConfig, conformance};
 
 /// A memory tier whose position methods are broken one way each.
 #[derive(Debug)]
@@ -21,6 +21,10 @@ struct Broken(Arc<MemoryTier>);
 impl Tier for Broken {
     fn kind(&self) -> TierKind {
         self.0.kind()
+    }
+
+    fn capabilities(&self) -> tier_core::Capabilities {
+        tier_core::Capabilities::none().with_idempotent_append(true)
     }
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         self.0.range(topic).await
@@ -107,7 +111,7 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
 #[tokio::test]
 async fn the_warm_suite_rejects_batches_from_that_skip_the_batch_holding_from() {
     let tier = Broken(Arc::new(MemoryTier::new()));
-    let outcome = AssertUnwindSafe(conformance::warm_backend(&tier, &Capabilities::new("broken-warm-")))
+    let outcome = AssertUnwindSafe(conformance::warm_backend(&tier, &SuiteConfig::new("broken-warm-")))
         .catch_unwind()
         .await;
     let msg = panic_message(outcome.expect_err("the suite fails"));
@@ -119,7 +123,7 @@ async fn the_cold_suite_rejects_a_continuation_below_the_end() {
     let tier = Arc::new(Broken(Arc::new(MemoryTier::new())));
     let dir = tempfile::tempdir().expect("tempdir");
     let outcome =
-        AssertUnwindSafe(conformance::cold_backend(tier, dir.path(), &Capabilities::new("broken-cold-")))
+        AssertUnwindSafe(conformance::cold_backend(tier, dir.path(), &SuiteConfig::new("broken-cold-")))
             .catch_unwind()
             .await;
     let msg = panic_message(outcome.expect_err("the suite fails"));

@@ -106,6 +106,11 @@ impl fmt::Debug for WarmTier {
 }
 
 impl WarmTier {
+    /// What the warm tier reports as its capabilities: an identical re-append only
+    /// `WAIT`s, a different batch at a held offset is `Fenced`.
+    pub const CAPABILITIES: tier_core::Capabilities =
+        tier_core::Capabilities::none().with_idempotent_append(true);
+
     /// Connects to the configured server(s). Fails with `Unavailable` within
     /// `config.connect_timeout` when none answers, `InvalidInput` for a bad URL.
     pub async fn connect(config: WarmConfig) -> Result<Self, TierError> {
@@ -577,6 +582,10 @@ impl StreamInfo {
 impl Tier for WarmTier {
     fn kind(&self) -> TierKind {
         TierKind::Warm
+    }
+
+    fn capabilities(&self) -> tier_core::Capabilities {
+        Self::CAPABILITIES
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {

@@ -3,18 +3,18 @@
 
 mod common;
 
-use tier_testkit::conformance::{Capabilities, run_all};
+use tier_core::Tier;
+use tier_testkit::conformance::{SuiteConfig, run_all};
 
 #[tokio::test]
 async fn warm_tier_passes_the_conformance_suite() {
     let (_valkey, tier) = common::shared_tier().await;
-    let mut caps = Capabilities::new("conf-");
-    caps.idempotent_append = true;
-    run_all(&tier, &caps).await;
+    assert!(tier.capabilities().idempotent_append, "the router's warm position needs idempotent appends");
+    run_all(&tier, &SuiteConfig::new("conf-")).await;
 }
 
 #[tokio::test]
 async fn warm_tier_passes_the_warm_position_conformance_suite() {
     let (_valkey, tier) = common::shared_tier().await;
-    tier_testkit::conformance::warm_backend(&tier, &Capabilities::new("conf-pos-")).await;
+    tier_testkit::conformance::warm_backend(&tier, &SuiteConfig::new("conf-pos-")).await;
 }

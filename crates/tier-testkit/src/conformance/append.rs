@@ -4,7 +4,7 @@ use bytes::Bytes;
 use tier_core::{ErrorKind, Header, OffsetRange, ReadLimit, Record, Tier, TopicName};
 
 use super::{
-    Capabilities, Check,
+    Check, SuiteConfig,
     data::{append, batch_of, sample_records},
 };
 
@@ -19,7 +19,7 @@ async fn range(check: &Check<'_>, topic: &TopicName) -> OffsetRange {
 /// Records come back exactly as appended, every field: no key vs an empty key,
 /// headers (empty names and values, order), empty and large payloads, negative and
 /// out-of-order timestamps (invariants 4, 6).
-pub async fn check_append_read_round_trip(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_append_read_round_trip(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("append_read_round_trip", tier);
     let topic = caps.fresh_topic("roundtrip");
     let rec = |offset, timestamp, key: Option<&'static [u8]>, headers: Vec<Header>, payload: Bytes| Record {
@@ -52,7 +52,7 @@ pub async fn check_append_read_round_trip(tier: &dyn Tier, caps: &Capabilities) 
 }
 
 /// A new topic's range is `0..0` and grows by each batch's size (invariants 1–3).
-pub async fn check_range_after_appends(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_range_after_appends(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("range_after_appends", tier);
     let topic = caps.fresh_topic("range");
     check.eq(1, "range of a topic never written", range(&check, &topic).await, OffsetRange::new(0, 0));
@@ -73,7 +73,7 @@ pub async fn check_range_after_appends(tier: &dyn Tier, caps: &Capabilities) {
 
 /// An append that does not continue the log is `InvalidInput` and writes nothing
 /// (invariant 3).
-pub async fn check_wrong_base_offset_is_rejected(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_wrong_base_offset_is_rejected(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("wrong_base_offset_is_rejected", tier);
     let topic = caps.fresh_topic("wrongbase");
     let held = sample_records(0, 5, 3);
@@ -104,7 +104,7 @@ pub async fn check_wrong_base_offset_is_rejected(tier: &dyn Tier, caps: &Capabil
 
 /// An empty tier takes over a log at any base offset; its range then starts there
 /// (invariant 3), and reads below it are `Trimmed` (invariant 6).
-pub async fn check_first_append_at_nonzero_base(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_first_append_at_nonzero_base(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("first_append_at_nonzero_base", tier);
     let topic = caps.fresh_topic("nonzero");
     let first = sample_records(1000, 4, 4);
@@ -136,9 +136,10 @@ pub async fn check_first_append_at_nonzero_base(tier: &dyn Tier, caps: &Capabili
 }
 
 /// Re-appending an identical batch is `Ok` and stores nothing twice; a different batch
-/// at a held offset is `Fenced` (invariant 5). Without `idempotent_append`, both must
-/// fail and write nothing.
-pub async fn check_idempotent_and_fenced_append(tier: &dyn Tier, caps: &Capabilities) {
+/// at a held offset is `Fenced` (invariant 5), for a tier whose
+/// [`capabilities`](Tier::capabilities) report `idempotent_append`. Without it, both
+/// must fail and write nothing.
+pub async fn check_idempotent_and_fenced_append(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("idempotent_and_fenced_append", tier);
     let topic = caps.fresh_topic("idempotent");
     let a = sample_records(0, 3, 5);
@@ -147,7 +148,7 @@ pub async fn check_idempotent_and_fenced_append(tier: &dyn Tier, caps: &Capabili
     append(&check, 5, &topic, &b).await;
     let want: Vec<Record> = a.iter().chain(&b).cloned().collect();
     let conflicting = |base, seed| batch_of(&sample_records(base, 2, seed));
-    if caps.idempotent_append {
+    if tier.capabilities().idempotent_append {
         check.ok(5, "re-append of the identical batch at 0", tier.append(&topic, batch_of(&a)).await);
         check.ok(5, "re-append of the identical batch at 3", tier.append(&topic, batch_of(&b)).await);
         for (base, what) in [(0, "at 0"), (3, "at 3"), (4, "inside the batch at 3")] {
@@ -173,7 +174,7 @@ pub async fn check_idempotent_and_fenced_append(tier: &dyn Tier, caps: &Capabili
 }
 
 /// Errors name the tier and the topic in their context (invariant 9).
-pub async fn check_errors_carry_context(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_errors_carry_context(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("errors_carry_context", tier);
     let topic = caps.fresh_topic("errctx");
     append(&check, 9, &topic, &sample_records(0, 3, 6)).await;

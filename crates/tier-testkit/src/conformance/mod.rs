@@ -7,7 +7,7 @@
 //! public so a failing one can be run alone. Checks panic on the first violation with a
 //! message naming the check and the invariant, e.g.
 //! `conformance check read_bounds (invariant 6) failed on memory tier: …`.
-//! Each check writes to its own fresh topic (from [`Capabilities::fresh_topic`]), so the
+//! Each check writes to its own fresh topic (from [`SuiteConfig::fresh_topic`]), so the
 //! suite can run against a server other tests share.
 //!
 //! The suite borrows the tier (`&dyn Tier`), so its concurrency check interleaves
@@ -40,13 +40,10 @@ pub use read::{
     check_reads_span_many_batches, check_timestamp_lookup,
 };
 
-/// What the tier under test promises, and how the suite should use it.
+/// How the suite should use the tier under test. What the tier promises it reports
+/// itself ([`Tier::capabilities`]); the suite checks that promise.
 #[derive(Clone, Debug)]
-pub struct Capabilities {
-    /// The tier accepts re-appending an identical batch (invariant 5) and answers a
-    /// different batch at a held offset with `Fenced`. When false, the suite only
-    /// requires such appends to fail (`Fenced` or `InvalidInput`) and write nothing.
-    pub idempotent_append: bool,
+pub struct SuiteConfig {
     /// Largest number of records the suite puts in one batch.
     pub max_batch_records: usize,
     /// How many batches the many-batch read check appends (keep it lower for tiers
@@ -57,16 +54,11 @@ pub struct Capabilities {
     pub topic_prefix: String,
 }
 
-impl Capabilities {
-    /// Capabilities of a tier with idempotent appends, 200 many-batch appends, batches
-    /// of up to 64 records, and topics named `<topic_prefix><check>-<n>`.
+impl SuiteConfig {
+    /// 200 many-batch appends, batches of up to 64 records, and topics named
+    /// `<topic_prefix><check>-<n>`.
     pub fn new(topic_prefix: impl Into<String>) -> Self {
-        Self {
-            idempotent_append: true,
-            max_batch_records: 64,
-            many_batches: 200,
-            topic_prefix: topic_prefix.into(),
-        }
+        Self { max_batch_records: 64, many_batches: 200, topic_prefix: topic_prefix.into() }
     }
 
     /// A topic no other check of this process has used: `<prefix><name>-<n>`.
@@ -83,7 +75,7 @@ impl Capabilities {
 }
 
 /// Runs every check, in order, panicking on the first violation.
-pub async fn run_all(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn run_all(tier: &dyn Tier, caps: &SuiteConfig) {
     check_append_read_round_trip(tier, caps).await;
     check_range_after_appends(tier, caps).await;
     check_wrong_base_offset_is_rejected(tier, caps).await;

@@ -14,7 +14,7 @@ use tier_core::position::{ColdBackend, WarmBackend};
 use tier_core::segment::{SegmentHeader, SegmentWriter};
 use tier_core::{ErrorKind, Offset, OffsetRange, Record, RecordBatch, TierError, TierKind, TopicName};
 
-use super::Capabilities;
+use super::SuiteConfig;
 use super::data::{batch_of, sample_records};
 
 /// One running check of a position contract.
@@ -61,7 +61,7 @@ fn continuous(check: &Check, method: &str, batches: &[RecordBatch], from: Offset
 }
 
 /// Runs every warm-position check on `tier`, panicking on the first violation.
-pub async fn warm_backend(tier: &dyn WarmBackend, caps: &Capabilities) {
+pub async fn warm_backend(tier: &dyn WarmBackend, caps: &SuiteConfig) {
     check_warm_batches_from(tier, caps).await;
     check_warm_trim_before(tier, caps).await;
     check_warm_restart_at(tier, caps).await;
@@ -98,7 +98,7 @@ async fn collect_batches(
 /// `batches_from(from)`: every batch from the one holding `from`, in order, as appended
 /// (a tier that rebuilds batches must at least keep them continuous and the records
 /// identical).
-pub async fn check_warm_batches_from(tier: &dyn WarmBackend, caps: &Capabilities) {
+pub async fn check_warm_batches_from(tier: &dyn WarmBackend, caps: &SuiteConfig) {
     let check = Check { name: "warm_batches_from", kind: tier.kind() };
     let m = "WarmBackend::batches_from";
     let topic = caps.fresh_topic("warm-batches");
@@ -125,7 +125,7 @@ pub async fn check_warm_batches_from(tier: &dyn WarmBackend, caps: &Capabilities
 
 /// `trim_before(offset)`: drops whole batches below `offset` (a batch holding it may
 /// stay), never the newest batch.
-pub async fn check_warm_trim_before(tier: &dyn WarmBackend, caps: &Capabilities) {
+pub async fn check_warm_trim_before(tier: &dyn WarmBackend, caps: &SuiteConfig) {
     let check = Check { name: "warm_trim_before", kind: tier.kind() };
     let m = "WarmBackend::trim_before";
     let topic = caps.fresh_topic("warm-trim");
@@ -147,7 +147,7 @@ pub async fn check_warm_trim_before(tier: &dyn WarmBackend, caps: &Capabilities)
 
 /// `restart_at(offset)`: refused (`InvalidInput`) while a batch ends beyond `offset`;
 /// otherwise the tier holds nothing and takes its next batch at `offset`.
-pub async fn check_warm_restart_at(tier: &dyn WarmBackend, caps: &Capabilities) {
+pub async fn check_warm_restart_at(tier: &dyn WarmBackend, caps: &SuiteConfig) {
     let check = Check { name: "warm_restart_at", kind: tier.kind() };
     let m = "WarmBackend::restart_at";
     let topic = caps.fresh_topic("warm-restart");
@@ -180,7 +180,7 @@ pub async fn check_warm_restart_at(tier: &dyn WarmBackend, caps: &Capabilities) 
 
 /// `record_topic` / `topic_recorded`: false for a topic never recorded, true after
 /// `record_topic` (idempotent).
-pub async fn check_warm_topic_marker(tier: &dyn WarmBackend, caps: &Capabilities) {
+pub async fn check_warm_topic_marker(tier: &dyn WarmBackend, caps: &SuiteConfig) {
     let check = Check { name: "warm_topic_marker", kind: tier.kind() };
     let m = "WarmBackend::record_topic";
     let topic = caps.fresh_topic("warm-marker");
@@ -192,7 +192,7 @@ pub async fn check_warm_topic_marker(tier: &dyn WarmBackend, caps: &Capabilities
 
 /// Runs every cold-position check on `tier`, writing sealed segment files under `dir`,
 /// panicking on the first violation.
-pub async fn cold_backend(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &Capabilities) {
+pub async fn cold_backend(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &SuiteConfig) {
     check_cold_store_segment(Arc::clone(&tier), dir, caps).await;
     check_cold_batches_bounds(Arc::clone(&tier), dir, caps).await;
     check_cold_gap_and_continuation(Arc::clone(&tier), dir, caps).await;
@@ -237,7 +237,7 @@ async fn read_cold(
 
 /// `store_segment`: stores a sealed segment, idempotently, and returns its offsets; the
 /// stored records read back.
-pub async fn check_cold_store_segment(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &Capabilities) {
+pub async fn check_cold_store_segment(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &SuiteConfig) {
     let check = Check { name: "cold_store_segment", kind: tier.kind() };
     let m = "ColdBackend::store_segment";
     let topic = caps.fresh_topic("cold-store");
@@ -262,7 +262,7 @@ pub async fn check_cold_store_segment(tier: Arc<dyn ColdBackend>, dir: &Path, ca
 
 /// `record_batches_from(from, to)`: the batches holding `from..to`, the first holding
 /// `from`, continuous, none starting at or past `to`.
-pub async fn check_cold_batches_bounds(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &Capabilities) {
+pub async fn check_cold_batches_bounds(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &SuiteConfig) {
     let check = Check { name: "cold_batches_bounds", kind: tier.kind() };
     let m = "ColdBackend::record_batches_from";
     let topic = caps.fresh_topic("cold-bounds");
@@ -296,7 +296,7 @@ pub async fn check_cold_batches_bounds(tier: Arc<dyn ColdBackend>, dir: &Path, c
 /// `record_gap` and `continuation`: a tier that records a gap continues after it (the
 /// next segment may start there); one that cannot answers `InvalidInput` and continues
 /// at its end. A fresh topic continues at 0.
-pub async fn check_cold_gap_and_continuation(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &Capabilities) {
+pub async fn check_cold_gap_and_continuation(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &SuiteConfig) {
     let check = Check { name: "cold_gap_and_continuation", kind: tier.kind() };
     let m = "ColdBackend::continuation";
     let topic = caps.fresh_topic("cold-gap");
@@ -328,7 +328,7 @@ pub async fn check_cold_gap_and_continuation(tier: Arc<dyn ColdBackend>, dir: &P
 /// `record_topic` / `topic_recorded`: false for a fresh topic; `record_topic` is
 /// idempotent; a topic holding records is recorded (a tier without markers answers
 /// whether it holds records).
-pub async fn check_cold_topic_marker(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &Capabilities) {
+pub async fn check_cold_topic_marker(tier: Arc<dyn ColdBackend>, dir: &Path, caps: &SuiteConfig) {
     let check = Check { name: "cold_topic_marker", kind: tier.kind() };
     let m = "ColdBackend::topic_recorded";
     let topic = caps.fresh_topic("cold-marker");

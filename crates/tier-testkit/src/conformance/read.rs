@@ -4,13 +4,13 @@ use futures::future::join_all;
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Record, Tier, TierError};
 
 use super::{
-    Capabilities, Check,
+    Check, SuiteConfig,
     data::{append, append_in_batches, sample_records},
 };
 
 /// Reads respect `from..to`, clamp `to` at the end, return nothing at the end, and
 /// answer `Trimmed` (naming the range held) outside it (invariant 6).
-pub async fn check_read_bounds(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_read_bounds(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("read_bounds", tier);
     let topic = caps.fresh_topic("bounds");
     let all = sample_records(0, 10, 7);
@@ -81,7 +81,7 @@ fn check_trimmed(check: &Check<'_>, err: &TierError, from: u64, held: OffsetRang
 
 /// `max_records` and `max_bytes` bound a read; a read returns at least one record even
 /// when that record alone exceeds `max_bytes` (invariant 6).
-pub async fn check_read_limits(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_read_limits(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("read_limits", tier);
     let topic = caps.fresh_topic("limits");
     let records: Vec<Record> = (0..10u64)
@@ -120,7 +120,7 @@ pub async fn check_read_limits(tier: &dyn Tier, caps: &Capabilities) {
 
 /// Many batches of varied sizes read back whole, from and to offsets in the middle of
 /// batches, and paged by small limits (invariant 6).
-pub async fn check_reads_span_many_batches(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_reads_span_many_batches(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("reads_span_many_batches", tier);
     let topic = caps.fresh_topic("many");
     let sizes: Vec<usize> =
@@ -160,7 +160,7 @@ pub async fn check_reads_span_many_batches(tier: &dyn Tier, caps: &Capabilities)
 
 /// `offset_for_timestamp` finds the first offset whose running maximum timestamp
 /// reaches `t`, with increasing and with out-of-order timestamps (invariant 7).
-pub async fn check_timestamp_lookup(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_timestamp_lookup(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("timestamp_lookup", tier);
     let lookup = |topic, t| async move {
         let what = format!("offset_for_timestamp({t})");
@@ -221,7 +221,7 @@ pub async fn check_timestamp_lookup(tier: &dyn Tier, caps: &Capabilities) {
 
 /// Readers running while a writer appends each see a dense prefix of the log that ends
 /// at a batch boundary (invariant 8).
-pub async fn check_concurrent_reads_during_appends(tier: &dyn Tier, caps: &Capabilities) {
+pub async fn check_concurrent_reads_during_appends(tier: &dyn Tier, caps: &SuiteConfig) {
     let check = Check::new("concurrent_reads_during_appends", tier);
     let topic = caps.fresh_topic("concurrent");
     let sizes = [3usize, 1, 4, 1, 5, 9, 2, 6];
