@@ -15,7 +15,7 @@ fn records(writer: u64, seqs: std::ops::Range<u64>) -> Vec<NewRecord> {
 #[tokio::test]
 async fn verifier_accepts_a_clean_log_and_catches_loss_and_duplicates() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = TieredStore::open(StoreConfig::hot_only(dir.path().join("hot")), vec![]).await.expect("open");
+    let store = TieredStore::open(StoreConfig::hot_only(dir.path().join("hot"))).await.expect("open");
     let topic = store.topic("verify-me").await.expect("topic");
     let first = topic.append(records(1, 0..5)).await.expect("append");
     let second = topic.append(records(1, 5..8)).await.expect("append");

@@ -33,4 +33,4 @@ pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
 pub use record::{Header, Record};
 pub use secret::Secret;
 pub use tier::{Capabilities, ReadLimit, Tier};
-pub use topic::{MAX_TOPIC_NAME_LEN, TopicName};
+pub use topic::{IntoTopicName, MAX_TOPIC_NAME_LEN, TopicName};

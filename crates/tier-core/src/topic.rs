@@ -45,6 +45,44 @@ fn validate(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A topic's name as an API takes it: a string, validated where it is used
+/// (`InvalidInput` naming what is wrong with it), or a [`TopicName`] validated already.
+/// Every method of the router's API that names a topic takes `impl IntoTopicName`, so
+/// `store.topic("orders")` and `store.topic(&name)` are the same call.
+///
+/// ```
+/// use tier_core::{IntoTopicName, TopicName};
+///
+/// let name = TopicName::new("orders").unwrap();
+/// assert_eq!("orders".into_topic_name().unwrap(), name);
+/// assert_eq!((&name).into_topic_name().unwrap(), name);
+/// assert!("no/slashes".into_topic_name().is_err());
+/// ```
+pub trait IntoTopicName {
+    /// The validated name.
+    fn into_topic_name(self) -> Result<TopicName, TierError>;
+}
+
+impl IntoTopicName for TopicName {
+    fn into_topic_name(self) -> Result<TopicName, TierError> {
+        Ok(self)
+    }
+}
+
+impl IntoTopicName for String {
+    fn into_topic_name(self) -> Result<TopicName, TierError> {
+        TopicName::new(&self)
+    }
+}
+
+/// `&str`, `&String`, `&TopicName` (validated again: a copy of at most
+/// [`MAX_TOPIC_NAME_LEN`] bytes), and references to those.
+impl<T: AsRef<str> + ?Sized> IntoTopicName for &T {
+    fn into_topic_name(self) -> Result<TopicName, TierError> {
+        TopicName::new(self.as_ref())
+    }
+}
+
 impl std::str::FromStr for TopicName {
     type Err = TierError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ))?;
     config.validate()?;
     let orders = TopicName::new("orders")?;
-    let store = TieredStore::open(config, vec![orders.clone()]).await?;
+    let store = TieredStore::open_recovering(config, vec![orders.clone()]).await?;
     for report in store.recovery_reports().await {
         // After a crash this says what recovery found (and what was lost, if anything).
         println!(

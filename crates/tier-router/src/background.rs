@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use tier_core::segment::{SealedSegment, SegmentHeader, SegmentWriter};
-use tier_core::{ErrorContext, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, IntoTopicName, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
 use tier_hot::{SegmentEvent, SegmentInfo};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
@@ -108,7 +108,7 @@ async fn export_with_retry(
     let backoff = store.config().export_retry;
     let mut attempt = 0;
     loop {
-        match store.export_sealed(topic).await {
+        match store.export_sealed_of(topic).await {
             Ok(_) => return true,
             Err(e) => {
                 let delay = backoff.delay(attempt);
@@ -158,8 +158,12 @@ impl TieredStore {
     ///
     /// Runs in an `export` tracing span (topic, cold's end before and after) and sets the
     /// topic's `tierlog_export_lag_records` gauge once done.
+    pub async fn export_sealed(&self, topic: impl IntoTopicName) -> Result<Vec<ExportedSegment>, TierError> {
+        self.export_sealed_of(&topic.into_topic_name()?).await
+    }
+
     #[tracing::instrument(name = "export", skip_all, fields(topic = %topic, from = tracing::field::Empty, to = tracing::field::Empty))]
-    pub async fn export_sealed(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
+    async fn export_sealed_of(&self, topic: &TopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Err(no_cold(topic)) };
         let Some(core) = self.inner.topics.lock().get(topic).cloned() else {
             // A topic not open has no known commit point: nothing of it is exported.
@@ -295,7 +299,7 @@ impl TieredStore {
     /// is disabled. Waits for the writer's queue first; a flush that fails `Unavailable`
     /// (warm cannot take the pending batches yet) does not stop the export of what is
     /// committed — cold does not need warm.
-    pub async fn export_now(&self, topic: &str) -> Result<Vec<ExportedSegment>, TierError> {
+    pub async fn export_now(&self, topic: impl IntoTopicName) -> Result<Vec<ExportedSegment>, TierError> {
         let topic = self.topic(topic).await?;
         let name = topic.name().clone();
         // Only what is committed may be exported: wait for the writer's queue first
@@ -307,7 +311,7 @@ impl TieredStore {
             warn!(topic = %name, error = %e.report(), "exporting what is committed although a flush failed");
         }
         self.hot().rotate(&name).await?;
-        self.export_sealed(&name).await
+        self.export_sealed_of(&name).await
     }
 
     /// Runs WAL retention now (as of `now`): deletes sealed segments due by age or size

@@ -39,7 +39,7 @@
 //! # async fn main() -> Result<(), tier_router::TierError> {
 //! # let dir = tempfile::tempdir().expect("a temporary directory");
 //! # let data_dir = dir.path().join("wal");
-//! let store = TieredStore::open(StoreConfig::hot_only(data_dir), Vec::new()).await?;
+//! let store = TieredStore::open(StoreConfig::hot_only(data_dir)).await?;
 //! let orders = store.topic("orders").await?;
 //! let offsets = orders
 //!     .append(vec![NewRecord::new(1_700_000_000_000, "first"), NewRecord::new(1_700_000_000_001, "second")])
@@ -88,8 +88,9 @@ pub use topic::{NewRecord, TierRanges, Topic};
 #[cfg(feature = "cold")]
 pub use tier_cold::ColdConfig;
 pub use tier_core::{
-    BoxError, ErrorContext, ErrorKind, Header, Offset, OffsetRange, ReadLimit, Record, RecordBatch,
-    RecordBatchBuilder, Report, StartPosition, Tier, TierError, TierKind, Timestamp, TopicName,
+    BoxError, Capabilities, ErrorContext, ErrorKind, Header, IntoTopicName, Offset, OffsetRange, ReadLimit,
+    Record, RecordBatch, RecordBatchBuilder, Report, StartPosition, Tier, TierError, TierKind, Timestamp,
+    TopicName,
 };
 pub use tier_hot::{FsyncPolicy, HotConfig, HotTier, SegmentInfo};
 #[cfg(feature = "warm")]

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use futures::stream::{self, StreamExt};
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, ErrorKind, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, ErrorKind, IntoTopicName, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::watch;
 #[cfg(feature = "warm")]
@@ -36,6 +36,8 @@ pub struct StoreBuilder {
     cold: Option<Arc<dyn ColdBackend>>,
     router: RouterConfig,
     topics: Vec<TopicName>,
+    /// The first invalid name given to [`topics`](Self::topics), answered by `open`.
+    invalid_topic: Option<TierError>,
     background: bool,
     boot_id: Option<String>,
 }
@@ -106,9 +108,17 @@ impl StoreBuilder {
     }
 
     /// Topics to recover at open besides those found in the WAL directory (after a lost
-    /// disk, the WAL knows none).
-    pub fn topics(mut self, topics: impl IntoIterator<Item = TopicName>) -> Self {
-        self.topics.extend(topics);
+    /// disk, the WAL knows none): strings or [`TopicName`]s ([`IntoTopicName`]). An
+    /// invalid name makes [`open`](Self::open) fail `InvalidInput`.
+    pub fn topics(mut self, topics: impl IntoIterator<Item: IntoTopicName>) -> Self {
+        for topic in topics {
+            match topic.into_topic_name() {
+                Ok(name) => self.topics.push(name),
+                Err(e) => {
+                    self.invalid_topic.get_or_insert(e);
+                }
+            }
+        }
         self
     }
 
@@ -139,7 +149,10 @@ impl StoreBuilder {
     /// answers the error while it fails. Errors are those of opening the WAL itself and
     /// invalid settings — including a warm backend whose capabilities lack
     /// `idempotent_append` (`InvalidInput`).
-    pub async fn open(self) -> Result<TieredStore, TierError> {
+    pub async fn open(mut self) -> Result<TieredStore, TierError> {
+        if let Some(invalid) = self.invalid_topic.take() {
+            return Err(invalid);
+        }
         let router_ctx = || ErrorContext::tier(TierKind::Router).location("config");
         self.router
             .validate()
@@ -224,9 +237,21 @@ impl TieredStore {
     }
 
     /// Opens the store `config` describes, connecting the warm tier and opening the cold
-    /// tier when configured (see [`StoreBuilder::from_config`]). `topics` are recovered
-    /// besides those found in the WAL.
-    pub async fn open(config: StoreConfig, topics: Vec<TopicName>) -> Result<Self, TierError> {
+    /// tier when configured (see [`StoreBuilder::from_config`]). The topics the WAL holds
+    /// are recovered at open; any other topic is recovered on first use
+    /// ([`topic`](Self::topic), [`recover_topic`](Self::recover_topic)).
+    pub async fn open(config: StoreConfig) -> Result<Self, TierError> {
+        StoreBuilder::from_config(config).await?.open().await
+    }
+
+    /// As [`open`](Self::open), and recovers `topics` at open besides those the WAL holds
+    /// — after a lost disk the WAL knows none, and a topic whose recovery fails is then
+    /// listed by [`failed_topics`](Self::failed_topics) before first use. Names are strings
+    /// or [`TopicName`]s ([`IntoTopicName`]); an invalid one fails `InvalidInput`.
+    pub async fn open_recovering(
+        config: StoreConfig,
+        topics: impl IntoIterator<Item: IntoTopicName>,
+    ) -> Result<Self, TierError> {
         StoreBuilder::from_config(config).await?.topics(topics).open().await
     }
 }

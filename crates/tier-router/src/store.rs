@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, Offset, RecordBatch, Tier, TierError, TierKind, TopicName};
+use tier_core::{ErrorContext, IntoTopicName, Offset, RecordBatch, Tier, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -60,16 +60,16 @@ pub struct TieredStore {
 impl TieredStore {
     /// The handle of topic `name`, creating (or recovering) the topic on first use.
     /// `InvalidInput` for an invalid name.
-    pub async fn topic(&self, name: &str) -> Result<Topic, TierError> {
-        let name = TopicName::new(name)?;
+    pub async fn topic(&self, name: impl IntoTopicName) -> Result<Topic, TierError> {
+        let name = name.into_topic_name()?;
         let core = self.core(&name).await?;
         Ok(Topic { tiers: Arc::clone(&self.inner.tiers), core })
     }
 
     /// Recovers topic `name` from warm and cold if it is not open yet (for a topic the
     /// WAL does not know, after a lost disk) and returns what recovery found.
-    pub async fn recover_topic(&self, name: &str) -> Result<RecoveryReport, TierError> {
-        let name = TopicName::new(name)?;
+    pub async fn recover_topic(&self, name: impl IntoTopicName) -> Result<RecoveryReport, TierError> {
+        let name = name.into_topic_name()?;
         Ok(self.core(&name).await?.report.lock().clone())
     }
 
@@ -88,8 +88,12 @@ impl TieredStore {
     /// Errors: `InvalidInput` when the topic's end is known, or `at` is below the next
     /// offset; `Unavailable` when a tier could not record the skipped offsets (the cold
     /// tier's gap marker PUT failed, say): the topic stays fenced, retry later.
-    pub async fn resume_topic(&self, name: &str, at: Offset) -> Result<RecoveryReport, TierError> {
-        let name = TopicName::new(name)?;
+    pub async fn resume_topic(
+        &self,
+        name: impl IntoTopicName,
+        at: Offset,
+    ) -> Result<RecoveryReport, TierError> {
+        let name = name.into_topic_name()?;
         let core = self.core(&name).await?;
         let ctx = || ErrorContext::tier(TierKind::Router).topic(&name);
         let closed = || TierError::closed(ctx(), "the store is closed");
@@ -430,40 +434,41 @@ pub struct Wal<'a>(&'a HotTier);
 
 impl Wal<'_> {
     /// The offsets the WAL holds of `topic` (empty at its next offset when it holds none).
-    pub async fn range(&self, topic: &TopicName) -> Result<tier_core::OffsetRange, TierError> {
-        self.0.range(topic).await
+    pub async fn range(&self, topic: impl IntoTopicName) -> Result<tier_core::OffsetRange, TierError> {
+        self.0.range(&topic.into_topic_name()?).await
     }
 
     /// The WAL's records of `topic` in `from..to` within `limit`, as [`Tier::read`] —
     /// uncommitted ones included (the topic's readers serve committed records only).
     pub async fn read(
         &self,
-        topic: &TopicName,
+        topic: impl IntoTopicName,
         from: Offset,
         to: Offset,
         limit: tier_core::ReadLimit,
     ) -> Result<Vec<tier_core::Record>, TierError> {
-        self.0.read(topic, from, to, limit).await
+        self.0.read(&topic.into_topic_name()?, from, to, limit).await
     }
 
     /// The first offset of `topic` whose record's timestamp is at or after `timestamp`,
     /// as [`Tier::offset_for_timestamp`].
     pub async fn offset_for_timestamp(
         &self,
-        topic: &TopicName,
+        topic: impl IntoTopicName,
         timestamp: tier_core::Timestamp,
     ) -> Result<Option<Offset>, TierError> {
-        self.0.offset_for_timestamp(topic, timestamp).await
+        self.0.offset_for_timestamp(&topic.into_topic_name()?, timestamp).await
     }
 
-    /// The sealed segments of `topic`, oldest first.
-    pub fn sealed_segments(&self, topic: &TopicName) -> Vec<tier_hot::SegmentInfo> {
-        self.0.sealed_segments(topic)
+    /// The sealed segments of `topic`, oldest first (none for an invalid name).
+    pub fn sealed_segments(&self, topic: impl IntoTopicName) -> Vec<tier_hot::SegmentInfo> {
+        topic.into_topic_name().map(|t| self.0.sealed_segments(&t)).unwrap_or_default()
     }
 
-    /// The offsets the WAL recorded as lost (its gap markers) for `topic`.
-    pub fn gaps(&self, topic: &TopicName) -> Vec<tier_core::OffsetRange> {
-        self.0.gaps(topic)
+    /// The offsets the WAL recorded as lost (its gap markers) for `topic` (none for an
+    /// invalid name).
+    pub fn gaps(&self, topic: impl IntoTopicName) -> Vec<tier_core::OffsetRange> {
+        topic.into_topic_name().map(|t| self.0.gaps(&t)).unwrap_or_default()
     }
 
     /// The topics the WAL kept aside as damaged at open, with their errors.
@@ -483,8 +488,11 @@ impl Wal<'_> {
 
     /// Seals `topic`'s active segment now (`None` when it is empty), as the size and age
     /// limits would; the exporter may then store it in cold once it is committed.
-    pub async fn rotate(&self, topic: &TopicName) -> Result<Option<tier_hot::SegmentInfo>, TierError> {
-        self.0.rotate(topic).await
+    pub async fn rotate(
+        &self,
+        topic: impl IntoTopicName,
+    ) -> Result<Option<tier_hot::SegmentInfo>, TierError> {
+        self.0.rotate(&topic.into_topic_name()?).await
     }
 }
 

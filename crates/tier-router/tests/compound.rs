@@ -668,7 +668,7 @@ async fn a_second_lost_wal_after_a_trailing_gap_in_cold_lets_the_export_continue
     assert_eq!(cold.gaps(&name()).await.unwrap(), vec![], "every hole is recorded lost");
     let later = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
     store.run_retention_now(later).await.unwrap();
-    assert!(store.wal().sealed_segments(&name()).is_empty(), "WAL retention catches up");
+    assert!(store.wal().sealed_segments(name()).is_empty(), "WAL retention catches up");
     assert_eq!(served_at(&store, next).await, Some(rec(next).payload));
     store.close().await;
 }
@@ -874,7 +874,7 @@ async fn warm_continues_after_offsets_no_tier_holds() {
     assert_eq!(cold.range(&name()).await.unwrap().end, next + 1);
     let far = SystemTime::now() + Duration::from_secs(400 * 24 * 3600);
     store.run_retention_now(far).await.unwrap();
-    assert!(store.wal().sealed_segments(&name()).is_empty(), "retention is not held by warm");
+    assert!(store.wal().sealed_segments(name()).is_empty(), "retention is not held by warm");
     store.close().await;
 }
 
@@ -1421,7 +1421,7 @@ async fn wal_retention_after_a_restart_keeps_what_warm_never_confirmed() {
         warm.clear();
         topic.flush().await.expect("warm confirms once its replicas answer");
         store.run_retention_now(later).await.unwrap();
-        assert!(store.wal().sealed_segments(&name()).is_empty(), "then retention deletes them");
+        assert!(store.wal().sealed_segments(name()).is_empty(), "then retention deletes them");
         drop(topic);
         store.close().await;
     }

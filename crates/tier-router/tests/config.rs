@@ -88,7 +88,7 @@ async fn a_store_opens_from_a_configuration() {
         dir.path().join("cold")
     );
     let config: StoreConfig = toml::from_str(&text).unwrap();
-    let store = TieredStore::open(config, vec![]).await.unwrap();
+    let store = TieredStore::open(config).await.unwrap();
     let topic = store.topic("configured").await.unwrap();
     let range = topic.append(vec![NewRecord::new(1, "a"), NewRecord::new(2, "b")]).await.unwrap();
     assert_eq!((range.start, range.end), (0, 2));
@@ -104,7 +104,7 @@ async fn a_store_opens_from_a_configuration() {
 
     let bad = StoreConfig::hot_only(dir.path().join("hot2"))
         .with_router(RouterConfig { max_cached_closed_segments: 0, ..RouterConfig::default() });
-    let err = TieredStore::open(bad, vec![]).await.unwrap_err();
+    let err = TieredStore::open(bad).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(err.report().to_string().contains("router.max_cached_closed_segments"), "{}", err.report());
 }
@@ -120,7 +120,7 @@ async fn an_unreachable_cold_tier_fails_the_open_from_a_configuration_at_once() 
         dir.path().join("hot")
     ))
     .unwrap();
-    let err = TieredStore::open(config, Vec::new()).await.expect_err("cold is unreachable");
+    let err = TieredStore::open(config).await.expect_err("cold is unreachable");
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert!(err.to_string().contains("S3 bucket b at http://127.0.0.1:1"), "{err}");
 }

@@ -188,3 +188,49 @@ async fn a_failed_recovery_answers_its_kind_with_the_kept_failure_as_source() {
     assert_eq!(chain.matches("invalid digit").count(), 1, "{chain}");
     store.close().await;
 }
+
+/// One way to name a topic: every method that names one takes `impl IntoTopicName` — a
+/// string or a `TopicName` — and an invalid string is `InvalidInput` naming what is wrong,
+/// wherever it is given (the builder's `topics` fails the open).
+#[tokio::test]
+async fn a_topic_is_named_the_same_way_everywhere_and_a_bad_name_is_invalid_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, topic) = open(&dir, None).await;
+    append_range(&topic, 0, 10, 5).await;
+    let name = TopicName::new("t").unwrap();
+    let owned = String::from("t");
+    assert_eq!(store.topic(&name).await.unwrap().name(), &name);
+    assert_eq!(store.topic(owned.clone()).await.unwrap().name(), &name);
+    assert_eq!(store.recover_topic(&owned).await.unwrap().topic, name);
+    assert_eq!(store.wal().range("t").await.unwrap(), store.wal().range(&name).await.unwrap());
+    store.wal().rotate("t").await.unwrap();
+    assert_eq!(store.wal().sealed_segments("t"), store.wal().sealed_segments(&name));
+    assert_eq!(store.wal().sealed_segments("t").len(), 1);
+
+    let bad = "no/slashes";
+    let errors = [
+        store.topic(bad).await.map(|_| ()).unwrap_err(),
+        store.recover_topic(bad).await.map(|_| ()).unwrap_err(),
+        store.resume_topic(bad, 0).await.map(|_| ()).unwrap_err(),
+        store.export_now(bad).await.map(|_| ()).unwrap_err(),
+        store.wal().range(bad).await.map(|_| ()).unwrap_err(),
+        store.wal().rotate(bad).await.map(|_| ()).unwrap_err(),
+    ];
+    for e in errors {
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("invalid topic name \"no/slashes\""), "{e}");
+    }
+    assert!(store.wal().sealed_segments(bad).is_empty(), "no topic has an invalid name");
+    store.close().await;
+
+    let other = tempfile::tempdir().unwrap();
+    let refused = TieredStore::builder()
+        .hot(hot(&other))
+        .topics(["fine", bad])
+        .background(false)
+        .open()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
+    assert!(!other.path().join("hot").exists(), "nothing was written");
+}

@@ -337,7 +337,8 @@ async fn opening_from_config_with_valkey_down_degrades_or_fails_by_policy() {
     };
     let t = TopicName::new("t").unwrap();
 
-    let err = TieredStore::open(config(WarmFailurePolicy::Fail), vec![t.clone()]).await.unwrap_err();
+    let err =
+        TieredStore::open_recovering(config(WarmFailurePolicy::Fail), vec![t.clone()]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert!(err.to_string().contains("warm"), "{err}");
 
@@ -345,7 +346,8 @@ async fn opening_from_config_with_valkey_down_degrades_or_fails_by_policy() {
     let store = TieredStore::builder().hot(hot(&dir)).background(false).open().await.unwrap();
     append_range(&store.topic("t").await.unwrap(), 0, 10, 10).await;
     store.close().await;
-    let store = TieredStore::open(config(WarmFailurePolicy::Degrade), vec![t.clone()]).await.unwrap();
+    let store =
+        TieredStore::open_recovering(config(WarmFailurePolicy::Degrade), vec![t.clone()]).await.unwrap();
     let report = store.recover_topic("t").await.unwrap();
     assert!(report.warm_unreachable, "{report:?}");
     let topic = store.topic("t").await.unwrap();

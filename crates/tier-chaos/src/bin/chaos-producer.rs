@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", args.config.display()))?;
     let config: StoreConfig = toml::from_str(&text).context("parsing the store config")?;
     let name = TopicName::new(&args.topic)?;
-    let store = TieredStore::open(config, vec![name]).await?;
+    let store = TieredStore::open_recovering(config, vec![name]).await?;
     let topic = store.topic(&args.topic).await?;
     print_line("READY");
     let stop = Arc::new(AtomicBool::new(false));

@@ -66,8 +66,7 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     let config = StoreConfig::default()
         .with_hot(HotConfig::new(&hot_dir))
         .with_cold(ColdConfig::local(dir.path().join("cold")));
-    let store =
-        TieredStore::open(config.clone(), vec![]).await.map_err(|e| ChaosError::tier("opening", e))?;
+    let store = TieredStore::open(config.clone()).await.map_err(|e| ChaosError::tier("opening", e))?;
     let mut seq = 0;
     if let Err(e) = serve_good(&store, &mut seq).await {
         return Err(ChaosError::Other(format!("the healthy topic does not work to begin with: {e}")));
@@ -128,7 +127,7 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     c.cold = Some(cold);
     configs.push(("cold.part_size = 1", c));
     for (what, c) in configs {
-        expect_kind(&mut r, what, TieredStore::open(c, vec![]).await.map(|_| ()), ErrorKind::InvalidInput);
+        expect_kind(&mut r, what, TieredStore::open(c).await.map(|_| ()), ErrorKind::InvalidInput);
     }
     if bad_dir.exists() {
         r.fail("an invalid configuration created its data directory");
@@ -152,7 +151,7 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     warm.password = Some(tier_warm::Secret::new("wrong-password"));
     warm.connect_timeout = Duration::from_secs(2);
     let c = StoreConfig::hot_only(dir.path().join("w/hot")).with_warm(warm);
-    timed(&mut r, "wrong Valkey credentials", TieredStore::open(c, vec![name.clone()])).await;
+    timed(&mut r, "wrong Valkey credentials", TieredStore::open_recovering(c, vec![name.clone()])).await;
     let s3 = servers.s3.settings();
     let mut cold = ColdConfig {
         backend: BackendConfig::S3 {

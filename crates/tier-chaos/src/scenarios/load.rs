@@ -189,7 +189,7 @@ pub async fn run(
     config.hot.segment_age = Duration::from_secs(5);
     config.router.retention_interval = Duration::from_millis(500);
     config.router.export_sweep_interval = Duration::from_millis(500);
-    let store = TieredStore::open(config, vec![]).await.map_err(|e| ChaosError::tier("opening", e))?;
+    let store = TieredStore::open(config).await.map_err(|e| ChaosError::tier("opening", e))?;
     let mut topics = Vec::new();
     for i in 0..TOPICS {
         topics.push(store.topic(&format!("load-{i:03}")).await.map_err(|e| ChaosError::tier("topic", e))?);

@@ -63,7 +63,7 @@ pub async fn run(
         }
         let acked_end = out.acks.iter().map(|a| a.range.end).max().unwrap_or(0);
         let name = TopicName::new(topic).map_err(|e| ChaosError::tier("topic name", e))?;
-        let store = TieredStore::open(config.clone(), vec![name])
+        let store = TieredStore::open_recovering(config.clone(), vec![name])
             .await
             .map_err(|e| ChaosError::tier("reopening after the disk loss", e))?;
         let checked = async {

@@ -42,7 +42,7 @@ pub(crate) async fn open_and_verify(
     excused: &[tier_core::OffsetRange],
 ) -> Result<Verification, ChaosError> {
     let name = tier_core::TopicName::new(topic).map_err(|e| ChaosError::tier("topic name", e))?;
-    let store = TieredStore::open(config.clone(), vec![name])
+    let store = TieredStore::open_recovering(config.clone(), vec![name])
         .await
         .map_err(|e| ChaosError::tier("opening the store to verify", e))?;
     let result = async {

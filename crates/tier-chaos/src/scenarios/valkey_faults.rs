@@ -37,7 +37,7 @@ pub async fn run(
     let profile = Profile { policy, max_cached_closed_segments: 100_000, ..Profile::default() };
     let tag = format!("valkey-{label}-{}", seed % 100_000);
     let config = store_config(Deployment::HotWarm, dir.path(), servers, &tag, &profile).await?;
-    let store = TieredStore::open(config, vec![]).await.map_err(|e| ChaosError::tier("opening", e))?;
+    let store = TieredStore::open(config).await.map_err(|e| ChaosError::tier("opening", e))?;
     let topic = store.topic("chaos-valkey").await.map_err(|e| ChaosError::tier("topic", e))?;
     let producers = Producers::start(&topic, 2);
     let tally = Arc::clone(&producers.tally);

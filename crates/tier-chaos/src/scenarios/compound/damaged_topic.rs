@@ -70,7 +70,8 @@ pub async fn run(
             .map(TopicName::new)
             .collect::<Result<_, _>>()
             .map_err(tier("topic name"))?;
-        let store = TieredStore::open(config.clone(), names.clone()).await.map_err(tier("opening"))?;
+        let store =
+            TieredStore::open_recovering(config.clone(), names.clone()).await.map_err(tier("opening"))?;
         fill(&store, DAMAGED, 3).await?;
         let mut intact_acks = Vec::new();
         for t in INTACT {
@@ -90,7 +91,7 @@ pub async fn run(
         r.iterations += 1;
         let file = sealed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
 
-        let store = match TieredStore::open(config.clone(), names.clone()).await {
+        let store = match TieredStore::open_recovering(config.clone(), names.clone()).await {
             Ok(store) => store,
             Err(e) => {
                 r.fail(format!(

@@ -67,7 +67,7 @@ pub async fn run(
         delete_tree(&dir.path().join("router"))?;
 
         let name = TopicName::new(TOPIC).map_err(|e| ChaosError::tier("topic name", e))?;
-        let store = match TieredStore::open(config.clone(), vec![name]).await {
+        let store = match TieredStore::open_recovering(config.clone(), vec![name]).await {
             Ok(store) => store,
             Err(e) => {
                 r.fail(format!("round {round}: the store does not open after the lost data directory: {e}"));

@@ -50,7 +50,7 @@ pub async fn run(
         };
         let config = store_config(Deployment::HotWarmCold, dir.path(), servers, &tag, &profile).await?;
         let name = TopicName::new(TOPIC).map_err(|e| ChaosError::tier("topic name", e))?;
-        let store = TieredStore::open(config.clone(), vec![name.clone()])
+        let store = TieredStore::open_recovering(config.clone(), vec![name.clone()])
             .await
             .map_err(|e| ChaosError::tier("opening", e))?;
         let topic = store.topic(TOPIC).await.map_err(|e| ChaosError::tier("topic", e))?;
@@ -90,7 +90,7 @@ pub async fn run(
         crate::scenarios::lost_disk::delete_tree(&config.hot.data_dir)?;
 
         // Reopen with the replica still down: the refused batches are still unconfirmed.
-        let store = TieredStore::open(config.clone(), vec![name.clone()])
+        let store = TieredStore::open_recovering(config.clone(), vec![name.clone()])
             .await
             .map_err(|e| ChaosError::tier("reopening after the lost WAL", e))?;
         let checked = async {

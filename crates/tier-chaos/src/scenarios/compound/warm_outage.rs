@@ -61,7 +61,7 @@ pub async fn run(
         };
         let config = store_config(Deployment::HotWarmCold, dir.path(), servers, &tag, &profile).await?;
         let name = TopicName::new(TOPIC).map_err(|e| ChaosError::tier("topic name", e))?;
-        let store = TieredStore::open(config.clone(), vec![name.clone()])
+        let store = TieredStore::open_recovering(config.clone(), vec![name.clone()])
             .await
             .map_err(|e| ChaosError::tier("opening", e))?;
         let topic = store.topic(TOPIC).await.map_err(|e| ChaosError::tier("topic", e))?;
@@ -102,7 +102,7 @@ pub async fn run(
         if !down_at_restart {
             servers.valkey.restart_primary().await?;
         }
-        let store = match TieredStore::open(config.clone(), vec![name.clone()]).await {
+        let store = match TieredStore::open_recovering(config.clone(), vec![name.clone()]).await {
             Ok(store) => store,
             Err(e) => {
                 r.fail(format!("{label}: the store does not open after the outage: {e}"));
