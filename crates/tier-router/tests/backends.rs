@@ -1,5 +1,7 @@
-//! Custom tiers in the warm and cold positions, relying on the extension traits'
-//! default methods: `ColdBackend::store_segment` (append the segment's batches) and
+//! Custom tiers in the warm and cold positions, built from the helpers tier-router
+//! re-exports for a tier with nothing better (the position traits have no default
+//! bodies): `append_segment` for `ColdBackend::store_segment` (append the segment's
+//! batches), `paged_batches` for `record_batches_from`, `rebuilt_warm_batches` for
 //! `WarmBackend::batches_from` (batches rebuilt from `Tier::read`).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
@@ -143,7 +145,7 @@ async fn open(
 }
 
 #[tokio::test]
-async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
+async fn custom_tiers_work_in_both_positions_through_the_helpers() {
     let dir = tempfile::tempdir().unwrap();
     let warm = Arc::new(Custom::default());
     let cold = Arc::new(Custom::default());
@@ -200,7 +202,7 @@ async fn custom_tiers_work_in_both_positions_through_the_default_methods() {
 /// tiers and a whole batch crosses each hand-off: the records are the record reader's,
 /// each item starts where the previous batch ended.
 #[tokio::test]
-async fn the_batch_reader_reads_custom_tiers_through_the_default_methods() {
+async fn the_batch_reader_reads_custom_tiers_through_the_helpers() {
     let dir = tempfile::tempdir().unwrap();
     let warm = Arc::new(Custom::default());
     let cold = Arc::new(Custom::default());
