@@ -181,7 +181,7 @@ async fn custom_tiers_work_in_both_positions_through_the_helpers() {
     assert_eq!(sources, vec![Source::Cold, Source::Warm, Source::Hot]);
     store.close().await;
 
-    // Lost WAL: the default batches_from replays warm's records beyond cold's end.
+    // Lost WAL: the helper-built batches_from replays warm's records beyond cold's end.
     std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
     let store = open(&dir, &warm, &cold, &["custom"]).await;
     let report = store.recover_topic("custom").await.unwrap();
@@ -196,9 +196,9 @@ async fn custom_tiers_work_in_both_positions_through_the_helpers() {
     store.close().await;
 }
 
-/// The batch reader over custom tiers: cold's batches rebuilt by the default
+/// The batch reader over custom tiers: cold's batches rebuilt by `paged_batches` for
 /// `ColdBackend::record_batches_from` (up to 1000 records from the offset asked) and
-/// warm's by the default `WarmBackend::batches_from`, so boundaries differ between the
+/// warm's by `rebuilt_warm_batches`, so boundaries differ between the
 /// tiers and a whole batch crosses each hand-off: the records are the record reader's,
 /// each item starts where the previous batch ended.
 #[tokio::test]
