@@ -75,11 +75,22 @@ impl IntoTopicName for String {
     }
 }
 
-/// `&str`, `&String`, `&TopicName` (validated again: a copy of at most
-/// [`MAX_TOPIC_NAME_LEN`] bytes), and references to those.
-impl<T: AsRef<str> + ?Sized> IntoTopicName for &T {
+impl IntoTopicName for &TopicName {
+    /// Already validated: a reference-count increment.
     fn into_topic_name(self) -> Result<TopicName, TierError> {
-        TopicName::new(self.as_ref())
+        Ok(self.clone())
+    }
+}
+
+impl IntoTopicName for &str {
+    fn into_topic_name(self) -> Result<TopicName, TierError> {
+        TopicName::new(self)
+    }
+}
+
+impl IntoTopicName for &String {
+    fn into_topic_name(self) -> Result<TopicName, TierError> {
+        TopicName::new(self)
     }
 }
 

@@ -339,13 +339,13 @@ impl TieredStore {
             };
             let gaps = self.hot().gaps(&core.name);
             // Without cold, warm's back-fill reads the WAL from the first offset warm
-            // lacks (0 while warm's end is unknown); with cold, cold, which holds every
-            // segment deleted.
-            let warm_floor = match cold {
-                Some(_) => u64::MAX,
-                None => core.warm_floor.load(std::sync::atomic::Ordering::Acquire),
+            // lacks (0 while warm's end is unknown); with cold, cold, which must hold
+            // every segment deleted.
+            let committed = *core.hwm.borrow();
+            let deletable_below = match cold {
+                Some(_) => committed,
+                None => committed.min(core.warm_floor.load(std::sync::atomic::Ordering::Acquire)),
             };
-            let deletable_below = (*core.hwm.borrow()).min(warm_floor);
             allowed.insert(core.name.clone(), (deletable_below, cold, gaps));
         }
         let hot = self.hot().clone();

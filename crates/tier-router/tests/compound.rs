@@ -981,8 +981,19 @@ async fn power_cut_with_warm_down(lose_state: bool) {
 /// and continues past a maybe-lost gap at the returned `next`; [next, next + 10) reaches
 /// only the WAL (warm down); clean close, warm back.
 async fn warm_behind_a_gap(dir: &Path, warm: &Arc<FaultyTier<MemoryTier>>) -> u64 {
+    warm_behind_a_gap_with(dir, warm, None).await
+}
+
+/// As [`warm_behind_a_gap`], with `cold` enabled (when given): everything the WAL holds,
+/// the gap included, is exported before the clean close.
+async fn warm_behind_a_gap_with(
+    dir: &Path,
+    warm: &Arc<FaultyTier<MemoryTier>>,
+    cold: Option<&Arc<ColdTier>>,
+) -> u64 {
+    let cold_backend = || cold.cloned().map(|c| -> Arc<dyn ColdBackend> { c });
     let open_degrade =
-        || open(dir, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), None);
+        || open(dir, FsyncPolicy::Always, WarmFailurePolicy::Degrade, Some(warm.clone()), cold_backend());
     let store = open_degrade().await;
     let topic = store.topic(T).await.unwrap();
     append_range(&topic, 0, 20, 10).await;
@@ -996,6 +1007,9 @@ async fn warm_behind_a_gap(dir: &Path, warm: &Arc<FaultyTier<MemoryTier>>) -> u6
     let topic = store.topic(T).await.unwrap();
     warm.fail_fraction(1.0);
     append_range(&topic, next, next + 10, 5).await;
+    if cold.is_some() {
+        store.export_now(T).await.unwrap();
+    }
     drop(topic);
     store.close().await;
     warm.clear();
@@ -1700,27 +1714,11 @@ async fn wal_retention_deletes_what_cold_holds_behind_a_held_warm_floor() {
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
     let cold = local_cold(dir.path());
     let open_degrade = || open_warm_and_cold(dir.path(), &warm, cold.clone());
-    let store = open_degrade().await;
-    let topic = store.topic(T).await.unwrap();
-    append_range(&topic, 0, 20, 10).await;
-    store.abort().await;
-    drop(topic);
-    drop(store);
-    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
-
     // Recovery replays warm and continues past a maybe-lost gap; [next, next + 10) reaches
     // only the WAL, then cold.
-    let store = open_degrade().await;
-    let next = store.recover_topic(T).await.unwrap().next_offset;
+    let next = warm_behind_a_gap_with(dir.path(), &warm, Some(&cold)).await;
     assert!(next > 20, "the WAL continues past the offsets it may have lost");
-    let topic = store.topic(T).await.unwrap();
-    warm.fail_fraction(1.0);
-    append_range(&topic, next, next + 10, 5).await;
-    store.export_now(T).await.unwrap();
     assert_eq!(cold.range(&name()).await.unwrap(), r(0, next + 10), "cold holds the gap and what follows");
-    drop(topic);
-    store.close().await;
-    warm.clear();
 
     // Warm answers; its back-fill stops at the gap and the writer holds the floor at 20.
     let store = open_degrade().await;

@@ -103,7 +103,7 @@ pub async fn run(
         };
         let checked = async {
             for (t, acks) in INTACT.iter().zip(&intact_acks) {
-                let handle = match store.topic(t).await {
+                let handle = match store.topic(*t).await {
                     Ok(h) => h,
                     Err(e) => {
                         r.fail(format!("round {round}: intact topic {t} does not open: {e}"));
