@@ -64,7 +64,9 @@ impl Subscription {
                         continue;
                     }
                     // `None`: the tier was closed while waiting.
+                    // Biased: a batch already sent is taken before the close is seen.
                     let received = tokio::select! {
+                        biased;
                         received = self.rx.recv() => Some(received),
                         _ = self.closed.wait_for(|closed| *closed) => None,
                     };

@@ -243,6 +243,54 @@ impl HotTier {
         answer.await.map_err(|_| closed(topic))?
     }
 
+    /// Appends `batches` to `topic` in order as one group, in the caller's task: the
+    /// entry of a caller that is itself the topic's only writer (the router's per-topic
+    /// writer), so that its appends reach the WAL without a hand-off to the topic's
+    /// writer task. It waits for the writer's state (held by the writer task only while
+    /// that works: an age rotation, an interval fsync, appends other callers queued),
+    /// then runs the batches through the same checks as [`Tier::append`] — each batch
+    /// continues the log, an identical batch already held is `Ok` (invariant 5), a
+    /// conflict is `Fenced` — and writes the accepted ones with one vectored write (one
+    /// fsync under `always`), rotating by size in between as the writer task does. Each
+    /// batch is committed (readable, cached, sent to the live tail) before this returns.
+    ///
+    /// Returns how many batches, from the first, are held, and the error of the first
+    /// one that is not (`Ok` when all are). Each batch is decided as a separate append
+    /// would be, so one after a refused batch may still be held (an identical retry of
+    /// it is then `Ok`). Errors are those of [`Tier::append`].
+    pub async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        if batches.is_empty() {
+            return (0, Ok(()));
+        }
+        let mut batches = batches;
+        // A batch past u64::MAX is refused before anything is written (see `Tier::append`),
+        // and the ones after it are not tried.
+        let refused = batches.iter().position(|b| b.checked_end_offset().is_none()).map(|bad| {
+            let e = past_largest_offset(topic, &batches[bad]);
+            batches.truncate(bad);
+            e
+        });
+        let writer = match self.topic_or_create(topic) {
+            Ok(log) => Arc::clone(&log.writer),
+            Err(e) => return (0, Err(e)),
+        };
+        let (held, result) = if batches.is_empty() {
+            (0, Ok(()))
+        } else {
+            let mut writer = writer.lock().await;
+            // See `Tier::append` for why a batch gets bytes of its own.
+            writer.append_group(batches.into_iter().map(RecordBatch::compacted).collect()).await
+        };
+        match (result, refused) {
+            (Ok(()), Some(e)) => (held, Err(e)),
+            (result, _) => (held, result),
+        }
+    }
+
     /// The verified batches holding records `from..to` of `topic`, in offset order,
     /// stopping at the range held (or a recorded gap) and after `max_bytes` of encoded
     /// batches, except that the first batch is returned however large it is.
@@ -392,6 +440,18 @@ impl HotTier {
     }
 }
 
+/// The refusal of a batch whose records would pass `u64::MAX`.
+fn past_largest_offset(topic: &TopicName, batch: &RecordBatch) -> TierError {
+    TierError::invalid(
+        ctx(topic).offset(batch.base_offset()),
+        format!(
+            "a batch of {} records at offset {} would pass the largest offset (u64::MAX)",
+            batch.record_count(),
+            batch.base_offset()
+        ),
+    )
+}
+
 /// Name of the lock file in the data directory.
 pub(crate) const LOCK_FILE: &str = ".lock";
 
@@ -476,14 +536,7 @@ impl Tier for HotTier {
         if batch.checked_end_offset().is_none() {
             // Refused before anything is written: a batch past u64::MAX would be written,
             // then refused, and poison the writer with bytes that read as corruption.
-            return Err(TierError::invalid(
-                ctx(topic).offset(batch.base_offset()),
-                format!(
-                    "a batch of {} records at offset {} would pass the largest offset (u64::MAX)",
-                    batch.record_count(),
-                    batch.base_offset()
-                ),
-            ));
+            return Err(past_largest_offset(topic, &batch));
         }
         // The cache and the live tail keep the batch after the append: a batch decoded
         // from a larger buffer gets bytes of its own first, so they do not keep that

@@ -27,7 +27,7 @@ use std::sync::{Arc, atomic::Ordering};
 
 use tier_core::{Offset, OffsetRange, RecordBatch, TierError, TopicName};
 use tokio::{
-    sync::{Mutex, broadcast, mpsc, oneshot},
+    sync::{Mutex, Notify, broadcast, mpsc, oneshot},
     time::{Instant, MissedTickBehavior},
 };
 use tracing::{debug, warn};
@@ -77,6 +77,9 @@ pub(crate) struct Writer {
     next: Offset,
     /// When the active segment received its first batch (age rotation).
     first_write: Option<Instant>,
+    /// Wakes the writer task to take a new `first_write` as its age deadline when a
+    /// group appended in the caller's task ([`Writer::append_group`]) changed it.
+    age_changed: Arc<Notify>,
     /// Written but not fsynced (interval policy).
     dirty: bool,
     /// The failure that poisoned the writer: every later write answers an error caused
@@ -104,6 +107,7 @@ impl Writer {
             active,
             next,
             first_write,
+            age_changed: Arc::new(Notify::new()),
             dirty: false,
             poisoned: None,
             group: Vec::new(),
@@ -122,7 +126,7 @@ impl Writer {
     /// when the writer is idle; the task holds the lock only while it works (handling
     /// a group, rotating by age, fsyncing on the timer), never while it waits.
     pub(crate) async fn run(this: Arc<Mutex<Self>>, mut rx: mpsc::Receiver<Command>) {
-        let (mut tick, segment_age) = {
+        let (mut tick, segment_age, age_changed) = {
             let w = this.lock().await;
             let tick = match w.config.fsync {
                 FsyncPolicy::Interval(every) => {
@@ -136,14 +140,31 @@ impl Writer {
                 }
                 _ => None,
             };
-            (tick, w.config.segment_age)
+            (tick, w.config.segment_age, Arc::clone(&w.age_changed))
         };
         let mut cmds = Vec::new();
         let mut age_deadline = this.lock().await.first_write.map(|t| t + segment_age);
         loop {
             // Direct appends never start a segment (they leave its first batch to this
-            // task), so `first_write` and with it the deadline change only here.
+            // task), so `first_write` and with it the deadline change here or in a group
+            // appended in its caller's task, which says so through `age_changed`.
+            // Biased, timers first (each ready at most once per deadline or period, so
+            // they cannot starve appends): no coin decides the order, so a simulated
+            // schedule replays exactly.
             tokio::select! {
+                biased;
+                () = sleep_until(age_deadline), if age_deadline.is_some() => {
+                    let mut w = this.lock().await;
+                    debug!(topic = %w.topic(), "rotating the active segment by age");
+                    if let Err(e) = w.rotate().await {
+                        warn!(topic = %w.topic(), error = %e.report(), "age rotation failed");
+                    }
+                    age_deadline = w.first_write.map(|t| t + segment_age);
+                }
+                _ = tick_opt(&mut tick), if tick.is_some() => this.lock().await.sync_if_dirty().await,
+                () = age_changed.notified() => {
+                    age_deadline = this.lock().await.first_write.map(|t| t + segment_age);
+                }
                 n = rx.recv_many(&mut cmds, MAX_GROUP) => {
                     if n == 0 {
                         break;
@@ -156,15 +177,6 @@ impl Writer {
                     w.shared.queued_appends.fetch_sub(appends, Ordering::SeqCst);
                     age_deadline = w.first_write.map(|t| t + segment_age);
                 }
-                () = sleep_until(age_deadline), if age_deadline.is_some() => {
-                    let mut w = this.lock().await;
-                    debug!(topic = %w.topic(), "rotating the active segment by age");
-                    if let Err(e) = w.rotate().await {
-                        warn!(topic = %w.topic(), error = %e.report(), "age rotation failed");
-                    }
-                    age_deadline = w.first_write.map(|t| t + segment_age);
-                }
-                _ = tick_opt(&mut tick), if tick.is_some() => this.lock().await.sync_if_dirty().await,
             }
         }
         let mut w = this.lock().await;
@@ -194,6 +206,46 @@ impl Writer {
             }
         }
         self.flush().await;
+    }
+
+    /// Appends `batches` as one group in the caller's task (see
+    /// [`HotTier::append_group`](crate::HotTier::append_group)): the same accept, group and
+    /// flush steps as a group of queued appends. Returns how many batches from the first
+    /// are held and the first refusal.
+    pub(crate) async fn append_group(&mut self, batches: Vec<RecordBatch>) -> (usize, Result<(), TierError>) {
+        let mut answers = Vec::with_capacity(batches.len());
+        let cmds: Vec<Command> = batches
+            .into_iter()
+            .map(|batch| {
+                let (done, answer) = oneshot::channel();
+                answers.push(answer);
+                Command::Append { batch, done }
+            })
+            .collect();
+        let started = self.first_write;
+        self.handle(cmds.into_iter()).await;
+        if self.first_write != started {
+            // A stored permit if the task is busy: it looks once it waits again.
+            self.age_changed.notify_one();
+        }
+        let mut held = 0;
+        for mut answer in answers {
+            // `handle` answers every append before it returns (it flushes the group).
+            match answer.try_recv() {
+                Ok(Ok(())) => held += 1,
+                Ok(Err(e)) => return (held, Err(e)),
+                Err(_) => {
+                    return (
+                        held,
+                        Err(TierError::internal(
+                            ctx(self.topic()),
+                            "an append of the group was not answered",
+                        )),
+                    );
+                }
+            }
+        }
+        (held, Ok(()))
     }
 
     /// Decides what to do with one append: add it to the group, or answer it now.
