@@ -7,7 +7,7 @@
 //! default body a wrapper could forget to forward (the CLI's metered wrapper once exported
 //! and read cold through such defaults): a wrapper that forgets one does not compile. A
 //! custom tier with nothing better to offer implements them with the helpers built on
-//! [`Tier`]: [`paged_records`], [`rebuilt_batches`], [`rebuilt_warm_batches`],
+//! [`Tier`]: [`append_each`], [`paged_records`], [`rebuilt_batches`], [`rebuilt_warm_batches`],
 //! [`append_segment_bytes`] (tier-router's `append_segment` reads the file for it),
 //! [`refuse_gap`] and [`holds_records`]; tierlog's own tiers use their native operations.
 //! `tier-testkit`'s conformance suite (`conformance::warm_backend`,
@@ -45,6 +45,19 @@ struct Rebuild {
 /// closed segments, and replayed into a fresh WAL after the local disk is lost.
 #[async_trait]
 pub trait WarmBackend: Tier {
+    /// Appends `batches` — each starting where the one before it ends — in order, each
+    /// with the checks and meaning of [`Tier::append`], stopping at the first refusal:
+    /// returns how many, from the first, the tier holds, and that refusal (`Ok` when it
+    /// holds them all). The router's writer sends each group commit's batches through it,
+    /// as its producers encoded them. A tier that can add several in one round trip does
+    /// (tierlog's warm tier: one script and one `WAIT`); [`append_each`] appends them one
+    /// at a time with [`Tier::append`].
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>);
+
     /// Drops whole batches below `offset` (a batch holding `offset` may stay). Never
     /// removes the newest batch, so the tier keeps remembering where the log ends.
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
@@ -124,6 +137,23 @@ pub trait ColdBackend: Tier + 'static {
     /// never hands out an offset below it. A tier that cannot record a gap answers
     /// [`Tier::range`]'s end.
     async fn continuation(&self, topic: &TopicName) -> Result<Offset, TierError>;
+}
+
+/// [`WarmBackend::append_group`] for a tier with nothing better: [`Tier::append`] of each
+/// batch in turn, stopping at the first refusal.
+pub async fn append_each<T: Tier + ?Sized>(
+    tier: &T,
+    topic: &TopicName,
+    batches: Vec<RecordBatch>,
+) -> (usize, Result<(), TierError>) {
+    let mut held = 0;
+    for batch in batches {
+        if let Err(e) = tier.append(topic, batch).await {
+            return (held, Err(e));
+        }
+        held += 1;
+    }
+    (held, Ok(()))
 }
 
 /// [`ColdBackend::topic_recorded`] for a tier that cannot hold a topic marker: whether it

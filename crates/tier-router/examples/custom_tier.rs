@@ -135,6 +135,15 @@ impl Tier for BatchMap {
 
 #[async_trait]
 impl WarmBackend for BatchMap {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        // Nothing better than one append after the other.
+        tier_router::append_each(self, topic, batches).await
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         if let Some(log) = self.topics.lock().get_mut(topic) {
             // Whole batches below `offset`, never the newest.

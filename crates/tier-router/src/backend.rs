@@ -14,7 +14,7 @@ use bytes::Bytes;
 #[cfg(feature = "testkit")]
 use futures::stream::BoxStream;
 pub use tier_core::position::{
-    ColdBackend, WarmBackend, append_segment_bytes, holds_records, paged_batches, paged_records,
+    ColdBackend, WarmBackend, append_each, append_segment_bytes, holds_records, paged_batches, paged_records,
     rebuilt_batches, rebuilt_warm_batches, refuse_gap,
 };
 use tier_core::{ErrorContext, OffsetRange, Tier, TierError, TopicName};

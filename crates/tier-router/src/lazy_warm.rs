@@ -86,6 +86,17 @@ impl Tier for LazyWarm {
 
 #[async_trait]
 impl WarmBackend for LazyWarm {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        match self.tier().await {
+            Ok(tier) => WarmBackend::append_group(tier, topic, batches).await,
+            Err(e) => (0, Err(e)),
+        }
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         WarmBackend::trim_before(self.tier().await?, topic, offset).await
     }

@@ -74,8 +74,8 @@ mod writer;
 #[cfg(feature = "testkit")]
 pub use backend::PagedCold;
 pub use backend::{
-    ColdBackend, WarmBackend, append_segment, append_segment_bytes, holds_records, paged_batches,
-    paged_records, rebuilt_batches, rebuilt_warm_batches, refuse_gap,
+    ColdBackend, WarmBackend, append_each, append_segment, append_segment_bytes, holds_records,
+    paged_batches, paged_records, rebuilt_batches, rebuilt_warm_batches, refuse_gap,
 };
 pub use background::ExportedSegment;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};

@@ -62,6 +62,14 @@ impl Tier for Custom {
 
 #[async_trait]
 impl WarmBackend for Custom {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        tier_router::append_each(self, topic, batches).await
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         self.0.trim_before(topic, offset);
         Ok(())

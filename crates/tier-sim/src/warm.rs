@@ -288,6 +288,16 @@ impl Tier for SimWarm {
 
 #[async_trait]
 impl WarmBackend for SimWarm {
+    /// Each batch as [`Tier::append`] (so with its faults): the real tier's script adds
+    /// the same batches and stops where an append would be refused.
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        tier_core::position::append_each(self, topic, batches).await
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         let mut s = self.enter(topic)?;
         let Some(log) = s.topics.get_mut(topic) else { return Ok(()) };

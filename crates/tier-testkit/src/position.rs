@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use tier_core::position::{
-    ColdBackend, WarmBackend, append_segment_bytes, holds_records, paged_batches, refuse_gap,
+    ColdBackend, WarmBackend, append_each, append_segment_bytes, holds_records, paged_batches, refuse_gap,
 };
 use tier_core::{ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TopicName};
 
@@ -34,6 +34,14 @@ async fn store_by_appending<T: Tier + ?Sized>(
 
 #[async_trait]
 impl WarmBackend for MemoryTier {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        append_each(self, topic, batches).await
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         let range = self.range(topic).await?;
         // Like the warm tier: never drop the newest batch.
@@ -103,10 +111,19 @@ impl ColdBackend for MemoryTier {
     }
 }
 
-/// Faults apply to the [`Tier`] methods only; trimming, replay and the topic marker
-/// are forwarded.
+/// Faults apply to the [`Tier`] methods only (a group append is the wrapper's own
+/// appends in turn, so each batch meets the faults an append would); trimming, replay
+/// and the topic marker are forwarded.
 #[async_trait]
 impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        append_each(self, topic, batches).await
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         self.inner().trim_before(topic, offset).await
     }

@@ -52,6 +52,13 @@ impl Tier for Broken {
 
 #[async_trait]
 impl WarmBackend for Broken {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        tier_core::position::append_each(self, topic, batches).await
+    }
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         WarmBackend::trim_before(self.0.as_ref(), topic, offset).await
     }

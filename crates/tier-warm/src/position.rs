@@ -10,6 +10,14 @@ use crate::WarmTier;
 
 #[async_trait]
 impl WarmBackend for WarmTier {
+    async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        WarmTier::append_group(self, topic, batches).await
+    }
+
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         WarmTier::trim_before(self, topic, offset).await.map(|_| ())
     }

@@ -8,15 +8,18 @@ use fred::{
     error::Error as FredError,
     prelude::Options,
     prelude::{Client, ClientLike, EventInterface, KeysInterface, ServerInterface, StreamsInterface},
-    types::{ClusterHash, ClusterStateChange, Value, config::Server, streams::XCapKind, streams::XCapTrim},
+    types::{
+        ClusterHash, ClusterStateChange, CustomCommand, Value, config::Server, streams::XCapKind,
+        streams::XCapTrim,
+    },
     util::redis_keyslot,
 };
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tier_core::metrics::{OUTCOME, WARM_WAIT};
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind,
+    Timestamp, TopicName,
 };
 use tokio::sync::broadcast;
 
@@ -27,6 +30,22 @@ use crate::{
     pager::StreamHandle,
     read,
 };
+
+/// The script of a group append ([`WarmTier::append_group`]): `XADD`s each
+/// `(ID, batch)` pair of `ARGV[2..]` to `KEYS[1]` under the field `ARGV[1]`, in order, and
+/// stops at the first one the server refuses (an ID at or below the stream's top, which
+/// would otherwise let the later ones through and leave a hole). Returns how many it
+/// added and the refusal's message (empty when none). A script runs atomically, so no
+/// other command sees part of a group.
+const GROUP_XADD: &str = r"local n = 0
+for i = 2, #ARGV, 2 do
+  local r = redis.pcall('XADD', KEYS[1], ARGV[i], ARGV[1], ARGV[i + 1])
+  if type(r) == 'table' and r['err'] then
+    return {n, r['err']}
+  end
+  n = n + 1
+end
+return {n, ''}";
 
 /// The warm tier: one Valkey/Redis stream per topic, one entry per record batch.
 ///
@@ -435,6 +454,114 @@ impl WarmTier {
             Some(reply) => self.check_wait(ctx, reply),
             None => Ok(()),
         }
+    }
+
+    /// Appends `batches` (each continuing the one before) as the router's group commit
+    /// does: when the first continues the cached end, one script adds them in order and
+    /// stops at the first `XADD` the server refuses, in one round trip with the `WAIT`
+    /// after it ([`GROUP_XADD`]); the batches from a refused one on (a retry of what the
+    /// stream holds, a conflict) and every other case take [`Tier::append`]'s path, one
+    /// batch at a time. Returns how many batches from the first are held and the first
+    /// refusal.
+    pub(crate) async fn append_group(
+        &self,
+        topic: &TopicName,
+        batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
+        let contiguous = batches.windows(2).all(|w| w[0].end_offset() == w[1].base_offset());
+        let continues = match (batches.first(), self.cached_range(topic)) {
+            (Some(first), Some(range)) => {
+                !range.contains(first.base_offset()) && append_allowed(range, first.base_offset())
+            }
+            _ => false,
+        };
+        let mut held = 0;
+        if batches.len() > 1 && contiguous && continues {
+            let result = self.xadd_group_and_wait(topic, &batches).await;
+            let outcome = |ok| if ok { "ok" } else { "failed" };
+            match result {
+                Ok(Some(added)) => {
+                    metrics::counter!(WARM_WAIT, OUTCOME => outcome(true)).increment(added as u64);
+                    held = added;
+                }
+                // The server refused the script itself (scripts disabled, not permitted):
+                // nothing was added; one batch at a time then.
+                Ok(None) => {}
+                Err(e) => {
+                    metrics::counter!(WARM_WAIT, OUTCOME => outcome(false)).increment(1);
+                    // As for a failed append: the server's state is no longer known.
+                    self.invalidate(topic);
+                    return (0, Err(e));
+                }
+            }
+        }
+        for batch in batches.into_iter().skip(held) {
+            if let Err(e) = self.append(topic, batch).await {
+                return (held, Err(e));
+            }
+            held += 1;
+        }
+        (held, Ok(()))
+    }
+
+    /// [`GROUP_XADD`] and `WAIT` in one pipeline: returns how many batches the stream
+    /// took (all of them confirmed by `WAIT`), stopping at the first `XADD` refused;
+    /// `None` when the server refused the script itself (then it ran no command).
+    async fn xadd_group_and_wait(
+        &self,
+        topic: &TopicName,
+        batches: &[RecordBatch],
+    ) -> Result<Option<usize>, TierError> {
+        let handle = self.handle(topic);
+        let key = handle.key.clone();
+        let base = batches[0].base_offset();
+        let ctx = handle.ctx.clone().offset(base).location(format!("{key}@{}", entry_id(base)));
+        let mut args: Vec<Value> = Vec::with_capacity(4 + 2 * batches.len());
+        args.push(Value::from(GROUP_XADD));
+        args.push(Value::from(1));
+        args.push(Value::from(key.as_str()));
+        args.push(Value::from(BATCH_FIELD));
+        for batch in batches {
+            args.push(Value::from(entry_id(batch.base_offset())));
+            // One copy per batch, as for a single XADD.
+            args.push(Value::Bytes(batch.to_bytes()));
+        }
+        let pipeline = self.client.pipeline();
+        // The key is the third argument of EVAL: route by its slot in cluster mode.
+        let eval = CustomCommand::new("EVAL", ClusterHash::Offset(2), false);
+        let queued: Result<(), FredError> = pipeline.custom(eval, args).await;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "EVAL (group XADD)", e))?;
+        let (reply, wait) = self.send_with_wait(&handle.ctx, "EVAL+WAIT", &key, pipeline).await?;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) => {
+                let e = crate::client::map_fred(ctx, "EVAL (group XADD)", e);
+                if e.kind() == ErrorKind::Unavailable {
+                    return Err(e);
+                }
+                // Refused as a command (scripts disabled or not permitted): the
+                // one-at-a-time path decides on what the stream holds, whatever ran.
+                tracing::debug!(topic = %topic, error = %e.report(), "the group script was refused; appending one batch at a time");
+                return Ok(None);
+            }
+        };
+        let added = match reply {
+            Value::Array(items) => match items.first() {
+                Some(Value::Integer(n)) => usize::try_from(*n).ok().filter(|&n| n <= batches.len()),
+                _ => None,
+            },
+            _ => None,
+        }
+        .ok_or_else(|| TierError::internal(ctx.clone(), "EVAL (group XADD): unexpected reply"))?;
+        for batch in &batches[..added] {
+            self.note_appended(topic, batch);
+        }
+        if added > 0
+            && let Some(reply) = wait
+        {
+            self.check_wait(ctx, reply)?;
+        }
+        Ok(Some(added))
     }
 
     /// XADD refused the ID because the stream already has an entry at or after it:

@@ -32,8 +32,8 @@ pub use append::{
 pub use data::{batch_of, sample_records};
 pub use position::{
     check_cold_batches_bounds, check_cold_gap_and_continuation, check_cold_store_segment,
-    check_cold_topic_marker, check_warm_batches_from, check_warm_restart_at, check_warm_topic_marker,
-    check_warm_trim_before, cold_backend, warm_backend,
+    check_cold_topic_marker, check_warm_append_group, check_warm_batches_from, check_warm_restart_at,
+    check_warm_topic_marker, check_warm_trim_before, cold_backend, warm_backend,
 };
 pub use read::{
     check_concurrent_reads_during_appends, check_read_bounds, check_read_limits,

@@ -62,6 +62,7 @@ fn continuous(check: &Check, method: &str, batches: &[RecordBatch], from: Offset
 
 /// Runs every warm-position check on `tier`, panicking on the first violation.
 pub async fn warm_backend(tier: &dyn WarmBackend, caps: &SuiteConfig) {
+    check_warm_append_group(tier, caps).await;
     check_warm_batches_from(tier, caps).await;
     check_warm_trim_before(tier, caps).await;
     check_warm_restart_at(tier, caps).await;
@@ -93,6 +94,73 @@ async fn collect_batches(
 ) -> Vec<RecordBatch> {
     let items: Vec<Result<RecordBatch, TierError>> = stream.collect().await;
     items.into_iter().map(|r| check.ok(method, r)).collect()
+}
+
+/// `append_group(batches)`: the batches held in order as appended one by one; a group
+/// that starts with an identical retry of held batches holds them all; a group that
+/// does not continue the tier is refused at its first batch that does not (`InvalidInput`),
+/// with the ones before it held; a different batch where one is held is `Fenced`.
+pub async fn check_warm_append_group(tier: &dyn WarmBackend, caps: &SuiteConfig) {
+    let check = Check { name: "warm_append_group", kind: tier.kind() };
+    let m = "WarmBackend::append_group";
+    let topic = caps.fresh_topic("warm-group");
+    let group: Vec<RecordBatch> =
+        [(0, 5), (5, 7), (12, 8)].iter().map(|&(at, n)| batch_of(&sample_records(at, n, at))).collect();
+    let (held, result) = tier.append_group(&topic, group.clone()).await;
+    check.ok(m, result);
+    check.eq(m, "batches held of a group of three", held, 3);
+    check.eq(
+        m,
+        "the range after the group",
+        check.ok("Tier::range", tier.range(&topic).await),
+        OffsetRange::new(0, 20),
+    );
+    let stored = collect_batches(&check, "WarmBackend::batches_from", tier.batches_from(&topic, 0)).await;
+    check.eq(m, "the records held", records_from(&stored, 0), records_from(&group, 0));
+
+    // An identical retry of the last two, then two new batches.
+    let next: Vec<RecordBatch> =
+        [(20, 3), (23, 4)].iter().map(|&(at, n)| batch_of(&sample_records(at, n, at))).collect();
+    let retry: Vec<RecordBatch> = group[1..].iter().chain(&next).cloned().collect();
+    let (held, result) = tier.append_group(&topic, retry).await;
+    check.ok(m, result);
+    check.eq(m, "batches held of a retry followed by new batches", held, 4);
+    check.eq(
+        m,
+        "the range after the retry",
+        check.ok("Tier::range", tier.range(&topic).await),
+        OffsetRange::new(0, 27),
+    );
+
+    // One batch continues, the next leaves a hole.
+    let cont = batch_of(&sample_records(27, 3, 27));
+    let hole = batch_of(&sample_records(40, 3, 40));
+    let (held, result) = tier.append_group(&topic, vec![cont, hole]).await;
+    match result {
+        Err(e) if e.kind() == ErrorKind::InvalidInput => {}
+        other => check.fail(m, format_args!("a batch leaving a hole answered {other:?}, want InvalidInput")),
+    }
+    check.eq(m, "batches held before the hole", held, 1);
+    check.eq(
+        m,
+        "the range after the hole",
+        check.ok("Tier::range", tier.range(&topic).await),
+        OffsetRange::new(0, 30),
+    );
+
+    // A different batch at a held offset.
+    let other = batch_of(&sample_records(5, 7, 99));
+    let (held, result) = tier.append_group(&topic, vec![other]).await;
+    match result {
+        Err(e) if e.kind() == ErrorKind::Fenced => {}
+        other => {
+            check.fail(m, format_args!("a different batch at a held offset answered {other:?}, want Fenced"))
+        }
+    }
+    check.eq(m, "batches held of a conflicting group", held, 0);
+    let empty = tier.append_group(&topic, Vec::new()).await;
+    check.eq(m, "batches held of an empty group", empty.0, 0);
+    check.ok(m, empty.1);
 }
 
 /// `batches_from(from)`: every batch from the one holding `from`, in order, as appended
