@@ -8,10 +8,13 @@
 //! waiting); an upload cut short by a crash is simply redone at the next start, which is
 //! safe because storing a segment is idempotent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use tier_core::segment::{SealedSegment, SegmentHeader, SegmentWriter};
 use tier_core::{ErrorContext, IntoTopicName, Offset, OffsetRange, Tier, TierError, TierKind, TopicName};
 use tier_hot::{SegmentEvent, SegmentInfo};
@@ -51,9 +54,12 @@ async fn wait(shutdown: &mut watch::Receiver<bool>, delay: Duration) -> bool {
     if *shutdown.borrow() {
         return false;
     }
+    // Biased (polled in order, shutdown first) rather than random: what runs never
+    // depends on a coin, so a simulated schedule replays exactly.
     tokio::select! {
-        () = tokio::time::sleep(delay) => true,
+        biased;
         _ = shutdown.changed() => false,
+        () = tokio::time::sleep(delay) => true,
     }
 }
 
@@ -65,6 +71,12 @@ async fn exporter(
     let Some(sweep) = upgrade(&weak).map(|s| s.config().export_sweep_interval) else { return };
     // A first sweep exports what a previous run left behind.
     let mut due: Option<Option<TopicName>> = Some(None);
+    // Topics whose newest sealed segment ends past the commit point: the router's writer
+    // writes a group in its own task, so a rotation inside a group seals a segment
+    // holding batches it commits a moment later. Each waits for its commit point to
+    // reach that end, then the topic is exported again.
+    let mut uncommitted: HashSet<TopicName> = HashSet::new();
+    let mut commits: FuturesUnordered<BoxFuture<'static, TopicName>> = FuturesUnordered::new();
     loop {
         if let Some(which) = due.take() {
             let Some(store) = upgrade(&weak) else { return };
@@ -80,12 +92,28 @@ async fn exporter(
                 if !export_with_retry(&store, &topic, &mut shutdown).await {
                     return;
                 }
+                if let Some(wait) = store.sealed_past_commit(&topic)
+                    && uncommitted.insert(topic.clone())
+                {
+                    commits.push(Box::pin(async move {
+                        wait.await;
+                        topic
+                    }));
+                }
             }
         }
         if *shutdown.borrow() {
             return;
         }
+        // Biased, shutdown first: a segment sealed just before `close` is left to the
+        // next run's first sweep rather than to a coin (see `wait`).
         tokio::select! {
+            biased;
+            _ = shutdown.changed() => return,
+            Some(topic) = commits.next(), if !commits.is_empty() => {
+                uncommitted.remove(&topic);
+                due = Some(Some(topic));
+            }
             event = events.recv() => match event {
                 Ok(SegmentEvent::Sealed(info)) => due = Some(Some(info.topic)),
                 Ok(_) => {}
@@ -93,7 +121,6 @@ async fn exporter(
                 Err(RecvError::Closed) => return,
             },
             () = tokio::time::sleep(sweep) => due = Some(None),
-            _ = shutdown.changed() => return,
         }
     }
 }
@@ -160,6 +187,21 @@ impl TieredStore {
     /// topic's `tierlog_export_lag_records` gauge once done.
     pub async fn export_sealed(&self, topic: impl IntoTopicName) -> Result<Vec<ExportedSegment>, TierError> {
         self.export_sealed_of(&topic.into_topic_name()?).await
+    }
+
+    /// When `topic`'s newest sealed segment ends past its commit point: a future that is
+    /// ready once the commit point reaches that end (or the topic closes). The segment
+    /// is not exported before (`export_sealed_of`), and its `Sealed` event has passed.
+    fn sealed_past_commit(&self, topic: &TopicName) -> Option<BoxFuture<'static, ()>> {
+        let end = self.hot().sealed_segments(topic).last()?.range.end;
+        let mut hwm = self.inner.topics.lock().get(topic)?.hwm.clone();
+        if *hwm.borrow() >= end {
+            return None;
+        }
+        Some(Box::pin(async move {
+            // An error is a closed topic: the next export attempt finds it not open.
+            let _ = hwm.wait_for(|committed| *committed >= end).await;
+        }))
     }
 
     #[tracing::instrument(name = "export", skip_all, fields(topic = %topic, from = tracing::field::Empty, to = tracing::field::Empty))]

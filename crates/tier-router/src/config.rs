@@ -102,7 +102,8 @@ pub struct RouterConfig {
     /// batch under `fail`) retries the warm writes. Default 1 s.
     #[serde(with = "humantime_serde")]
     pub warm_retry_interval: Duration,
-    /// Largest merged batch of one group commit, in encoded bytes. Default 1 MiB.
+    /// Most encoded bytes of one group commit (a single larger batch is a group of its
+    /// own). Default 1 MiB.
     pub max_group_bytes: usize,
     /// Under `degrade`, the encoded bytes of acknowledged batches warm does not hold yet
     /// kept in memory for the back-fill; beyond it appends fail with `Unavailable`.

@@ -5,9 +5,11 @@
 //!
 //! Producers send encoded batches (built at base offset 0) over an mpsc queue with a
 //! oneshot for the reply. The task takes the first queued request and drains whatever
-//! else is queued (up to `max_group_bytes`), merges the group into one batch, numbers
-//! it from the next offset, and appends that batch to the WAL and (when enabled) to warm
-//! concurrently. Offsets are assigned exactly once: a numbered batch stays in the
+//! else is queued (up to `max_group_bytes`), numbers each batch of the group from the
+//! next offset (only the base offset in the prefix changes, nothing is re-encoded), and
+//! writes the group to the WAL in this task (`HotTier::append_group`: one write, one
+//! fsync) and, when enabled, to warm (`WarmBackend::append_group`: one round trip)
+//! concurrently — the topic's one writer. Offsets are assigned exactly once: a numbered batch stays in the
 //! writer's `pending` queue until every enabled write tier holds it, and every retry
 //! re-sends the *identical* batch (both tiers accept an identical re-append, contract
 //! invariant 5), so nothing is ever renumbered and WAL and warm hold the same batches.
@@ -22,7 +24,6 @@
 //! unreachable (degrade only) starts with warm's end unknown: once warm answers, the
 //! writer asks for its range and queues the WAL's records from there.
 //!
-//!
 //! The offset reservation the writer keeps ahead of what it acknowledges: see
 //! [`crate::reservation`].
 
@@ -31,9 +32,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::FutureExt;
 use tier_core::{
-    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TierError, TierKind,
-    TopicName,
+    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, TopicName,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
@@ -47,13 +48,16 @@ use crate::tiers::Tiers;
 #[derive(Debug)]
 pub(crate) enum Command {
     /// Append `batch` (numbered from 0); reply with its offsets once committed.
-    Append { batch: RecordBatch, done: oneshot::Sender<Result<OffsetRange, TierError>> },
+    Append { batch: RecordBatch, done: Reply },
     /// Reply once everything queued before is committed and in every write tier.
     Flush { done: oneshot::Sender<Result<(), TierError>> },
     /// Lift the fence of a topic whose acknowledged end is unknown: continue at `at`
     /// (at least the next offset); reply with the offsets skipped.
     Resume { at: Offset, done: oneshot::Sender<Result<OffsetRange, TierError>> },
 }
+
+/// Where an append's answer goes: its offsets once committed, or why not.
+type Reply = oneshot::Sender<Result<OffsetRange, TierError>>;
 
 /// A numbered batch not yet in every enabled write tier.
 #[derive(Debug)]
@@ -280,7 +284,12 @@ impl Writer {
             let first = if let Some(cmd) = self.carry.take() {
                 Some(cmd)
             } else {
+                // Biased, appends first; a retry that is due also runs after each group
+                // (below). Neither starves the other — a retry can outlast its interval
+                // (warm unreachable), after which the tick is ready at once — and no coin
+                // decides the order, so a simulated schedule replays exactly.
                 tokio::select! {
+                    biased;
                     cmd = rx.recv() => cmd,
                     _ = tick.tick(), if !self.pending.is_empty() || self.warm_is_unknown() => {
                         self.settle(true).await;
@@ -325,6 +334,9 @@ impl Writer {
             }
             if let Some((at, done)) = resume {
                 let _ = done.send(self.resume(at).await);
+            }
+            if (!self.pending.is_empty() || self.warm_is_unknown()) && tick.tick().now_or_never().is_some() {
+                self.settle(true).await;
             }
         }
         if !self.pending.is_empty() || self.warm_is_unknown() {
@@ -411,10 +423,7 @@ impl Writer {
         ))
     }
 
-    async fn commit_group(
-        &mut self,
-        group: Vec<(RecordBatch, oneshot::Sender<Result<OffsetRange, TierError>>)>,
-    ) {
+    async fn commit_group(&mut self, group: Vec<(RecordBatch, Reply)>) {
         // Under `degrade`, warm's back-fill is left to the retry timer so that appends
         // do not wait for an unreachable warm tier; the WAL must be complete first.
         if let Some(why) = &self.fenced {
@@ -431,23 +440,24 @@ impl Writer {
             return;
         }
         let base = self.next;
-        let merged = match merge(&group).and_then(|batch| batch.try_with_base_offset(base)) {
-            Ok(batch) => batch,
+        let (replies, numbered) = number(group, base);
+        let numbered = match numbered {
+            Ok(numbered) => numbered,
             Err(e) => {
-                // Nothing was numbered: a merge failure, or offsets past u64::MAX.
+                // Nothing was numbered: offsets past u64::MAX.
                 let e = Arc::new(e);
-                for (_, done) in group {
+                for done in replies {
                     let e = TierError::caused_by(self.ctx().offset(base), "not written", Arc::clone(&e));
                     let _ = done.send(Err(e));
                 }
                 return;
             }
         };
-        let end = merged.end_offset();
+        let end = numbered.last().map_or(base, RecordBatch::end_offset);
         if let Err(e) = self.reserve(end).await {
             warn!(topic = %self.topic, error = %e.report(), "writing the offset reservation failed");
             let e = Arc::new(e);
-            for (_, done) in group {
+            for done in replies {
                 let _ = done.send(Err(TierError::unavailable(
                     self.ctx().offset(base),
                     "not written: the offset reservation could not be recorded",
@@ -459,13 +469,16 @@ impl Writer {
         self.next = end;
         let has_warm = self.tiers.warm.is_some();
         let warm_backlog = self.warm_is_unknown() || self.pending.iter().any(|p| !p.in_warm);
-        self.pending.push_back(Pending { batch: merged, in_wal: false, in_warm: !has_warm });
+        let ranges: Vec<OffsetRange> =
+            numbered.iter().map(|b| OffsetRange::new(b.base_offset(), b.end_offset())).collect();
+        self.pending.extend(numbered.into_iter().map(|batch| Pending {
+            batch,
+            in_wal: false,
+            in_warm: !has_warm,
+        }));
         let errors = self.settle(!warm_backlog).await.map(Arc::new);
         let committed = *self.hwm.borrow() >= end;
-        let mut at = base;
-        for (batch, done) in group {
-            let range = OffsetRange::new(at, at + u64::from(batch.record_count()));
-            at = range.end;
+        for (range, done) in ranges.into_iter().zip(replies) {
             let reply = if committed {
                 Ok(range)
             } else {
@@ -499,15 +512,24 @@ impl Writer {
             Vec::new()
         };
         let tiers = Arc::clone(&self.tiers);
-        let hot: &dyn Tier = &tiers.hot;
-        let warm = tiers.warm.as_deref().map(|w| w as &dyn Tier);
-        let ((wal_done, wal_err), (warm_done, warm_err)) =
-            futures::join!(push_in_order(hot, &self.topic, wal_todo), async {
+        let warm = tiers.warm.as_deref();
+        // Each tier takes its list as one group (the WAL: one write, one fsync, in this
+        // task; warm: one round trip where it can), both at once.
+        let ((wal_done, wal_err), (warm_done, warm_err)) = futures::join!(
+            async {
+                let (done, result) = tiers.hot.append_group(&self.topic, wal_todo).await;
+                (done, result.err())
+            },
+            async {
                 match warm {
-                    Some(w) => push_in_order(w, &self.topic, warm_todo).await,
-                    None => (0, None),
+                    Some(w) if !warm_todo.is_empty() => {
+                        let (done, result) = w.append_group(&self.topic, warm_todo).await;
+                        (done, result.err())
+                    }
+                    _ => (0, None),
                 }
-            });
+            }
+        );
         let wal_skip = self.pending.iter().take_while(|p| p.in_wal).count();
         for p in self.pending.iter_mut().skip(wal_skip).take(wal_done) {
             p.in_wal = true;
@@ -525,9 +547,9 @@ impl Writer {
                 Ok(true) => {
                     let todo: Vec<RecordBatch> =
                         self.pending.iter().skip_while(|p| p.in_warm).map(|p| p.batch.clone()).collect();
-                    let (done, err) = push_in_order(w, &self.topic, todo).await;
+                    let (done, result) = w.append_group(&self.topic, todo).await;
                     self.mark_in_warm(done);
-                    warm_err = err;
+                    warm_err = result.err();
                 }
                 Ok(false) => {}
                 Err(e) => {
@@ -839,35 +861,33 @@ fn not_acknowledged(ctx: ErrorContext, message: String, cause: Option<&Arc<TierE
     }
 }
 
-/// Appends `batches` to `tier` in order, stopping at the first failure. Returns how many
-/// succeeded and the failure.
-async fn push_in_order(
-    tier: &dyn Tier,
-    topic: &TopicName,
-    batches: Vec<RecordBatch>,
-) -> (usize, Option<TierError>) {
-    let n = batches.len();
-    for (i, batch) in batches.into_iter().enumerate() {
-        if let Err(e) = tier.append(topic, batch).await {
-            return (i, Some(e));
+/// The batches of `group` numbered from `base` in order, each as the producer encoded it
+/// (only the base offset in its prefix changes: the CRC covers the body), with the
+/// replies in the same order; an error instead of the batches when the last one would
+/// pass `u64::MAX`.
+fn number(
+    group: Vec<(RecordBatch, Reply)>,
+    base: Offset,
+) -> (Vec<Reply>, Result<Vec<RecordBatch>, TierError>) {
+    let mut numbered = Vec::with_capacity(group.len());
+    let mut replies = Vec::with_capacity(group.len());
+    let mut at = base;
+    let mut failed = None;
+    for (batch, done) in group {
+        replies.push(done);
+        if failed.is_some() {
+            continue;
+        }
+        match batch.try_with_base_offset(at) {
+            Ok(batch) => {
+                at = batch.end_offset();
+                numbered.push(batch);
+            }
+            Err(e) => failed = Some(e),
         }
     }
-    (n, None)
-}
-
-/// One batch holding the records of every batch of `group`, in order.
-fn merge(
-    group: &[(RecordBatch, oneshot::Sender<Result<OffsetRange, TierError>>)],
-) -> Result<RecordBatch, TierError> {
-    if let [(only, _)] = group {
-        return Ok(only.clone());
+    match failed {
+        None => (replies, Ok(numbered)),
+        Some(e) => (replies, Err(e)),
     }
-    let bytes: usize = group.iter().map(|(b, _)| b.encoded_len()).sum();
-    let mut builder = RecordBatchBuilder::with_capacity(bytes);
-    for (batch, _) in group {
-        for r in batch.records() {
-            builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload)?;
-        }
-    }
-    builder.build(0)
 }

@@ -1,0 +1,159 @@
+//! One writer per topic, batches encoded once (issue 17, item 3): the appends that meet in
+//! one group commit reach the WAL and warm as their producers encoded them — numbered, each
+//! its own batch, never decoded and merged into one — and each producer is answered with
+//! its own offsets.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+#![cfg(all(feature = "warm", feature = "cold"))]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{ColdOn, Deployment, Tiers};
+use futures::{StreamExt, TryStreamExt};
+use tier_core::position::WarmBackend;
+use tier_core::{OffsetRange, RecordBatch, RecordBatchBuilder, TopicName};
+use tier_hot::HotTier;
+use tier_testkit::{FaultyTier, MemoryTier};
+
+/// Longest wait for what must happen (a hang detector, not synchronisation).
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A producer's batch of `n` records whose payloads start with `tag`.
+fn builder(tag: &str, n: usize) -> RecordBatchBuilder {
+    let mut b = RecordBatchBuilder::new();
+    for i in 0..n {
+        b.push(1_700_000_000_000 + i as i64, Some(tag.as_bytes()), &[], format!("{tag}-{i}").as_bytes())
+            .unwrap();
+    }
+    b
+}
+
+/// The encoding the producer of `builder(tag, n)` made (the router numbers it only).
+fn encoded(tag: &str, n: usize) -> RecordBatch {
+    builder(tag, n).build(0).unwrap()
+}
+
+/// The batches `batches` hold from offset 0: each its own batch, in order, with the
+/// producers' encodings at the offsets the producers were answered.
+fn assert_as_produced(what: &str, batches: &[RecordBatch], expected: &[(u64, &str, usize)]) {
+    let got: Vec<(u64, u32)> = batches.iter().map(|b| (b.base_offset(), b.record_count())).collect();
+    let want: Vec<(u64, u32)> = expected.iter().map(|&(at, _, n)| (at, n as u32)).collect();
+    assert_eq!(got, want, "{what}: one batch per producer's batch, at its offsets");
+    for (batch, &(_, tag, n)) in batches.iter().zip(expected) {
+        assert_eq!(
+            batch.body(),
+            encoded(tag, n).body(),
+            "{what}: batch {tag} is stored as its producer encoded it"
+        );
+    }
+}
+
+#[tokio::test]
+async fn appends_meeting_in_one_group_are_stored_as_their_producers_encoded_them() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    let store = d.open(&[]).await;
+    let name = TopicName::new("grouped").unwrap();
+    let topic = store.topic(&name).await.unwrap();
+
+    // A's warm write is held, so the writer is busy with A while B and C queue behind it:
+    // they meet in the next group.
+    warm.hold(&name);
+    let a = tokio::spawn({
+        let topic = topic.clone();
+        async move { topic.append_batch(builder("a", 3)).await }
+    });
+    tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
+    let mut b = Box::pin(topic.append_batch(builder("b", 2)));
+    let mut c = Box::pin(topic.append_batch(builder("c", 4)));
+    // Polled once, each append is queued to the writer and waits for its answer.
+    assert!(futures::poll!(&mut b).is_pending());
+    assert!(futures::poll!(&mut c).is_pending());
+    warm.release(&name);
+
+    assert_eq!(a.await.unwrap().unwrap(), OffsetRange::new(0, 3));
+    let (b, c) = tokio::time::timeout(WAIT, futures::future::join(b, c)).await.expect("B and C are answered");
+    assert_eq!(b.unwrap(), OffsetRange::new(3, 5), "B is answered its own offsets");
+    assert_eq!(c.unwrap(), OffsetRange::new(5, 9), "C is answered its own offsets");
+    let expected = [(0, "a", 3), (3, "b", 2), (5, "c", 4)];
+
+    let in_warm: Vec<RecordBatch> = warm.inner().batches_from(&name, 0).try_collect().await.unwrap();
+    assert_as_produced("warm", &in_warm, &expected);
+    // The consumer's batches: the same batches, read through the store.
+    let reader = topic.batch_reader(tier_core::StartPosition::Earliest).await.unwrap();
+    let read: Vec<RecordBatch> =
+        tokio::time::timeout(WAIT, reader.take(3).map(|b| b.unwrap().batch).collect())
+            .await
+            .expect("the three batches are read");
+    assert_as_produced("the store's batch reader", &read, &expected);
+    store.close().await;
+
+    let hot = HotTier::open(d.hot.clone()).await.unwrap();
+    let in_wal = hot.read_batches(&name, 0, 9, usize::MAX).await.unwrap();
+    assert_as_produced("WAL", &in_wal, &expected);
+    hot.close().await;
+}
+
+/// A rotation inside a group seals a segment holding batches the writer commits only
+/// once warm confirms them: the exporter, which skips what is not committed, exports it
+/// as soon as the commit point passes it — not at the next sweep (an hour here).
+#[tokio::test]
+async fn a_segment_sealed_inside_a_group_is_exported_once_the_group_commits() {
+    let mut d = Deployment::new(Tiers::HotWarmCold, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    // Every warm write takes a while, so B and C queue behind X and the seal of the
+    // segment holding B finishes before warm confirms B.
+    warm.set_latency(Duration::from_millis(300));
+    d.warm = Some(warm.clone());
+    // One batch of ~3 KiB per segment.
+    d.hot.segment_bytes = 4096;
+    d.router.export_sweep_interval = Duration::from_secs(3600);
+    let store = d.try_open(&[], true).await.unwrap();
+    let name = TopicName::new("sealed-mid-group").unwrap();
+    let topic = store.topic(&name).await.unwrap();
+    let calls_before = warm.calls();
+    let big = |tag: &str| {
+        let mut b = RecordBatchBuilder::new();
+        b.push(1_700_000_000_000, None, &[], tag.repeat(3000).as_bytes()).unwrap();
+        b
+    };
+
+    let x = tokio::spawn({
+        let topic = topic.clone();
+        let batch = big("x");
+        async move { topic.append_batch(batch).await }
+    });
+    // Wait until X is with warm (its latency running), then queue B and C behind it.
+    tokio::time::timeout(WAIT, async {
+        while warm.calls() == calls_before {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("X reaches warm");
+    let mut b = Box::pin(topic.append_batch(big("b")));
+    let mut c = Box::pin(topic.append_batch(big("c")));
+    assert!(futures::poll!(&mut b).is_pending());
+    assert!(futures::poll!(&mut c).is_pending());
+    assert_eq!(x.await.unwrap().unwrap(), OffsetRange::new(0, 1));
+    let (b, c) = tokio::time::timeout(WAIT, futures::future::join(b, c)).await.expect("B and C are answered");
+    assert_eq!((b.unwrap(), c.unwrap()), (OffsetRange::new(1, 2), OffsetRange::new(2, 3)));
+
+    // [X] and [B] are sealed (C's accept rotated B's segment, inside the group); both
+    // reach cold without a sweep.
+    let cold = store.cold().unwrap().clone();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if cold.range(&name).await.unwrap().end >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the segment sealed inside the group is exported once the group commits");
+    store.close().await;
+}
