@@ -43,7 +43,7 @@ async fn open_store(root: &Path, remote: &Remote) -> Result<TieredStore> {
 }
 
 fn hot_config(root: &Path) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(root.join("hot")) }
+    HotConfig::new(root.join("hot")).with_fsync(FsyncPolicy::Never)
 }
 
 /// `topics` topics of one 100 B record each, written through the store and closed.

@@ -82,7 +82,7 @@ impl Case<'_> {
         let case_dir = tempfile::tempdir_in(self.dir)?;
         let warm = Arc::new(warm_tier(self.url, &format!("bench:{tag}:")).await?);
         let store = TieredStore::builder()
-            .hot(HotConfig { fsync: self.fsync, ..HotConfig::new(case_dir.path().join("hot")) })
+            .hot(HotConfig::new(case_dir.path().join("hot")).with_fsync(self.fsync))
             .warm(warm.clone())
             .background(false)
             .open()

@@ -27,7 +27,9 @@ fn name() -> TopicName {
 }
 
 fn hot(dir: &Path, fsync: FsyncPolicy) -> HotConfig {
-    HotConfig { fsync, segment_age: Duration::from_secs(3600), ..HotConfig::new(dir.join("hot")) }
+    let mut hot = HotConfig::new(dir.join("hot")).with_fsync(fsync);
+    hot.segment_age = Duration::from_secs(3600);
+    hot
 }
 
 fn router(policy: WarmFailurePolicy) -> RouterConfig {

@@ -19,7 +19,7 @@ use tier_testkit::{FaultyTier, MemoryTier};
 use tier_warm::WarmTier;
 
 fn hot(dir: &tempfile::TempDir) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path().join("hot")) }
+    HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never)
 }
 
 fn router(policy: WarmFailurePolicy) -> RouterConfig {

@@ -260,15 +260,12 @@ impl World<'_> {
 
     async fn open_store(&self) -> Result<(TieredStore, Topic), TierError> {
         let cfg = &self.schedule.config;
-        let hot = HotConfig {
-            fsync: cfg.fsync,
-            segment_bytes: cfg.segment_bytes,
-            segment_age: cfg.segment_age,
-            retention_time: cfg.retention_time,
-            retention_bytes: cfg.retention_bytes,
-            cache_bytes: 64 << 10,
-            ..HotConfig::new(&self.hot_dir)
-        };
+        let mut hot = HotConfig::new(&self.hot_dir).with_fsync(cfg.fsync);
+        hot.segment_bytes = cfg.segment_bytes;
+        hot.segment_age = cfg.segment_age;
+        hot.retention_time = cfg.retention_time;
+        hot.retention_bytes = cfg.retention_bytes;
+        hot.cache_bytes = 64 << 10;
         let year = Duration::from_secs(365 * 24 * 3600);
         let router = RouterConfig {
             warm_failure_policy: cfg.policy,

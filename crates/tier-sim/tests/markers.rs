@@ -12,7 +12,7 @@ use tier_router::{RouterConfig, TieredStore, WarmBackend, WarmFailurePolicy};
 use tier_sim::warm::SimWarm;
 
 async fn open(dir: &std::path::Path, warm: &Arc<SimWarm>) -> Result<TieredStore, tier_core::TierError> {
-    let hot = HotConfig { fsync: FsyncPolicy::Always, ..HotConfig::new(dir.join("hot")) };
+    let hot = HotConfig::new(dir.join("hot")).with_fsync(FsyncPolicy::Always);
     let router = RouterConfig {
         warm_failure_policy: WarmFailurePolicy::Degrade,
         warm_retry_interval: Duration::from_millis(20),

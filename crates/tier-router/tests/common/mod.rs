@@ -114,11 +114,8 @@ impl Deployment {
         } else {
             None
         };
-        let hot = HotConfig {
-            fsync: FsyncPolicy::Never,
-            segment_age: Duration::from_secs(3600),
-            ..HotConfig::new(dir.path().join("hot"))
-        };
+        let mut hot = HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never);
+        hot.segment_age = Duration::from_secs(3600);
         Self { tiers, dir, warm, cold, router: RouterConfig::default(), hot, _valkey: valkey, _s3: s3 }
     }
 
