@@ -33,12 +33,10 @@ const PER_BATCH: usize = 100;
 
 /// A warm tier on `url` waiting for one replica.
 pub(crate) async fn warm_tier(url: &str, prefix: &str) -> Result<WarmTier> {
-    let config = WarmConfig {
-        key_prefix: prefix.to_owned(),
-        wait_replicas: 1,
-        wait_timeout: Duration::from_secs(1),
-        ..WarmConfig::standalone(url)
-    };
+    let mut config = WarmConfig::standalone(url);
+    config.key_prefix = prefix.to_owned();
+    config.wait_replicas = 1;
+    config.wait_timeout = Duration::from_secs(1);
     Ok(WarmTier::connect(config).await?)
 }
 
