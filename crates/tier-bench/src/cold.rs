@@ -48,7 +48,7 @@ impl Backend {
             },
             Backend::Local { path } => BackendConfig::Local { path: path.clone() },
         };
-        ColdConfig { backend, ..ColdConfig::default() }
+        ColdConfig::new(backend)
     }
 }
 
