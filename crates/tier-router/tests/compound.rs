@@ -33,11 +33,10 @@ fn hot(dir: &Path, fsync: FsyncPolicy) -> HotConfig {
 }
 
 fn router(policy: WarmFailurePolicy) -> RouterConfig {
-    RouterConfig {
-        warm_failure_policy: policy,
-        warm_retry_interval: Duration::from_millis(20),
-        ..RouterConfig::default()
-    }
+    let mut router = RouterConfig::default();
+    router.warm_failure_policy = policy;
+    router.warm_retry_interval = Duration::from_millis(20);
+    router
 }
 
 /// A store on `dir` without background tasks (the tests drive them).

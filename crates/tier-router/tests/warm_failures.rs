@@ -23,11 +23,10 @@ fn hot(dir: &tempfile::TempDir) -> HotConfig {
 }
 
 fn router(policy: WarmFailurePolicy) -> RouterConfig {
-    RouterConfig {
-        warm_failure_policy: policy,
-        warm_retry_interval: Duration::from_millis(50),
-        ..RouterConfig::default()
-    }
+    let mut router = RouterConfig::default();
+    router.warm_failure_policy = policy;
+    router.warm_retry_interval = Duration::from_millis(50);
+    router
 }
 
 async fn open(

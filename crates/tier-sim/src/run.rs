@@ -267,14 +267,12 @@ impl World<'_> {
         hot.retention_bytes = cfg.retention_bytes;
         hot.cache_bytes = 64 << 10;
         let year = Duration::from_secs(365 * 24 * 3600);
-        let router = RouterConfig {
-            warm_failure_policy: cfg.policy,
-            max_cached_closed_segments: cfg.keep_segments,
-            export_sweep_interval: year,
-            retention_interval: year,
-            warm_retry_interval: cfg.warm_retry,
-            ..RouterConfig::default()
-        };
+        let mut router = RouterConfig::default();
+        router.warm_failure_policy = cfg.policy;
+        router.max_cached_closed_segments = cfg.keep_segments;
+        router.export_sweep_interval = year;
+        router.retention_interval = year;
+        router.warm_retry_interval = cfg.warm_retry;
         let mut builder = TieredStore::builder()
             .hot(hot)
             .router(router)
