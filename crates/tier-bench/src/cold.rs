@@ -48,15 +48,14 @@ impl Backend {
             },
             Backend::Local { path } => BackendConfig::Local { path: path.clone() },
         };
-        ColdConfig { backend, ..ColdConfig::default() }
+        ColdConfig::new(backend)
     }
 }
 
 /// Writes `total` payload bytes of 1 KiB records into 64 MiB WAL segments under `dir`
 /// and exports every sealed segment to each of `backends`. Returns the records written.
 pub(crate) async fn prepare(dir: &Path, total: u64, backends: &[Backend]) -> Result<u64> {
-    let hot =
-        HotTier::open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.join("hot")) }).await?;
+    let hot = HotTier::open(HotConfig::new(dir.join("hot")).with_fsync(FsyncPolicy::Never)).await?;
     let records = crate::hot::fill(&hot, TOPIC, 1024, total).await?;
     let topic = util::topic(TOPIC)?;
     let sealed = hot.sealed_segments(&topic);
@@ -300,9 +299,7 @@ async fn first_timestamp_seek(workload: &str, label: &str, config: ColdConfig, o
 /// each), then seeks as in workload 5.
 pub(crate) async fn scale_segments(dir: &Path, segments: u64, points: usize) -> Result<Vec<Row>> {
     let case = tempfile::tempdir_in(dir)?;
-    let hot =
-        HotTier::open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(case.path().join("hot")) })
-            .await?;
+    let hot = HotTier::open(HotConfig::new(case.path().join("hot")).with_fsync(FsyncPolicy::Never)).await?;
     let topic = util::topic(TOPIC)?;
     let payload = util::payload(100);
     let backend = Backend::Local { path: case.path().join("cold") };

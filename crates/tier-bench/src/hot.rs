@@ -22,11 +22,13 @@ const APPEND: &str = "1 hot append";
 const READ: &str = "2 hot read";
 const SCALE: &str = "8 scaling: topics";
 
-fn fsync_label(f: FsyncPolicy) -> &'static str {
+fn fsync_label(f: FsyncPolicy) -> String {
     match f {
-        FsyncPolicy::Always => "always",
-        FsyncPolicy::Never => "never",
-        FsyncPolicy::Interval(_) => "interval",
+        FsyncPolicy::Always => "always".to_owned(),
+        FsyncPolicy::Never => "never".to_owned(),
+        FsyncPolicy::Interval(_) => "interval".to_owned(),
+        // `FsyncPolicy` is non-exhaustive; a policy added later is labelled as it prints.
+        other => format!("{other:?}"),
     }
 }
 
@@ -102,7 +104,7 @@ async fn tier_append(
     budget: Duration,
 ) -> Result<(u64, f64)> {
     let case_dir = tempfile::tempdir_in(dir)?;
-    let tier = HotTier::open(HotConfig { fsync, ..HotConfig::new(case_dir.path().join("hot")) }).await?;
+    let tier = HotTier::open(HotConfig::new(case_dir.path().join("hot")).with_fsync(fsync)).await?;
     let topic = util::topic("append")?;
     let per = u64::from(template.record_count());
     let start = Instant::now();
@@ -203,7 +205,7 @@ pub(crate) async fn read(settings: &Settings, dir: &Path) -> Result<Vec<Row>> {
     for size in SIZES {
         let case_dir = tempfile::tempdir_in(dir)?;
         let hot_dir = case_dir.path().join("hot");
-        let config = HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(&hot_dir) };
+        let config = HotConfig::new(&hot_dir).with_fsync(FsyncPolicy::Never);
         let tier = HotTier::open(config.clone()).await?;
         let written = fill(&tier, "read", size, settings.read_bytes).await?;
         tier.close().await;
@@ -291,12 +293,9 @@ pub(crate) async fn scale_topics(settings: &Settings, dir: &Path) -> Result<Vec<
     let mut single = None;
     for topics in [1u64, 100, 1000] {
         let case_dir = tempfile::tempdir_in(dir)?;
-        let config = HotConfig {
-            fsync: FsyncPolicy::Never,
-            // Bounded per-topic memory with many topics.
-            cache_bytes: 1 << 20,
-            ..HotConfig::new(case_dir.path().join("hot"))
-        };
+        let mut config = HotConfig::new(case_dir.path().join("hot")).with_fsync(FsyncPolicy::Never);
+        // Bounded per-topic memory with many topics.
+        config.cache_bytes = 1 << 20;
         let tier = HotTier::open(config).await?;
         let per_topic = (total_batches / topics).max(2);
         // Creating a topic (directory, first segment file, directory fsyncs) is not

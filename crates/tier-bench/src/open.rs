@@ -29,10 +29,9 @@ struct Remote {
 
 /// A store on `root` (`root/hot`, state in `root/router`), with the remote tiers given.
 async fn open_store(root: &Path, remote: &Remote) -> Result<TieredStore> {
-    let mut builder = TieredStore::builder()
-        .hot(hot_config(root))
-        .router(RouterConfig { state_dir: Some(root.join("router")), ..RouterConfig::default() })
-        .background(false);
+    let mut router = RouterConfig::default();
+    router.state_dir = Some(root.join("router"));
+    let mut builder = TieredStore::builder().hot(hot_config(root)).router(router).background(false);
     if let Some(warm) = &remote.warm {
         builder = builder.warm(Arc::clone(warm));
     }
@@ -43,7 +42,7 @@ async fn open_store(root: &Path, remote: &Remote) -> Result<TieredStore> {
 }
 
 fn hot_config(root: &Path) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(root.join("hot")) }
+    HotConfig::new(root.join("hot")).with_fsync(FsyncPolicy::Never)
 }
 
 /// `topics` topics of one 100 B record each, written through the store and closed.

@@ -80,7 +80,8 @@ pub(crate) struct Peak {
 pub(crate) async fn run_case(settings: &Settings, dir: &Path, case: Case, cache_bytes: u64) -> Result<Peak> {
     let case_dir = tempfile::tempdir_in(dir)?;
     let fsync = if case.always { FsyncPolicy::Always } else { FsyncPolicy::Never };
-    let config = HotConfig { fsync, cache_bytes, ..HotConfig::new(case_dir.path().join("hot")) };
+    let mut config = HotConfig::new(case_dir.path().join("hot")).with_fsync(fsync);
+    config.cache_bytes = cache_bytes;
     let target = 2 * cache_bytes + config.segment_bytes;
     let cap = if settings.quick { Duration::from_secs(5) } else { Duration::from_secs(10) };
     let tier = HotTier::open(config).await?;

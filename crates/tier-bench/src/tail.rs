@@ -76,9 +76,7 @@ where
 /// `HotTier::subscribe` consumer.
 pub(crate) async fn hot_only(settings: &Settings, dir: &Path) -> Result<Row> {
     let case = tempfile::tempdir_in(dir)?;
-    let tier =
-        HotTier::open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(case.path().join("hot")) })
-            .await?;
+    let tier = HotTier::open(HotConfig::new(case.path().join("hot")).with_fsync(FsyncPolicy::Never)).await?;
     let topic = util::topic("tail")?;
     let count = settings.tail_records;
     let mut sub = tier.subscribe(&topic, 0)?;
@@ -113,7 +111,7 @@ pub(crate) async fn with_warm(settings: &Settings, dir: &Path, url: &str) -> Res
     let case = tempfile::tempdir_in(dir)?;
     let warm = Arc::new(crate::warm::warm_tier(url, "benchtail:").await?);
     let store = TieredStore::builder()
-        .hot(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(case.path().join("hot")) })
+        .hot(HotConfig::new(case.path().join("hot")).with_fsync(FsyncPolicy::Never))
         .warm(warm)
         .background(false)
         .open()

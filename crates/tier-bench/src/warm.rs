@@ -33,12 +33,10 @@ const PER_BATCH: usize = 100;
 
 /// A warm tier on `url` waiting for one replica.
 pub(crate) async fn warm_tier(url: &str, prefix: &str) -> Result<WarmTier> {
-    let config = WarmConfig {
-        key_prefix: prefix.to_owned(),
-        wait_replicas: 1,
-        wait_timeout: Duration::from_secs(1),
-        ..WarmConfig::standalone(url)
-    };
+    let mut config = WarmConfig::standalone(url);
+    config.key_prefix = prefix.to_owned();
+    config.wait_replicas = 1;
+    config.wait_timeout = Duration::from_secs(1);
     Ok(WarmTier::connect(config).await?)
 }
 
@@ -82,7 +80,7 @@ impl Case<'_> {
         let case_dir = tempfile::tempdir_in(self.dir)?;
         let warm = Arc::new(warm_tier(self.url, &format!("bench:{tag}:")).await?);
         let store = TieredStore::builder()
-            .hot(HotConfig { fsync: self.fsync, ..HotConfig::new(case_dir.path().join("hot")) })
+            .hot(HotConfig::new(case_dir.path().join("hot")).with_fsync(self.fsync))
             .warm(warm.clone())
             .background(false)
             .open()

@@ -137,17 +137,14 @@ pub async fn store_config(
         let bucket = format!("chaos-{tag}");
         servers.s3.create_bucket(&bucket).await?;
         let settings = servers.s3.settings();
-        let mut cold = ColdConfig {
-            backend: BackendConfig::S3 {
-                bucket,
-                region: settings.region.clone(),
-                endpoint: Some(settings.endpoint.clone()),
-                access_key_id: Some(settings.access_key_id.clone()),
-                secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
-                allow_http: true,
-            },
-            ..ColdConfig::default()
-        };
+        let mut cold = ColdConfig::new(BackendConfig::S3 {
+            bucket,
+            region: settings.region.clone(),
+            endpoint: Some(settings.endpoint.clone()),
+            access_key_id: Some(settings.access_key_id.clone()),
+            secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
+            allow_http: true,
+        });
         cold.retry.max_retries = 3;
         cold.retry.retry_timeout = Duration::from_secs(5);
         config.cold = Some(cold);

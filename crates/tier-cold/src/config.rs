@@ -76,8 +76,12 @@ impl Default for BackendConfig {
 
 /// Retries of failed requests (5xx, timeouts, connection errors), done by object_store's
 /// HTTP client with exponential backoff. Not used by the local backend.
+///
+/// Non-exhaustive: outside this crate, start from [`RetrySettings::default`] (or the
+/// [`ColdConfig::retry`] of a configuration) and set the fields you need.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetrySettings {
     /// Retries after the first attempt (0 disables retries). Default 10.
     pub max_retries: usize,
@@ -122,8 +126,34 @@ impl RetrySettings {
 }
 
 /// The cold tier's configuration.
+///
+/// Non-exhaustive, so that a new setting is not a breaking change: outside this crate,
+/// start from [`ColdConfig::new`], [`ColdConfig::local`] (or [`ColdConfig::default`])
+/// and set the fields you need.
+///
+/// ```
+/// use std::time::Duration;
+/// use tier_cold::{BackendConfig, ColdConfig, Secret};
+///
+/// let mut config = ColdConfig::new(BackendConfig::S3 {
+///     bucket: "segments".into(),
+///     region: "eu-west-1".into(),
+///     endpoint: None,
+///     access_key_id: Some("AKIA…".into()),
+///     secret_access_key: Some(Secret::new("…")),
+///     allow_http: false,
+/// });
+/// config.prefix = "prod".into();
+/// config.retry.max_retries = 3;
+/// config.expiry = Some(Duration::from_secs(30 * 86_400));
+/// assert!(config.validate().is_ok());
+///
+/// let local = ColdConfig::local("/var/lib/tierlog/cold");
+/// assert_eq!(local.part_size, config.part_size);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ColdConfig {
     /// Where the objects live.
     pub backend: BackendConfig,
@@ -191,9 +221,14 @@ fn config_error(message: impl Into<String>) -> TierError {
 }
 
 impl ColdConfig {
+    /// A configuration storing into `backend`, other fields default.
+    pub fn new(backend: BackendConfig) -> Self {
+        Self { backend, ..Self::default() }
+    }
+
     /// A configuration storing into the local directory `path`, other fields default.
     pub fn local(path: impl Into<PathBuf>) -> Self {
-        Self { backend: BackendConfig::Local { path: path.into() }, ..Self::default() }
+        Self::new(BackendConfig::Local { path: path.into() })
     }
 
     /// Checks the numbers make sense: `part_size >= 5 MiB`, `multipart_threshold >=

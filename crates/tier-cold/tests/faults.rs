@@ -184,6 +184,7 @@ fn config_parses_from_toml_and_never_prints_the_secret() {
     assert!(!shown.contains("very-secret-value"), "{shown}");
     let empty: ColdConfig = toml::from_str("").expect("empty config");
     assert_eq!(empty, ColdConfig::default());
-    let bad = ColdConfig { part_size: 1 << 20, ..ColdConfig::default() };
+    let mut bad = ColdConfig::default();
+    bad.part_size = 1 << 20;
     assert_eq!(bad.validate().expect_err("small parts").kind(), ErrorKind::InvalidInput);
 }

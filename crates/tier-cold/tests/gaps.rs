@@ -75,7 +75,7 @@ async fn gap_then_continue(store: Arc<dyn ObjectStore>, config: ColdConfig, name
     let objects = all_objects(store.as_ref(), Some(&dir_path)).await;
     assert!(objects.iter().all(|(k, _)| !k.ends_with(".gap")), "{objects:?}");
     assert_eq!(reopened.recorded_gaps(&t).await.expect("recorded"), vec![]);
-    let again = ColdTier::with_store(store, ColdConfig { ..reopened.config().clone() }).expect("tier");
+    let again = ColdTier::with_store(store, reopened.config().clone()).expect("tier");
     assert_eq!(again.range(&t).await.expect("range"), OffsetRange::new(30, 50));
     let err = again.read(&t, 25, 30, ReadLimit::unbounded()).await.expect_err("expired");
     assert_eq!(err.kind(), ErrorKind::Trimmed, "{err}");

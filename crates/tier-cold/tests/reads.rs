@@ -77,7 +77,9 @@ async fn a_sequential_stream_never_fetches_more_than_read_buffer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let counting = CountingStore::new(local_store(dir.path()));
     let read_buffer = 256 * 1024;
-    let config = ColdConfig { read_buffer, read_ahead: 3, ..small_config() };
+    let mut config = small_config();
+    config.read_buffer = read_buffer;
+    config.read_ahead = 3;
     let tier = ColdTier::with_store(Arc::new(counting.clone()), config).expect("tier");
     let t = topic("stream");
     // Three segments of ~2 MiB (10 KiB records, 4 per batch).
@@ -110,7 +112,9 @@ async fn a_sequential_stream_never_fetches_more_than_read_buffer() {
 async fn a_batch_stream_holds_the_stream_records_with_the_same_requests() {
     let dir = tempfile::tempdir().expect("tempdir");
     let counting = CountingStore::new(local_store(dir.path()));
-    let config = ColdConfig { read_buffer: 64 * 1024, read_ahead: 2, ..small_config() };
+    let mut config = small_config();
+    config.read_buffer = 64 * 1024;
+    config.read_ahead = 2;
     let tier = ColdTier::with_store(Arc::new(counting.clone()), config).expect("tier");
     let t = topic("batches");
     let mut base = 0;

@@ -10,8 +10,22 @@ use serde::{Deserialize, Serialize};
 use tier_core::segment::DEFAULT_INDEX_INTERVAL_BYTES;
 
 /// Settings of a [`HotTier`](crate::HotTier).
+///
+/// Non-exhaustive, so that a new setting is not a breaking change: outside this crate,
+/// start from [`HotConfig::new`] (or [`HotConfig::default`]) and set the fields you need.
+///
+/// ```
+/// use std::time::Duration;
+/// use tier_hot::{FsyncPolicy, HotConfig};
+///
+/// let mut config = HotConfig::new("/var/lib/tierlog/hot").with_fsync(FsyncPolicy::Never);
+/// config.segment_bytes = 16 << 20;
+/// config.retention_time = Duration::from_secs(3600);
+/// assert_eq!(config.cache_bytes, HotConfig::default().cache_bytes);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct HotConfig {
     /// Directory holding one sub-directory per topic. Default `./data/hot`.
     pub data_dir: PathBuf,
@@ -65,13 +79,22 @@ impl HotConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self { data_dir: data_dir.into(), ..Self::default() }
     }
+
+    /// The same configuration with the fsync policy `fsync`.
+    #[must_use]
+    pub fn with_fsync(mut self, fsync: FsyncPolicy) -> Self {
+        self.fsync = fsync;
+        self
+    }
 }
 
 /// When the WAL is fsynced.
 ///
-/// Written in TOML as `"always"`, `"never"` or `{ interval = "100ms" }`.
+/// Written in TOML as `"always"`, `"never"` or `{ interval = "100ms" }`. Non-exhaustive: a
+/// `match` outside this crate needs a wildcard arm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum FsyncPolicy {
     /// Every append is fsynced before it is acknowledged; concurrent appends to a topic
     /// share one fsync (group commit).
@@ -86,9 +109,11 @@ pub enum FsyncPolicy {
 }
 
 /// What opening the tier does with invalid bytes after the last valid batch of a
-/// topic's active segment (a torn write from a crash).
+/// topic's active segment (a torn write from a crash). Non-exhaustive: a `match` outside
+/// this crate needs a wildcard arm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RecoveryPolicy {
     /// Truncate the file after its last valid batch and continue from there.
     #[default]

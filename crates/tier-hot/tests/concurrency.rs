@@ -46,7 +46,8 @@ async fn queued_appends_are_group_committed_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_see_a_growing_prefix_during_appends_and_rotation() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { cache_bytes: 4096, fsync: FsyncPolicy::Never, ..small_config(dir.path()) };
+    let mut config = small_config(dir.path()).with_fsync(FsyncPolicy::Never);
+    config.cache_bytes = 4096;
     let tier = Arc::new(open(config).await);
     let t = topic("busy");
     let records = Arc::new(sample_records(0, 900, 2));

@@ -21,13 +21,10 @@ async fn default_settings_pass_the_conformance_suite() {
 #[tokio::test]
 async fn tiny_segments_without_cache_pass_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig {
-        segment_bytes: 8 * 1024,
-        index_interval_bytes: 512,
-        cache_bytes: 0,
-        fsync: FsyncPolicy::Never,
-        ..HotConfig::new(dir.path())
-    };
+    let mut config = HotConfig::new(dir.path()).with_fsync(FsyncPolicy::Never);
+    config.segment_bytes = 8 * 1024;
+    config.index_interval_bytes = 512;
+    config.cache_bytes = 0;
     let tier = HotTier::open(config).await.unwrap();
     run_all(&tier, &SuiteConfig::new("tiny-")).await;
     let sealed: usize = tier.topics().iter().map(|t| tier.sealed_segments(t).len()).sum();
@@ -38,7 +35,9 @@ async fn tiny_segments_without_cache_pass_the_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reopened_tier_passes_the_conformance_suite_on_recovered_topics() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { segment_bytes: 16 * 1024, cache_bytes: 4096, ..HotConfig::new(dir.path()) };
+    let mut config = HotConfig::new(dir.path());
+    config.segment_bytes = 16 * 1024;
+    config.cache_bytes = 4096;
     let tier = HotTier::open(config.clone()).await.unwrap();
     run_all(&tier, &SuiteConfig::new("a-")).await;
     tier.close().await;

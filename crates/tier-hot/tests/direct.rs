@@ -12,11 +12,8 @@ use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, WriteStats};
 #[tokio::test(start_paused = true)]
 async fn sequential_appends_are_written_one_by_one_and_still_rotate_by_age() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig {
-        fsync: FsyncPolicy::Never,
-        segment_age: Duration::from_secs(600),
-        ..HotConfig::new(dir.path())
-    };
+    let mut config = HotConfig::new(dir.path()).with_fsync(FsyncPolicy::Never);
+    config.segment_age = Duration::from_secs(600);
     let tier = open(config).await;
     let t = topic("direct");
     let mut events = tier.segment_events();
@@ -58,7 +55,7 @@ async fn sequential_appends_are_written_one_by_one_and_still_rotate_by_age() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_append_checks_offsets_like_a_queued_one() {
     let dir = tempfile::tempdir().unwrap();
-    let tier = open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path()) }).await;
+    let tier = open(HotConfig::new(dir.path()).with_fsync(FsyncPolicy::Never)).await;
     let t = topic("checks");
     let records = append_records(&tier, &t, 0, 10, 5).await;
     // A gap is refused, an identical retry accepted, a different batch fenced.

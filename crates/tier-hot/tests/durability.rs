@@ -9,7 +9,7 @@
 mod common;
 
 use common::{append_records, open, small_config, topic};
-use tier_hot::{FsyncPolicy, HotConfig, faults, layout::segment_file_name};
+use tier_hot::{FsyncPolicy, faults, layout::segment_file_name};
 
 fn len(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).unwrap().len()
@@ -36,7 +36,7 @@ async fn never_records_only_sealed_segments() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("hot");
     faults::track_durability(&data);
-    let tier = open(HotConfig { fsync: FsyncPolicy::Never, ..small_config(&data) }).await;
+    let tier = open(small_config(&data).with_fsync(FsyncPolicy::Never)).await;
     let t = topic("t");
     append_records(&tier, &t, 0, 10, 5).await;
     let first = data.join("t").join(segment_file_name(0));

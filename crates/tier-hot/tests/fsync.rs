@@ -17,8 +17,7 @@ async fn virtual_wait(d: Duration) {
 #[tokio::test(start_paused = true)]
 async fn interval_policy_fsyncs_on_the_timer_only_when_dirty() {
     let dir = tempfile::tempdir().unwrap();
-    let config =
-        HotConfig { fsync: FsyncPolicy::Interval(Duration::from_millis(100)), ..HotConfig::new(dir.path()) };
+    let config = HotConfig::new(dir.path()).with_fsync(FsyncPolicy::Interval(Duration::from_millis(100)));
     let tier = open(config).await;
     let t = topic("interval");
     append_records(&tier, &t, 0, 20, 2).await;
@@ -46,11 +45,8 @@ async fn interval_policy_fsyncs_on_the_timer_only_when_dirty() {
 #[tokio::test(start_paused = true)]
 async fn the_interval_timer_does_not_sync_before_its_first_period() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig {
-        fsync: FsyncPolicy::Interval(Duration::from_secs(3600)),
-        segment_age: Duration::from_secs(86_400),
-        ..HotConfig::new(dir.path())
-    };
+    let mut config = HotConfig::new(dir.path()).with_fsync(FsyncPolicy::Interval(Duration::from_secs(3600)));
+    config.segment_age = Duration::from_secs(86_400);
     let tier = open(config).await;
     let topics: Vec<_> = (0..20).map(|i| topic(&format!("t{i}"))).collect();
     for t in &topics {
@@ -70,7 +66,7 @@ async fn the_interval_timer_does_not_sync_before_its_first_period() {
 #[tokio::test]
 async fn never_policy_does_not_fsync_appends() {
     let dir = tempfile::tempdir().unwrap();
-    let tier = open(HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path()) }).await;
+    let tier = open(HotConfig::new(dir.path()).with_fsync(FsyncPolicy::Never)).await;
     let t = topic("never");
     append_records(&tier, &t, 0, 10, 1).await;
     let stats = tier.write_stats(&t).unwrap();

@@ -175,7 +175,8 @@ async fn a_marker_bridging_no_segments_is_removed_at_open() {
 #[tokio::test]
 async fn retention_past_the_gap_removes_its_marker() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { retention_time: Duration::from_secs(3600), ..small_config(dir.path()) };
+    let mut config = small_config(dir.path());
+    config.retention_time = Duration::from_secs(3600);
     let (tier, t, _) = skipped(config.clone(), "retained").await;
     append_records(&tier, &t, 40, 10, 5).await;
     tier.rotate(&t).await.unwrap().unwrap();

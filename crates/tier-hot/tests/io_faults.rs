@@ -28,7 +28,9 @@ use tier_hot::{
 use tokio::sync::broadcast::error::TryRecvError;
 
 fn config(dir: &Path, fsync: FsyncPolicy) -> HotConfig {
-    HotConfig { fsync, segment_bytes: 1 << 20, ..small_config(dir) }
+    let mut config = small_config(dir).with_fsync(fsync);
+    config.segment_bytes = 1 << 20;
+    config
 }
 
 async fn append_all(tier: &HotTier, t: &TopicName, records: &[Record], per_batch: usize) {
@@ -205,7 +207,8 @@ async fn failed_write(fsync: FsyncPolicy, payload: usize, queued: bool) {
     assert_eq!(file_len(&active), len, "{what}: a poisoned writer writes nothing");
     within("close", tier.close()).await;
     // Nothing torn is left: even `refuse` opens, and the failed batch is absent.
-    let refuse = HotConfig { recovery: RecoveryPolicy::Refuse, ..config };
+    let mut refuse = config;
+    refuse.recovery = RecoveryPolicy::Refuse;
     let tier = reopen_and_check(refuse, &t, &all[..6], &[], 2).await;
     tier.close().await;
 }
@@ -286,7 +289,8 @@ async fn a_failed_seal_fsync_keeps_the_segment_unannounced_and_poisons_the_write
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_background_seal_after_a_size_rotation_poisons_later_appends() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { segment_bytes: 4096, ..config(dir.path(), FsyncPolicy::Never) };
+    let mut config = config(dir.path(), FsyncPolicy::Never);
+    config.segment_bytes = 4096;
     let tier = open(config.clone()).await;
     let t = topic("size");
     let mut events = tier.segment_events();

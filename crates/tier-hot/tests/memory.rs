@@ -60,7 +60,9 @@ fn live() -> usize {
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn tier(dir: &std::path::Path) -> HotTier {
-    open(HotConfig { fsync: FsyncPolicy::Never, cache_bytes: BUDGET, ..HotConfig::new(dir) }).await
+    let mut config = HotConfig::new(dir).with_fsync(FsyncPolicy::Never);
+    config.cache_bytes = BUDGET;
+    open(config).await
 }
 
 /// A batch of one `size`-byte record at `base`, built as `Topic::append` builds one.

@@ -42,7 +42,8 @@ async fn a_segment_whose_batch_passes_u64_max_is_corruption_not_a_panic() {
         let dir = tempfile::tempdir().unwrap();
         let path = write_segment(dir.path(), "wrap", &five_records_at_base());
         let before = std::fs::read(&path).unwrap();
-        let config = tier_hot::HotConfig { recovery: policy, ..small_config(dir.path()) };
+        let mut config = small_config(dir.path());
+        config.recovery = policy;
 
         // The topic is kept aside as damaged (the others would open and serve).
         let err = common::open_damaged(config, &topic("wrap")).await;

@@ -30,7 +30,7 @@ use tier_hot::{
 /// 64 KiB segments; the timer fsync never fires during a test (its first tick is an
 /// hour after the writer's start), so only `close` fsyncs the active segment.
 fn interval(dir: &Path) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Interval(Duration::from_secs(3600)), ..small_config(dir) }
+    small_config(dir).with_fsync(FsyncPolicy::Interval(Duration::from_secs(3600)))
 }
 
 /// A batch far over half a segment: every such batch starts a segment of its own.
@@ -144,7 +144,8 @@ async fn under_refuse_a_short_middle_segment_after_a_power_cut_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
     let t = topic("cut");
     short_middle_segment(dir.path(), &t).await;
-    let refuse = HotConfig { recovery: RecoveryPolicy::Refuse, ..interval(dir.path()) };
+    let mut refuse = interval(dir.path());
+    refuse.recovery = RecoveryPolicy::Refuse;
     let err = open_damaged(refuse, &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     assert!(err.to_string().contains("not contiguous"), "{err}");

@@ -15,13 +15,11 @@ use tier_hot::{FsyncPolicy, HotConfig, HotTier};
 
 /// Small segments and index intervals; `cache_bytes` 0 sends every read to the files.
 fn config(dir: &std::path::Path, cache_bytes: u64) -> HotConfig {
-    HotConfig {
-        segment_bytes: 16 * 1024,
-        index_interval_bytes: 1024,
-        cache_bytes,
-        fsync: FsyncPolicy::Never,
-        ..HotConfig::new(dir)
-    }
+    let mut config = HotConfig::new(dir).with_fsync(FsyncPolicy::Never);
+    config.segment_bytes = 16 * 1024;
+    config.index_interval_bytes = 1024;
+    config.cache_bytes = cache_bytes;
+    config
 }
 
 /// The records `from..` that the batches read from `from` on (in steps of at most
@@ -101,7 +99,8 @@ async fn to_and_max_bytes_bound_the_answer_and_the_first_batch_always_comes() {
 async fn a_damaged_batch_is_corruption_not_handed_out() {
     let dir = tempfile::tempdir().unwrap();
     let t = topic("damaged");
-    let config = HotConfig { segment_bytes: 1 << 20, ..config(dir.path(), 0) };
+    let mut config = config(dir.path(), 0);
+    config.segment_bytes = 1 << 20;
     let tier = open(config.clone()).await;
     let written = append_records(&tier, &t, 0, 40, 10).await;
     let sealed = tier.rotate(&t).await.unwrap().unwrap();

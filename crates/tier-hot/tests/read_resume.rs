@@ -15,12 +15,10 @@ use tier_hot::{FsyncPolicy, HotConfig, HotTier};
 /// One index interval per segment (so reads walk from the segment's first batch) and no
 /// record cache (so every read goes to the files).
 fn config(dir: &std::path::Path) -> HotConfig {
-    HotConfig {
-        index_interval_bytes: 1 << 20,
-        cache_bytes: 0,
-        fsync: FsyncPolicy::Never,
-        ..HotConfig::new(dir)
-    }
+    let mut config = HotConfig::new(dir).with_fsync(FsyncPolicy::Never);
+    config.index_interval_bytes = 1 << 20;
+    config.cache_bytes = 0;
+    config
 }
 
 async fn read_in_steps(tier: &HotTier, t: &TopicName, max_records: usize) -> Vec<Record> {

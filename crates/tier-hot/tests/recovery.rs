@@ -94,7 +94,8 @@ async fn garbage_after_the_last_batch_is_truncated_or_refused_by_policy() {
     let good_len = std::fs::metadata(&path).unwrap().len();
     OpenOptions::new().append(true).open(&path).unwrap().write_all(&[0xAB; 37]).unwrap();
 
-    let refuse = HotConfig { recovery: RecoveryPolicy::Refuse, ..config.clone() };
+    let mut refuse = config.clone();
+    refuse.recovery = RecoveryPolicy::Refuse;
     let err = open_damaged(refuse, &t).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     let location = err.context().location.clone().unwrap();

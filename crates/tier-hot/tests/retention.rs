@@ -32,7 +32,8 @@ async fn tier_with_segments(config: HotConfig, name: &str, segments: u64) -> (Ho
 #[tokio::test]
 async fn time_retention_deletes_old_segments_oldest_first_and_asks_first() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { retention_time: Duration::from_secs(3600), ..small_config(dir.path()) };
+    let mut config = small_config(dir.path());
+    config.retention_time = Duration::from_secs(3600);
     let (tier, sealed) = tier_with_segments(config, "timed", 4).await;
     let t = topic("timed");
     let mut events = tier.segment_events();
@@ -80,7 +81,8 @@ async fn size_retention_deletes_only_while_the_topic_is_too_big() {
     let total: u64 = sealed.iter().map(|s| s.bytes).sum();
     // Room for all but about two and a half sealed segments.
     let limit = total - sealed[0].bytes - sealed[1].bytes - sealed[2].bytes / 2;
-    let config = HotConfig { retention_bytes: limit, ..small_config(dir.path()) };
+    let mut config = small_config(dir.path());
+    config.retention_bytes = limit;
     let tier = open(config).await;
     let now = SystemTime::now();
     let deleted = tier.run_retention(now, &|_| true).unwrap();
@@ -96,7 +98,9 @@ async fn size_retention_deletes_only_while_the_topic_is_too_big() {
 #[tokio::test]
 async fn a_refusing_predicate_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { retention_bytes: 0, retention_time: Duration::ZERO, ..small_config(dir.path()) };
+    let mut config = small_config(dir.path());
+    config.retention_bytes = 0;
+    config.retention_time = Duration::ZERO;
     let (tier, sealed) = tier_with_segments(config, "kept", 3).await;
     let far = SystemTime::now() + Duration::from_secs(1 << 30);
     assert!(tier.run_retention(far, &|_| false).unwrap().is_empty());

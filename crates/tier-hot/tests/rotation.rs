@@ -46,7 +46,8 @@ async fn size_rotation_keeps_segments_under_the_limit_and_reads_span_them() {
 #[tokio::test(start_paused = true)]
 async fn an_idle_topic_rotates_by_age_without_a_write() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HotConfig { segment_age: Duration::from_secs(600), ..HotConfig::new(dir.path()) };
+    let mut config = HotConfig::new(dir.path());
+    config.segment_age = Duration::from_secs(600);
     let tier = open(config).await;
     let t = topic("aged");
     let mut events = tier.segment_events();

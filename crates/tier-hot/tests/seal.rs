@@ -13,7 +13,7 @@ use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, segment::SealedSegment,
 use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, SegmentInfo, layout::gap_file_name};
 
 fn never(dir: &std::path::Path) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..small_config(dir) }
+    small_config(dir).with_fsync(FsyncPolicy::Never)
 }
 
 /// Three sealed segments of 20 records each (batches of 5) and 5 records in the active
@@ -127,7 +127,8 @@ async fn a_middle_segment_with_a_torn_footer_is_truncated_and_sealed_again() {
 
     // Under `refuse`, a torn footer is a torn tail: open fails naming the file.
     cut(&middle.path, original.len() as u64 - 10);
-    let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config };
+    let mut refuse = config;
+    refuse.recovery = tier_hot::RecoveryPolicy::Refuse;
     let err = open_damaged(refuse, &topic("torn")).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     assert!(err.to_string().contains(&middle.path.display().to_string()), "{err}");
@@ -147,7 +148,8 @@ async fn records_lost_from_a_middle_segment_are_a_torn_point_recorded_as_a_gap_o
     let marker = topic_dir.join(gap_file_name(OffsetRange::new(35, 40)));
 
     // `refuse`: the torn point is corruption, and nothing is changed.
-    let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config.clone() };
+    let mut refuse = config.clone();
+    refuse.recovery = tier_hot::RecoveryPolicy::Refuse;
     let err = open_damaged(refuse, &topic("lost")).await;
     assert_eq!(err.kind(), ErrorKind::Corruption);
     let msg = err.to_string();
@@ -173,7 +175,8 @@ async fn records_lost_from_a_middle_segment_are_a_torn_point_recorded_as_a_gap_o
     tier.close().await;
 
     // Reopening finds the recorded gap (even under `refuse`).
-    let refuse = HotConfig { recovery: tier_hot::RecoveryPolicy::Refuse, ..config };
+    let mut refuse = config;
+    refuse.recovery = tier_hot::RecoveryPolicy::Refuse;
     let tier = open(refuse).await;
     assert_eq!(tier.gaps(&t), vec![OffsetRange::new(35, 40)]);
     tier.close().await;

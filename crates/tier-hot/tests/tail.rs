@@ -15,7 +15,9 @@ async fn a_slow_subscriber_falls_behind_and_still_gets_every_record_once_in_orde
     let dir = tempfile::tempdir().unwrap();
     // A tiny broadcast buffer and cache and small segments: the subscriber must catch up
     // from disk, across sealed segments.
-    let config = HotConfig { live_tail_batches: 4, cache_bytes: 8 * 1024, ..small_config(dir.path()) };
+    let mut config = small_config(dir.path());
+    config.live_tail_batches = 4;
+    config.cache_bytes = 8 * 1024;
     let tier = open(config).await;
     let t = topic("tail");
     let head = append_records(&tier, &t, 0, 30, 3).await;

@@ -193,7 +193,8 @@ async fn open(
     topics: &[TopicName],
 ) -> Result<TieredStore, TierError> {
     // Small WAL segments, so that retention has sealed segments to delete.
-    let hot = HotConfig { segment_bytes: 16 << 10, ..HotConfig::new(dir.join("hot")) };
+    let mut hot = HotConfig::new(dir.join("hot"));
+    hot.segment_bytes = 16 << 10;
     TieredStore::builder().hot(hot).warm(warm.clone()).topics(topics.iter().cloned()).open().await
 }
 

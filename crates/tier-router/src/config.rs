@@ -55,8 +55,12 @@ pub enum WarmFailurePolicy {
 }
 
 /// Exponential backoff of a retried background operation.
+///
+/// Non-exhaustive: outside this crate, start from [`BackoffConfig::default`] (or the
+/// [`RouterConfig::export_retry`] of a configuration) and set the fields you need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct BackoffConfig {
     /// First delay. Default 100 ms.
     #[serde(with = "humantime_serde")]
@@ -81,8 +85,23 @@ impl BackoffConfig {
 }
 
 /// Settings of the router itself.
+///
+/// Non-exhaustive, so that a new setting is not a breaking change: outside this crate,
+/// start from [`RouterConfig::default`] and set the fields you need.
+///
+/// ```
+/// use std::time::Duration;
+/// use tier_router::{RouterConfig, WarmFailurePolicy};
+///
+/// let mut router = RouterConfig::default();
+/// router.warm_failure_policy = WarmFailurePolicy::Degrade;
+/// router.export_retry.max = Duration::from_secs(10);
+/// router.state_dir = Some("/var/lib/tierlog/router".into());
+/// assert!(router.validate().is_ok());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct RouterConfig {
     /// What an append does when warm fails. Default [`WarmFailurePolicy::Fail`].
     pub warm_failure_policy: WarmFailurePolicy,

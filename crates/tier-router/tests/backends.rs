@@ -132,7 +132,7 @@ impl ColdBackend for Custom {
 }
 
 fn hot(dir: &tempfile::TempDir) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path().join("hot")) }
+    HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never)
 }
 
 async fn open(

@@ -27,15 +27,16 @@ fn name() -> TopicName {
 }
 
 fn hot(dir: &Path, fsync: FsyncPolicy) -> HotConfig {
-    HotConfig { fsync, segment_age: Duration::from_secs(3600), ..HotConfig::new(dir.join("hot")) }
+    let mut hot = HotConfig::new(dir.join("hot")).with_fsync(fsync);
+    hot.segment_age = Duration::from_secs(3600);
+    hot
 }
 
 fn router(policy: WarmFailurePolicy) -> RouterConfig {
-    RouterConfig {
-        warm_failure_policy: policy,
-        warm_retry_interval: Duration::from_millis(20),
-        ..RouterConfig::default()
-    }
+    let mut router = RouterConfig::default();
+    router.warm_failure_policy = policy;
+    router.warm_retry_interval = Duration::from_millis(20);
+    router
 }
 
 /// A store on `dir` without background tasks (the tests drive them).

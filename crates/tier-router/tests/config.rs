@@ -58,17 +58,17 @@ fn every_table_parses_and_unknown_fields_are_rejected() {
 
 #[test]
 fn validation_names_the_field() {
-    let cases: Vec<(RouterConfig, &str)> = vec![
-        (
-            RouterConfig { max_cached_closed_segments: 0, ..RouterConfig::default() },
-            "router.max_cached_closed_segments must be >= 1",
-        ),
-        (
-            RouterConfig { retention_interval: Duration::ZERO, ..RouterConfig::default() },
-            "router.retention_interval",
-        ),
-        (RouterConfig { max_group_bytes: 0, ..RouterConfig::default() }, "router.max_group_bytes"),
-        (RouterConfig { read_batch_records: 0, ..RouterConfig::default() }, "router.read_batch_records"),
+    // The defaults with one field changed.
+    let changed = |change: fn(&mut RouterConfig)| {
+        let mut router = RouterConfig::default();
+        change(&mut router);
+        router
+    };
+    let cases = [
+        (changed(|r| r.max_cached_closed_segments = 0), "router.max_cached_closed_segments must be >= 1"),
+        (changed(|r| r.retention_interval = Duration::ZERO), "router.retention_interval"),
+        (changed(|r| r.max_group_bytes = 0), "router.max_group_bytes"),
+        (changed(|r| r.read_batch_records = 0), "router.read_batch_records"),
     ];
     for (router, want) in cases {
         let err = StoreConfig::default().with_router(router).validate().unwrap_err();
@@ -102,8 +102,9 @@ async fn a_store_opens_from_a_configuration() {
     store.close().await;
     assert_eq!(topic.append(vec![NewRecord::new(3, "c")]).await.unwrap_err().kind(), ErrorKind::Closed);
 
-    let bad = StoreConfig::hot_only(dir.path().join("hot2"))
-        .with_router(RouterConfig { max_cached_closed_segments: 0, ..RouterConfig::default() });
+    let mut router = RouterConfig::default();
+    router.max_cached_closed_segments = 0;
+    let bad = StoreConfig::hot_only(dir.path().join("hot2")).with_router(router);
     let err = TieredStore::open(bad).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
     assert!(err.report().to_string().contains("router.max_cached_closed_segments"), "{}", err.report());

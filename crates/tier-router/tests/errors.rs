@@ -17,7 +17,7 @@ use tier_router::{TieredStore, Topic};
 use tier_testkit::MemoryTier;
 
 fn hot(dir: &tempfile::TempDir) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path().join("hot")) }
+    HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never)
 }
 
 async fn open(dir: &tempfile::TempDir, warm: Option<Arc<MemoryTier>>) -> (TieredStore, Topic) {

@@ -19,15 +19,14 @@ use tier_testkit::{FaultyTier, MemoryTier};
 use tier_warm::WarmTier;
 
 fn hot(dir: &tempfile::TempDir) -> HotConfig {
-    HotConfig { fsync: FsyncPolicy::Never, ..HotConfig::new(dir.path().join("hot")) }
+    HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never)
 }
 
 fn router(policy: WarmFailurePolicy) -> RouterConfig {
-    RouterConfig {
-        warm_failure_policy: policy,
-        warm_retry_interval: Duration::from_millis(50),
-        ..RouterConfig::default()
-    }
+    let mut router = RouterConfig::default();
+    router.warm_failure_policy = policy;
+    router.warm_retry_interval = Duration::from_millis(50);
+    router
 }
 
 async fn open(

@@ -260,24 +260,19 @@ impl World<'_> {
 
     async fn open_store(&self) -> Result<(TieredStore, Topic), TierError> {
         let cfg = &self.schedule.config;
-        let hot = HotConfig {
-            fsync: cfg.fsync,
-            segment_bytes: cfg.segment_bytes,
-            segment_age: cfg.segment_age,
-            retention_time: cfg.retention_time,
-            retention_bytes: cfg.retention_bytes,
-            cache_bytes: 64 << 10,
-            ..HotConfig::new(&self.hot_dir)
-        };
+        let mut hot = HotConfig::new(&self.hot_dir).with_fsync(cfg.fsync);
+        hot.segment_bytes = cfg.segment_bytes;
+        hot.segment_age = cfg.segment_age;
+        hot.retention_time = cfg.retention_time;
+        hot.retention_bytes = cfg.retention_bytes;
+        hot.cache_bytes = 64 << 10;
         let year = Duration::from_secs(365 * 24 * 3600);
-        let router = RouterConfig {
-            warm_failure_policy: cfg.policy,
-            max_cached_closed_segments: cfg.keep_segments,
-            export_sweep_interval: year,
-            retention_interval: year,
-            warm_retry_interval: cfg.warm_retry,
-            ..RouterConfig::default()
-        };
+        let mut router = RouterConfig::default();
+        router.warm_failure_policy = cfg.policy;
+        router.max_cached_closed_segments = cfg.keep_segments;
+        router.export_sweep_interval = year;
+        router.retention_interval = year;
+        router.warm_retry_interval = cfg.warm_retry;
         let mut builder = TieredStore::builder()
             .hot(hot)
             .router(router)

@@ -91,6 +91,8 @@ impl fmt::Display for SimConfig {
             FsyncPolicy::Always => "always".to_owned(),
             FsyncPolicy::Never => "never".to_owned(),
             FsyncPolicy::Interval(d) => format!("interval {d:?}"),
+            // `FsyncPolicy` is non-exhaustive; a policy added later is shown as it prints.
+            other => format!("{other:?}"),
         };
         write!(
             f,

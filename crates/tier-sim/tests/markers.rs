@@ -12,12 +12,10 @@ use tier_router::{RouterConfig, TieredStore, WarmBackend, WarmFailurePolicy};
 use tier_sim::warm::SimWarm;
 
 async fn open(dir: &std::path::Path, warm: &Arc<SimWarm>) -> Result<TieredStore, tier_core::TierError> {
-    let hot = HotConfig { fsync: FsyncPolicy::Always, ..HotConfig::new(dir.join("hot")) };
-    let router = RouterConfig {
-        warm_failure_policy: WarmFailurePolicy::Degrade,
-        warm_retry_interval: Duration::from_millis(20),
-        ..RouterConfig::default()
-    };
+    let hot = HotConfig::new(dir.join("hot")).with_fsync(FsyncPolicy::Always);
+    let mut router = RouterConfig::default();
+    router.warm_failure_policy = WarmFailurePolicy::Degrade;
+    router.warm_retry_interval = Duration::from_millis(20);
     TieredStore::builder()
         .hot(hot)
         .router(router)

@@ -13,8 +13,25 @@ pub use tier_core::Secret;
 /// How the warm tier reaches Valkey/Redis.
 ///
 /// `Debug` hides the password and any password embedded in a URL.
+///
+/// Non-exhaustive, so that a new setting is not a breaking change: outside this crate,
+/// start from [`WarmConfig::standalone`] (or [`WarmConfig::default`]) and set the fields
+/// you need.
+///
+/// ```
+/// use std::time::Duration;
+/// use tier_warm::{Mode, Secret, WarmConfig};
+///
+/// let mut config = WarmConfig::standalone("rediss://cache-1:6380");
+/// config.password = Some(Secret::new("hunter2"));
+/// config.wait_timeout = Duration::from_millis(250);
+/// config.reconnect.max_attempts = 5;
+/// assert_eq!(config.mode, Mode::Standalone);
+/// assert!(!format!("{config:?}").contains("hunter2"));
+/// ```
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct WarmConfig {
     /// Server URLs (`redis://host:port`, `rediss://…` for TLS; `valkey://` works too).
     /// Standalone mode uses the first; cluster mode uses every one as a seed node;
@@ -139,8 +156,12 @@ pub enum Mode {
 /// Exponential backoff from `min_backoff` doubling up to `max_backoff`. While it is
 /// disconnected, commands fail within [`WarmConfig::command_timeout`] rather than
 /// waiting for the reconnection.
+///
+/// Non-exhaustive: outside this crate, start from [`ReconnectConfig::default`] (or the
+/// [`WarmConfig::reconnect`] of a configuration) and set the fields you need.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct ReconnectConfig {
     /// Attempts before giving up for good; 0 retries forever.
     pub max_attempts: u32,

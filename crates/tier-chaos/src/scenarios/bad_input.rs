@@ -153,17 +153,14 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
     let c = StoreConfig::hot_only(dir.path().join("w/hot")).with_warm(warm);
     timed(&mut r, "wrong Valkey credentials", TieredStore::open_recovering(c, vec![name.clone()])).await;
     let s3 = servers.s3.settings();
-    let mut cold = ColdConfig {
-        backend: BackendConfig::S3 {
-            bucket: "chaos-no-such-bucket".into(),
-            region: s3.region.clone(),
-            endpoint: Some(s3.endpoint.clone()),
-            access_key_id: Some(s3.access_key_id.clone()),
-            secret_access_key: Some(Secret::new(s3.secret_access_key.clone())),
-            allow_http: true,
-        },
-        ..ColdConfig::default()
-    };
+    let mut cold = ColdConfig::new(BackendConfig::S3 {
+        bucket: "chaos-no-such-bucket".into(),
+        region: s3.region.clone(),
+        endpoint: Some(s3.endpoint.clone()),
+        access_key_id: Some(s3.access_key_id.clone()),
+        secret_access_key: Some(Secret::new(s3.secret_access_key.clone())),
+        allow_http: true,
+    });
     cold.retry.max_retries = 1;
     let cold_tier = ColdTier::open(cold).map_err(|e| ChaosError::tier("building the S3 cold tier", e))?;
     let open = TieredStore::builder()

@@ -23,7 +23,7 @@ use std::{
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use tier_cold::{
-    ColdConfig, ColdTier,
+    ColdTier,
     testing::{Faults, FaultyStore},
 };
 use tier_core::{ErrorKind, OffsetRange, StartPosition, TopicName};
@@ -269,11 +269,8 @@ async fn multipart(
     let profile = Profile { segment_bytes: 6 << 20, ..Profile::default() };
     let mut config = store_config(Deployment::HotCold, dir.path(), servers, tag, &profile).await?;
     if let Some(cold) = config.cold.as_mut() {
-        *cold = ColdConfig {
-            multipart_threshold: tier_cold::MIN_PART_SIZE,
-            part_size: tier_cold::MIN_PART_SIZE,
-            ..cold.clone()
-        };
+        cold.multipart_threshold = tier_cold::MIN_PART_SIZE;
+        cold.part_size = tier_cold::MIN_PART_SIZE;
     }
     let faults = Faults { fail_parts_after: Some(1), ..Faults::default() };
     let (store, faulty, s3) = open_faulty(&config, faults, false).await?;

@@ -25,7 +25,10 @@ pub fn local_store(dir: &Path) -> Arc<dyn ObjectStore> {
 
 /// Defaults with the smallest multipart settings S3 allows (5 MiB parts above 5 MiB).
 pub fn small_config() -> ColdConfig {
-    ColdConfig { multipart_threshold: 5 << 20, part_size: 5 << 20, ..ColdConfig::default() }
+    let mut config = ColdConfig::default();
+    config.multipart_threshold = 5 << 20;
+    config.part_size = 5 << 20;
+    config
 }
 
 /// A config for the shared moto server and its fresh bucket, with few retries.

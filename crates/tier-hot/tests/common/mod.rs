@@ -10,12 +10,10 @@ use tier_testkit::conformance::{batch_of, sample_records};
 
 /// A config for `dir` with small segments and an index entry every 1 KiB.
 pub fn small_config(dir: &Path) -> HotConfig {
-    HotConfig {
-        segment_bytes: 64 * 1024,
-        index_interval_bytes: 1024,
-        fsync: FsyncPolicy::Always,
-        ..HotConfig::new(dir)
-    }
+    let mut config = HotConfig::new(dir).with_fsync(FsyncPolicy::Always);
+    config.segment_bytes = 64 * 1024;
+    config.index_interval_bytes = 1024;
+    config
 }
 
 pub fn topic(name: &str) -> TopicName {

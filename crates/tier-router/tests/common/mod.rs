@@ -69,17 +69,14 @@ pub fn warm_config(url: &str, key_prefix: &str) -> WarmConfig {
 
 pub fn s3_cold_config(s3: &SharedS3) -> ColdConfig {
     let settings = s3.settings();
-    let mut config = ColdConfig {
-        backend: BackendConfig::S3 {
-            bucket: s3.bucket().to_string(),
-            region: settings.region.clone(),
-            endpoint: Some(settings.endpoint.clone()),
-            access_key_id: Some(settings.access_key_id.clone()),
-            secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
-            allow_http: true,
-        },
-        ..ColdConfig::default()
-    };
+    let mut config = ColdConfig::new(BackendConfig::S3 {
+        bucket: s3.bucket().to_string(),
+        region: settings.region.clone(),
+        endpoint: Some(settings.endpoint.clone()),
+        access_key_id: Some(settings.access_key_id.clone()),
+        secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
+        allow_http: true,
+    });
     config.retry.max_retries = 2;
     config
 }
@@ -114,11 +111,8 @@ impl Deployment {
         } else {
             None
         };
-        let hot = HotConfig {
-            fsync: FsyncPolicy::Never,
-            segment_age: Duration::from_secs(3600),
-            ..HotConfig::new(dir.path().join("hot"))
-        };
+        let mut hot = HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never);
+        hot.segment_age = Duration::from_secs(3600);
         Self { tiers, dir, warm, cold, router: RouterConfig::default(), hot, _valkey: valkey, _s3: s3 }
     }
 
