@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use object_store::{ObjectStore, ObjectStoreExt as _, path::Path as ObjectPath};
 use serde::{Deserialize, Serialize};
 use tier_cold::{BackendConfig, ColdConfig, ColdTier, Secret, testing::CountingStore};
-use tier_core::{ReadLimit, Tier};
+use tier_core::{ReadLimit, Tier, TierExt};
 use tier_hot::{FsyncPolicy, HotConfig, HotTier};
 
 use crate::{

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use tier_core::{ReadLimit, RecordBatch, Tier};
+use tier_core::{ReadLimit, RecordBatch, Tier, TierExt};
 use tier_hot::{FsyncPolicy, HotConfig, HotTier};
 
 use crate::{

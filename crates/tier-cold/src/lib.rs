@@ -7,7 +7,8 @@
 //!   its timestamp bounds; the listing of a topic's folder is its manifest.
 //! - [`ColdTier::export_segment`]: idempotent upload of a sealed WAL segment file
 //!   (conditional PUT, or a streamed multipart upload for large segments).
-//! - Reads: [`Tier::read`](tier_core::Tier::read) for bounded reads,
+//! - Reads: [`Tier::read_batches`](tier_core::Tier::read_batches) for bounded reads (and
+//!   [`TierExt::read`](tier_core::TierExt::read) over it for records),
 //!   [`ColdTier::stream`] for long sequential reads with read-ahead; segment metadata
 //!   (trailer + index) is cached in a bounded LRU and recently fetched data intervals in
 //!   a byte-bounded one, so a seek by offset or timestamp (lookup then read) costs two

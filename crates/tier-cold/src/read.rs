@@ -1,24 +1,25 @@
 //! Bounded reads and timestamp lookups across a topic's segments.
 
-use tier_core::{Offset, ReadLimit, Record, TierError, Timestamp, TopicName};
+use tier_core::segment::{BatchCollector, BatchSink};
+use tier_core::{Offset, RecordBatch, TierError, Timestamp, TopicName};
 
 use crate::ColdTier;
 use crate::error::topic_ctx;
 use crate::gap::{gap_error, recorded_gap_error};
 
 impl ColdTier {
-    /// `Tier::read`: walks the segments from the one holding `from`, one ranged request
-    /// per index interval read (plus one tail request per segment whose metadata is not
-    /// cached). A gap in the manifest (missing objects, or a recorded gap) ends the read
-    /// there, or is `NotFound` naming the missing or lost offsets when nothing was read
-    /// before it.
-    pub(crate) async fn read_records(
+    /// `Tier::read_batches`: walks the segments from the one holding `from`, one ranged
+    /// request per index interval read (plus one tail request per segment whose metadata
+    /// is not cached). A gap in the manifest (missing objects, or a recorded gap) ends the
+    /// read there, or is `NotFound` naming the missing or lost offsets when nothing was
+    /// read before it.
+    pub(crate) async fn read_stored_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
         let listing = self.listing(topic).await?;
         let held = listing.range();
         if let Some(gap) = listing.recorded_gap_at(from) {
@@ -27,38 +28,22 @@ impl ColdTier {
         if from < held.start || from > held.end {
             return Err(TierError::trimmed(topic_ctx(topic).offset(from), from, held));
         }
-        let to = to.min(held.end);
-        let mut out: Vec<Record> = Vec::new();
-        let mut bytes = 0usize;
-        let mut next = from;
-        while next < to && out.len() < limit.max_records {
+        let mut collector = BatchCollector::new(from, to.min(held.end), max_bytes);
+        while !collector.is_full() {
+            let next = collector.next_offset();
             let i = match listing.find(next) {
                 Ok(i) => i,
-                Err(_) if !out.is_empty() => break,
+                Err(_) if next > from => break,
                 Err(after) => return Err(gap_error(topic, &listing, next, after)),
             };
             let segment = &listing.segments()[i];
-            let ranged = self.open_segment(topic, segment).await?;
-            let remaining = ReadLimit {
-                max_records: limit.max_records - out.len(),
-                max_bytes: limit.max_bytes.saturating_sub(bytes).max(1),
-            };
-            let records = ranged.read(next, to, remaining).await?;
-            for r in records {
-                let size = r.size();
-                if !out.is_empty() && bytes.saturating_add(size) > limit.max_bytes {
-                    return Ok(out);
-                }
-                bytes = bytes.saturating_add(size);
-                next = r.offset + 1;
-                out.push(r);
-            }
-            if next < segment.range.end {
+            self.open_segment(topic, segment).await?.read_into(&mut collector).await?;
+            if collector.next_offset() < segment.range.end {
                 // The segment stopped early: a limit was reached.
                 break;
             }
         }
-        Ok(out)
+        Ok(collector.into_batches())
     }
 
     /// `Tier::offset_for_timestamp`: the answer lies in the first segment whose newest

@@ -8,9 +8,7 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 use tier_core::segment::{SegmentHeader, SegmentWriter, Trailer};
-use tier_core::{
-    Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
-};
+use tier_core::{Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName};
 
 use crate::ColdTier;
 use crate::error::{key_ctx, topic_ctx};
@@ -154,15 +152,15 @@ impl Tier for ColdTier {
         self.note_segment(topic, SegmentObject::with_bounds(key, range, len, Some(bounds)))
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
         crate::metrics::read_request();
-        self.read_records(topic, from, to, limit).await
+        self.read_stored_batches(topic, from, to, max_bytes).await
     }
 
     async fn offset_for_timestamp(

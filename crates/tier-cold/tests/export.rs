@@ -9,7 +9,7 @@ use common::{all_objects, local_store, records, small_config, topic, write_segme
 use object_store::ObjectStoreExt;
 use tier_cold::testing::{CountingStore, Faults, FaultyStore};
 use tier_cold::{ColdTier, ExportOutcome};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierExt};
 use tier_testkit::servers::SharedS3;
 
 #[tokio::test]

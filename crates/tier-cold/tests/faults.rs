@@ -10,7 +10,7 @@ use futures::StreamExt;
 use common::{local_store, small_config, topic};
 use tier_cold::testing::{Faults, FaultyStore};
 use tier_cold::{ColdConfig, ColdTier};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TopicName};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierExt, TopicName};
 
 fn batch(base: u64, count: usize, ts: i64) -> RecordBatch {
     let mut recs = common::records(base, count, 50);

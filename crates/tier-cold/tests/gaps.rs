@@ -11,7 +11,7 @@ use common::{all_objects, local_store, records, small_config, topic, write_segme
 use futures::StreamExt;
 use object_store::ObjectStore;
 use tier_cold::{ColdConfig, ColdTier, ExportOutcome};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierExt};
 use tier_testkit::servers::SharedS3;
 
 const GAP_MARKER: &str = "00000000000000000020-00000000000000000030.gap";

@@ -8,7 +8,7 @@ mod common;
 
 use common::{local_store, records, small_config, topic, write_segment};
 use tier_cold::ColdTier;
-use tier_core::{OffsetRange, ReadLimit, Tier, TopicName};
+use tier_core::{OffsetRange, ReadLimit, Tier, TierExt, TopicName};
 use tier_testkit::servers::SharedS3;
 
 const PER_BATCH: usize = 10;

@@ -9,7 +9,7 @@ use common::{local_store, records, small_config, topic, write_segment};
 use futures::TryStreamExt;
 use tier_cold::testing::CountingStore;
 use tier_cold::{ColdConfig, ColdTier, ExportOutcome};
-use tier_core::{ErrorKind, ReadLimit, RecordBatch, Tier};
+use tier_core::{ErrorKind, ReadLimit, RecordBatch, Tier, TierExt};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeks_in_a_256_mib_segment_cost_two_requests_cold_and_one_cached() {

@@ -16,7 +16,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tier_cold::layout::TimeBounds;
 use tier_cold::testing::CountingStore;
 use tier_cold::{ColdConfig, ColdTier, ExportOutcome};
-use tier_core::{OffsetRange, ReadLimit, Tier, Timestamp, TopicName};
+use tier_core::{OffsetRange, ReadLimit, Tier, TierExt, Timestamp, TopicName};
 use tier_testkit::servers::SharedS3;
 
 const SEGMENTS: u64 = 24;

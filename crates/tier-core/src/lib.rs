@@ -9,7 +9,9 @@
 //! - [`TopicName`], the validated topic name every tier may use as a directory name,
 //!   stream key or object-key prefix;
 //! - [`TierError`], the coarse error every tier returns;
-//! - the [`Tier`] trait and its contract;
+//! - the [`Tier`] trait and its contract (batch reads, [`Tier::read_batches`], are
+//!   required), and [`TierExt`], the conveniences every tier gets from it (record
+//!   reads, [`TierExt::read`]);
 //! - the [`segment`] format shared by the hot tier's files and the cold tier's objects;
 //! - [`Secret`], the credential type of the warm and cold tiers' configurations;
 //! - [`metrics`]: the names of the metrics the tier crates and the router record.
@@ -32,5 +34,5 @@ pub use error::{BoxError, ErrorContext, ErrorKind, Report, TierError, TierKind};
 pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
 pub use record::{Header, Record};
 pub use secret::Secret;
-pub use tier::{Capabilities, ReadLimit, Tier};
+pub use tier::{Capabilities, ReadLimit, Tier, TierExt};
 pub use topic::{IntoTopicName, MAX_TOPIC_NAME_LEN, TopicName};

@@ -7,7 +7,7 @@
 //! default body a wrapper could forget to forward (the CLI's metered wrapper once exported
 //! and read cold through such defaults): a wrapper that forgets one does not compile. A
 //! custom tier with nothing better to offer implements them with the helpers built on
-//! [`Tier`]: [`append_each`], [`paged_records`], [`rebuilt_batches`], [`rebuilt_warm_batches`],
+//! [`Tier`]: [`append_each`], [`paged_batches`], [`paged_records`], [`rebuilt_warm_batches`],
 //! [`append_segment_bytes`] (tier-router's `append_segment` reads the file for it),
 //! [`refuse_gap`] and [`holds_records`]; tierlog's own tiers use their native operations.
 //! `tier-testkit`'s conformance suite (`conformance::warm_backend`,
@@ -22,24 +22,11 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 
 use crate::segment::SealedSegment;
-use crate::{
-    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TopicName,
-};
+use crate::{ErrorContext, ErrorKind, Offset, OffsetRange, Record, RecordBatch, Tier, TierError, TopicName};
 
-/// Records per batch rebuilt by the default [`WarmBackend::batches_from`].
-const REBUILT_BATCH_RECORDS: usize = 1000;
-
-/// Bytes of records per batch rebuilt by the default
-/// [`ColdBackend::record_batches_from`].
-const REBUILT_BATCH_BYTES: usize = 4 << 20;
-
-/// The state of the default [`ColdBackend::record_batches_from`]: the record stream, the
-/// offset the next batch starts at, and a failure to report after the batch before it.
-struct Rebuild {
-    records: stream::Fuse<BoxStream<'static, Result<Record, TierError>>>,
-    next: Offset,
-    failed: Option<TierError>,
-}
+/// Most encoded bytes of batches one [`Tier::read_batches`] call of [`paged_batches`] or
+/// [`rebuilt_warm_batches`] asks for.
+const PAGE_BYTES: usize = 4 << 20;
 
 /// A [`Tier`] usable in the warm position: written with every batch, trimmed to the last
 /// closed segments, and replayed into a fresh WAL after the local disk is lost.
@@ -63,8 +50,8 @@ pub trait WarmBackend: Tier {
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
 
     /// Every batch of `topic` from the one holding `from` on, in order, for replay into a
-    /// fresh WAL and warm's own back-fill checks. Tiers that store batches return them as
-    /// appended; [`rebuilt_warm_batches`] rebuilds batches from [`Tier::read`].
+    /// fresh WAL and warm's own back-fill checks, as appended. [`rebuilt_warm_batches`]
+    /// pages through [`Tier::read_batches`].
     fn batches_from(&self, topic: &TopicName, from: Offset) -> BoxStream<'_, Result<RecordBatch, TierError>>;
 
     /// Drops every batch of `topic` — all of them lie below `offset` — so that the tier
@@ -96,10 +83,9 @@ pub trait ColdBackend: Tier + 'static {
     /// first batch may start before `from`, the last may end after `to`, and each batch
     /// starts where the previous one ended. The stream is lazy and owns its handle on the
     /// tier. It never reads a batch starting at or past `to`, read-ahead included, so
-    /// nothing there can fail it. [`rebuilt_batches`] rebuilds batches from
-    /// [`paged_records`], which pages through [`Tier::read`] one bounded read at a time;
-    /// tiers that store batches return them as stored, and tiers that can read ahead do
-    /// better (the cold tier keeps several ranged GETs in flight).
+    /// nothing there can fail it. [`paged_batches`] pages through [`Tier::read_batches`]
+    /// one bounded read at a time, returning the batches as stored; tiers that can read
+    /// ahead do better (the cold tier keeps several ranged GETs in flight).
     fn record_batches_from(
         self: Arc<Self>,
         topic: &TopicName,
@@ -162,9 +148,9 @@ pub async fn holds_records<T: Tier + ?Sized>(tier: &T, topic: &TopicName) -> Res
     Ok(!tier.range(topic).await?.is_empty())
 }
 
-/// [`WarmBackend::batches_from`] for a tier with nothing better: batches of up to 1000
-/// records rebuilt from [`Tier::read`] (so batch boundaries may differ from the ones
-/// appended).
+/// [`WarmBackend::batches_from`] for a tier with nothing better: the batches of
+/// [`Tier::read_batches`] from the one holding `from` (or the first held, when `from` is
+/// below the range) to the end of the range, as stored, a bounded read at a time.
 pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
     tier: &'a T,
     topic: &TopicName,
@@ -183,35 +169,53 @@ pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
             if from >= range.end {
                 return None;
             }
-            let limit = ReadLimit { max_records: REBUILT_BATCH_RECORDS, max_bytes: REBUILT_BATCH_BYTES };
-            let records = match tier.read(&topic, from, range.end, limit).await {
-                Ok(r) if r.is_empty() => return None,
-                Ok(r) => r,
-                Err(e) => return Some((Err(e), None)),
-            };
-            let end = from + records.len() as u64;
-            Some((RecordBatch::from_records(from, &records), Some(end)))
+            match tier.read_batches(&topic, from, range.end, PAGE_BYTES).await {
+                Ok(batches) => {
+                    let end = batches.last()?.end_offset();
+                    Some((Ok(batches), Some(end)))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
         }
     })
+    .map_ok(|batches| stream::iter(batches.into_iter().map(Ok)))
+    .try_flatten()
     .boxed()
 }
 
-/// The records of a tier with nothing better, for [`rebuilt_batches`] (and so for
-/// [`ColdBackend::record_batches_from`]): pages through
-/// [`Tier::read`] one bounded read at a time, never at or past `to`.
-///
-/// A read that fails with `Corruption` (damage somewhere in what it would return: the
-/// [`Tier`] contract lets a tier fail the whole read for it) is narrowed to the longest
-/// read ending before the damage (a few reads ending closer to the page's start,
-/// galloping then bisecting, on the damaged path only), so the intact records before
-/// the damage are yielded, then the `Corruption` of the read starting at the damaged
-/// offset, which ends the stream.
+/// The records `from..to` of [`paged_batches`]: what a record stream of a tier with
+/// nothing better reads, one bounded [`Tier::read_batches`] at a time.
 pub fn paged_records<T: Tier + ?Sized + 'static>(
     tier: Arc<T>,
     topic: &TopicName,
     from: Offset,
     to: Offset,
 ) -> BoxStream<'static, Result<Record, TierError>> {
+    paged_batches(tier, topic, from, to)
+        .map_ok(move |batch| {
+            let records: Vec<Record> = batch.records_from(from).take_while(|r| r.offset < to).collect();
+            stream::iter(records.into_iter().map(Ok))
+        })
+        .try_flatten()
+        .boxed()
+}
+
+/// [`ColdBackend::record_batches_from`] for a tier with nothing better: pages through
+/// [`Tier::read_batches`] one bounded read at a time, never reading a batch starting at
+/// or past `to`, and yields the batches as stored (the first may start before `from`).
+///
+/// A read that fails with `Corruption` (damage somewhere in what it would return: the
+/// [`Tier`] contract lets a tier fail the whole read for it) is narrowed to the longest
+/// read ending before the damage (a few reads ending closer to the page's start,
+/// galloping then bisecting, on the damaged path only), so the intact batches before
+/// the damage are yielded, then the `Corruption` of the read starting at the damaged
+/// offset, which ends the stream.
+pub fn paged_batches<T: Tier + ?Sized + 'static>(
+    tier: Arc<T>,
+    topic: &TopicName,
+    from: Offset,
+    to: Offset,
+) -> BoxStream<'static, Result<RecordBatch, TierError>> {
     let topic = topic.clone();
     stream::unfold(Some(from), move |next| {
         let tier = Arc::clone(&tier);
@@ -226,90 +230,18 @@ pub fn paged_records<T: Tier + ?Sized + 'static>(
             if next >= end {
                 return None;
             }
-            let read = |end| tier.read(&topic, next, end, ReadLimit::default());
+            let read = |end| tier.read_batches(&topic, next, end, PAGE_BYTES);
             match read_intact(next, end, read).await {
-                Ok(records) => {
-                    let end = records.last()?.offset + 1;
-                    Some((Ok(records), Some(end)))
+                Ok(batches) => {
+                    let end = batches.last()?.end_offset();
+                    Some((Ok(batches), Some(end)))
                 }
                 Err(e) => Some((Err(e), None)),
             }
         }
     })
-    .map_ok(|records| stream::iter(records.into_iter().map(Ok)))
+    .map_ok(|batches| stream::iter(batches.into_iter().map(Ok)))
     .try_flatten()
-    .boxed()
-}
-
-/// [`ColdBackend::record_batches_from`] built on a tier's [`Tier::read`] alone: the
-/// [`paged_records`] of `tier` from `from` to `to`, as [`rebuilt_batches`].
-pub fn paged_batches<T: Tier + ?Sized + 'static>(
-    tier: Arc<T>,
-    topic: &TopicName,
-    from: Offset,
-    to: Offset,
-) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-    let kind = tier.kind();
-    rebuilt_batches(kind, topic, paged_records(tier, topic, from, to), from)
-}
-
-/// [`ColdBackend::record_batches_from`] for a tier with nothing better: batches of up to
-/// 1000 records / 4 MiB rebuilt from `records` (a record stream starting at `from`, such
-/// as [`paged_records`]); the first batch starts at `from`, and a record stream that is not
-/// dense from `from` is `Corruption` (context: `kind`, `topic`).
-pub fn rebuilt_batches(
-    kind: crate::TierKind,
-    topic: &TopicName,
-    records: BoxStream<'static, Result<Record, TierError>>,
-    from: Offset,
-) -> BoxStream<'static, Result<RecordBatch, TierError>> {
-    let ctx = ErrorContext::tier(kind).topic(topic);
-    let state = Rebuild { records: records.fuse(), next: from, failed: None };
-    stream::unfold(Some(state), move |state| {
-        let ctx = ctx.clone();
-        async move {
-            let mut st = state?;
-            if let Some(e) = st.failed.take() {
-                return Some((Err(e), None));
-            }
-            let mut chunk: Vec<Record> = Vec::new();
-            let mut bytes = 0usize;
-            while chunk.len() < REBUILT_BATCH_RECORDS && bytes < REBUILT_BATCH_BYTES {
-                let want = st.next + chunk.len() as u64;
-                match st.records.next().await {
-                    Some(Ok(r)) if r.offset == want => {
-                        bytes = bytes.saturating_add(r.size());
-                        chunk.push(r);
-                    }
-                    Some(Ok(r)) => {
-                        st.failed = Some(TierError::corruption(
-                            ctx.clone().offset(want),
-                            format!(
-                                "the record stream yielded offset {} where {want} was expected",
-                                r.offset
-                            ),
-                        ));
-                        break;
-                    }
-                    Some(Err(e)) => {
-                        st.failed = Some(e);
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            if chunk.is_empty() {
-                // Nothing before the end or the failure: report the failure, if any.
-                return st.failed.take().map(|e| (Err(e), None));
-            }
-            let batch = match RecordBatch::from_records(st.next, &chunk) {
-                Ok(b) => b,
-                Err(e) => return Some((Err(e), None)),
-            };
-            st.next = batch.end_offset();
-            Some((Ok(batch), Some(st)))
-        }
-    })
     .boxed()
 }
 
@@ -348,8 +280,8 @@ pub async fn append_segment_bytes<T: Tier + ?Sized>(
     Ok(segment.offset_range())
 }
 
-/// Reads `[n, to)` from the WAL (or any tier read through [`Tier::read`], as
-/// [`paged_records`] does) through `read`, which reads `[n, end)`
+/// Reads `[n, to)` from the WAL (or any tier read through [`Tier::read_batches`], as
+/// [`paged_batches`] does) through `read`, which reads `[n, end)`
 /// for the `end` it is given (`n < to`). When the tier answers `Corruption` (a damaged
 /// batch inside what the read would return), returns instead the longest answer it
 /// still gives intact:

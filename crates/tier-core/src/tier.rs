@@ -1,8 +1,15 @@
 use async_trait::async_trait;
 
-use crate::{Offset, OffsetRange, Record, RecordBatch, TierError, TierKind, Timestamp, TopicName};
+use crate::segment::{BatchSink, RecordCollector};
+use crate::{
+    ErrorContext, Offset, OffsetRange, Record, RecordBatch, TierError, TierKind, Timestamp, TopicName,
+};
 
-/// Bounds on one [`Tier::read`] call.
+/// Most encoded bytes [`TierExt::read`] asks [`Tier::read_batches`] for at a time, so that
+/// a read bounded by records only does not fetch a tier's whole log.
+const READ_PAGE_BYTES: usize = 4 << 20;
+
+/// Bounds on one [`TierExt::read`] call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadLimit {
     /// Most records to return.
@@ -98,15 +105,26 @@ impl Capabilities {
 ///    batch at an offset already held is [`TierError::Fenced`], never an overwrite.
 ///    Tiers without `idempotent_append` answer any append inside the held range with
 ///    `Fenced` or `InvalidInput`, and never change what they hold.
-/// 6. **Reads.** [`read`](Tier::read)`(from, to, limit)` returns records with offsets
-///    `from, from+1, …`, dense and in order, all `< to`, stopping at `range().end`, at
-///    `limit.max_records` records, or before the record that would take the returned
-///    bytes past `limit.max_bytes` (at least one record is returned when any is
-///    available; record size is [`Record::size`]). `from == range().end` returns an
-///    empty vector. `from < range().start` or `from > range().end` is
-///    [`TierError::Trimmed`] naming the range held. When `from >= to` the result is
-///    empty, except that a tier may still report `from` outside its range as `Trimmed`.
+/// 6. **Reads.** Batches: [`read_batches`](Tier::read_batches)`(from, to, max_bytes)`
+///    returns the verified batches (CRC and records checked) holding offsets
+///    `from..to`, in offset order, each starting where the previous one ended: the first
+///    holds `from` (it may start before it), none starts at or past `to` or past
+///    `range().end` (the last may end after `to`). It stops before the batch that would
+///    take the total [`encoded_len`](RecordBatch::encoded_len) past `max_bytes`, except
+///    that the first batch is returned however large it is. Batches come back exactly as
+///    appended (same base offsets, same bytes).
+///
+///    Records: [`TierExt::read`]`(from, to, limit)`, built on `read_batches` for every
+///    tier, returns records with offsets `from, from+1, …`, dense and in order, all
+///    `< to`, stopping at `range().end`, at `limit.max_records` records, or before the
+///    record that would take the returned bytes past `limit.max_bytes` (at least one
+///    record is returned when any is available; record size is [`Record::size`]).
 ///    Records come back exactly as appended.
+///
+///    Both: `from == range().end` returns an empty vector. `from < range().start` or
+///    `from > range().end` is [`TierError::Trimmed`] naming the range held. When
+///    `from >= to` the result is empty, except that a tier may still report `from`
+///    outside its range as `Trimmed`.
 /// 7. **Timestamps.** [`offset_for_timestamp`](Tier::offset_for_timestamp)`(t)` returns
 ///    the first offset in the range whose *running maximum* timestamp (the largest
 ///    timestamp at or before it) is `>= t`, or `None` when no held record reaches `t`.
@@ -140,14 +158,15 @@ pub trait Tier: Send + Sync + std::fmt::Debug {
     /// Appends one batch (invariants 3, 4, 5).
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError>;
 
-    /// Reads records `from..to`, bounded by `limit` (invariant 6).
-    async fn read(
+    /// The verified batches holding `from..to`, at most `max_bytes` of them but at least
+    /// one when any is available (invariant 6).
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError>;
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError>;
 
     /// The first offset whose running maximum timestamp is `>= timestamp` (invariant 7).
     async fn offset_for_timestamp(
@@ -155,4 +174,73 @@ pub trait Tier: Send + Sync + std::fmt::Debug {
         topic: &TopicName,
         timestamp: Timestamp,
     ) -> Result<Option<Offset>, TierError>;
+}
+
+/// Conveniences over [`Tier`]'s required methods, implemented for every tier (`dyn Tier`
+/// included) by the blanket impl: a tier implements [`Tier`] alone.
+#[async_trait]
+pub trait TierExt: Tier {
+    /// Reads records `from..to`, bounded by `limit` (invariant 6), from the batches of
+    /// [`Tier::read_batches`], asking for more while the limit allows (at most 4 MiB of
+    /// batches a call). A failure after some records were gathered ends the read with
+    /// those records; the next read, starting after them, reports it (this is how a read
+    /// stops before a recorded gap, as it stops at `range().end`).
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError>;
+}
+
+#[async_trait]
+impl<T: Tier + ?Sized> TierExt for T {
+    async fn read(
+        &self,
+        topic: &TopicName,
+        from: Offset,
+        to: Offset,
+        limit: ReadLimit,
+    ) -> Result<Vec<Record>, TierError> {
+        let mut collector = RecordCollector::new(from, to, limit);
+        if collector.is_full() {
+            // Nothing is wanted: only `from`'s place in the range is checked.
+            self.read_batches(topic, from, to.min(from), 0).await?;
+            return Ok(Vec::new());
+        }
+        let page = limit.max_bytes.min(READ_PAGE_BYTES);
+        loop {
+            let next = collector.next_offset();
+            let batches = match self.read_batches(topic, next, to, page).await {
+                Ok(batches) => batches,
+                Err(_) if next > from => break,
+                Err(e) => return Err(e),
+            };
+            if batches.is_empty() {
+                break;
+            }
+            let mut want = next;
+            for batch in &batches {
+                if batch.base_offset() > want || batch.end_offset() <= want {
+                    return Err(TierError::internal(
+                        ErrorContext::tier(self.kind()).topic(topic).offset(want),
+                        format!(
+                            "read_batches answered a batch holding {} where one holding {want} was due",
+                            batch.offset_range()
+                        ),
+                    ));
+                }
+                collector.push_batch(batch);
+                want = batch.end_offset();
+                if collector.is_full() {
+                    break;
+                }
+            }
+            if collector.is_full() {
+                break;
+            }
+        }
+        Ok(collector.into_records())
+    }
 }

@@ -271,7 +271,7 @@ pub(crate) async fn read(
 }
 
 /// The verified batches holding `from..to`, at most `max_bytes` of them (at least one
-/// when any is available); see [`HotTier::read_batches`](crate::HotTier::read_batches).
+/// when any is available); see [`Tier::read_batches`](tier_core::Tier::read_batches).
 pub(crate) async fn read_batches(
     shared: &Arc<TopicShared>,
     from: Offset,

@@ -13,8 +13,7 @@ use std::{
 use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
 use tokio::{
     sync::{broadcast, mpsc, oneshot},
@@ -291,30 +290,6 @@ impl HotTier {
         }
     }
 
-    /// The verified batches holding records `from..to` of `topic`, in offset order,
-    /// stopping at the range held (or a recorded gap) and after `max_bytes` of encoded
-    /// batches, except that the first batch is returned however large it is.
-    ///
-    /// The batch-level counterpart of [`Tier::read`] for callers that pass batches on
-    /// (a broker serving a fetch, a replica, an exporter): nothing is built per record.
-    /// Every batch has had its CRC and records checked, exactly as for `read`. Batches
-    /// are never split, so the first may start before `from` and the last may end at or
-    /// after `to`; [`RecordBatch::records_from`] steps over the records before `from`.
-    /// Errors are those of `read`: `Trimmed` for `from` outside the range held,
-    /// `NotFound` for `from` inside a recorded gap, `Corruption` for damaged data.
-    pub async fn read_batches(
-        &self,
-        topic: &TopicName,
-        from: Offset,
-        to: Offset,
-        max_bytes: usize,
-    ) -> Result<Vec<RecordBatch>, TierError> {
-        match self.read_target(topic, from)? {
-            Some(log) => read::read_batches(&log.shared, from, to, max_bytes).await,
-            None => Ok(Vec::new()),
-        }
-    }
-
     /// A live-tail subscription yielding every committed record of `topic` from `from`
     /// on, in order, exactly once (see [`Subscription`]).
     pub fn subscribe(&self, topic: &TopicName, from: Offset) -> Result<Subscription, TierError> {
@@ -560,15 +535,18 @@ impl Tier for HotTier {
         answer.await.map_err(|_| closed(topic))?
     }
 
-    async fn read(
+    /// From the cache when it holds `from`, else from disk: nothing is built per record,
+    /// and every batch has had its CRC and records checked. Stops before a recorded gap
+    /// (a read starting in one is `NotFound` naming it); a damaged batch is `Corruption`.
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
         match self.read_target(topic, from)? {
-            Some(log) => read::read(&log.shared, from, to, limit).await,
+            Some(log) => read::read_batches(&log.shared, from, to, max_bytes).await,
             None => Ok(Vec::new()),
         }
     }

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{batch, open, small_config, topic};
-use tier_core::{OffsetRange, ReadLimit, Tier};
+use tier_core::{OffsetRange, ReadLimit, Tier, TierExt};
 use tier_hot::{FsyncPolicy, HotConfig};
 use tier_testkit::conformance::sample_records;
 

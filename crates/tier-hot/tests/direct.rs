@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{append_records, open, topic};
-use tier_core::{OffsetRange, ReadLimit, Tier};
+use tier_core::{OffsetRange, ReadLimit, Tier, TierExt};
 use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, WriteStats};
 
 #[tokio::test(start_paused = true)]

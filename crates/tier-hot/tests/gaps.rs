@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::{append_records, open, open_damaged, small_config, topic};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TopicName};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierExt, TopicName};
 use tier_hot::{
     HotConfig, HotTier, SegmentEvent,
     layout::{gap_file_name, segment_file_name},

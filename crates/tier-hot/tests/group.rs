@@ -5,7 +5,7 @@
 mod common;
 
 use common::{batch, open, records, small_config, topic, within};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierExt};
 use tier_hot::{FsyncPolicy, HotTier, WriteStats};
 
 /// `count` batches of `per` records (100-byte payloads) from `base`.

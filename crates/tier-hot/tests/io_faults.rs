@@ -17,8 +17,8 @@ use std::{
 use bytes::Bytes;
 use common::{batch, open, records, small_config, topic, within};
 use tier_core::{
-    ErrorKind, Offset, OffsetRange, ReadLimit, Record, Tier, TierError, TopicName, segment::SealedSegment,
-    segment::TRAILER_LEN,
+    ErrorKind, Offset, OffsetRange, ReadLimit, Record, Tier, TierError, TierExt, TopicName,
+    segment::SealedSegment, segment::TRAILER_LEN,
 };
 use tier_hot::{
     FsyncPolicy, HotConfig, HotTier, RecoveryPolicy, SegmentEvent,

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{append_records, open, small_config, topic};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError, TierExt};
 use tier_hot::HotTier;
 use tier_testkit::conformance::{batch_of, sample_records};
 

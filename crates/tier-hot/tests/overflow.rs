@@ -10,6 +10,7 @@ mod common;
 use std::path::Path;
 
 use common::{small_config, topic};
+use tier_core::TierExt;
 use tier_core::segment::SegmentHeader;
 use tier_core::{ErrorKind, Offset, OffsetRange, ReadLimit, Tier, TierKind};
 use tier_hot::{HotTier, RecoveryPolicy, layout::segment_file_name};

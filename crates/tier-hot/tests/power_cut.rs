@@ -20,7 +20,7 @@ use std::{
 };
 
 use common::{batch, open_damaged, records, small_config, topic, within};
-use tier_core::{ErrorKind, Offset, OffsetRange, ReadLimit, Record, Tier, TopicName};
+use tier_core::{ErrorKind, Offset, OffsetRange, ReadLimit, Record, Tier, TierExt, TopicName};
 use tier_hot::{
     FsyncPolicy, HotConfig, HotTier, RecoveryPolicy,
     faults::{self, FaultPoint, PowerCut},

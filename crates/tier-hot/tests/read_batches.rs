@@ -1,6 +1,6 @@
 //! `HotTier::read_batches`: whole verified batches instead of records, from the record
 //! cache, sealed segments and the active segment, under the same range, gap and damage
-//! rules as `Tier::read`.
+//! rules as `TierExt::read`, which is built on it.
 
 // Helpers outside #[test] functions unwrap too.
 #![allow(clippy::unwrap_used)]

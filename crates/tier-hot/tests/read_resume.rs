@@ -7,6 +7,7 @@
 mod common;
 
 use common::{append_records, open, topic};
+use tier_core::TierExt;
 use tier_core::batch::BatchPrefix;
 use tier_core::segment::SegmentHeader;
 use tier_core::{ErrorKind, ReadLimit, Record, Tier, TopicName};

@@ -10,7 +10,7 @@ use std::{fs::OpenOptions, io::Write, time::SystemTime};
 
 use common::{append_records, batch, open, open_damaged, small_config, topic};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError, TierExt};
 use tier_hot::{HotConfig, RecoveryPolicy, layout::segment_file_name};
 use tier_testkit::conformance::sample_records;
 

@@ -11,7 +11,7 @@ use std::{
 };
 
 use common::{append_records, open, small_config, topic};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError, TierExt};
 use tier_hot::{HotConfig, HotTier, SegmentEvent, SegmentInfo};
 
 /// A tier with `segments` sealed segments of 20 records each plus 5 records in the

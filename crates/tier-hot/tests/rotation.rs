@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{append_records, open, small_config, topic};
-use tier_core::{OffsetRange, ReadLimit, Tier};
+use tier_core::{OffsetRange, ReadLimit, Tier, TierExt};
 use tier_hot::{HotConfig, SegmentEvent, layout::segment_file_name};
 
 #[tokio::test]

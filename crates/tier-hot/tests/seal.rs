@@ -9,7 +9,9 @@ mod common;
 
 use bytes::Bytes;
 use common::{append_records, open, open_damaged, small_config, topic};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, segment::SealedSegment, segment::TRAILER_LEN};
+use tier_core::{
+    ErrorKind, OffsetRange, ReadLimit, Tier, TierExt, segment::SealedSegment, segment::TRAILER_LEN,
+};
 use tier_hot::{FsyncPolicy, HotConfig, SegmentEvent, SegmentInfo, layout::gap_file_name};
 
 fn never(dir: &std::path::Path) -> HotConfig {

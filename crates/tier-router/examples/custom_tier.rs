@@ -17,8 +17,8 @@ use futures::StreamExt;
 use futures::stream::{self, BoxStream};
 use parking_lot::Mutex;
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError,
-    TierKind, Timestamp, TopicName,
+    ErrorContext, Offset, OffsetRange, RecordBatch, StartPosition, Tier, TierError, TierKind, Timestamp,
+    TopicName,
 };
 use tier_hot::HotConfig;
 use tier_router::{NewRecord, Source, TieredStore, WarmBackend};
@@ -45,16 +45,22 @@ impl Log {
         self.batches.range(..=offset).next_back().map_or(offset, |(base, _)| *base)
     }
 
-    /// The records `from..to` (`from` held or at the end), within `limit`.
-    fn records(&self, from: Offset, to: Offset, limit: ReadLimit) -> Vec<Record> {
-        let records = self.batches.range(self.base_of(from)..).flat_map(|(_, b)| b.records_from(from));
+    /// The batches holding `from..to` (`from` held or at the end), at most `max_bytes` of
+    /// them but at least one.
+    fn batches(&self, from: Offset, to: Offset, max_bytes: usize) -> Vec<RecordBatch> {
         let (mut out, mut bytes) = (Vec::new(), 0usize);
-        for record in records.take_while(|r| r.offset < to).take(limit.max_records) {
-            bytes = bytes.saturating_add(record.size());
-            if bytes > limit.max_bytes && !out.is_empty() {
+        if from >= to {
+            return out;
+        }
+        for batch in self.batches.range(self.base_of(from)..).map(|(_, b)| b) {
+            bytes = bytes.saturating_add(batch.encoded_len());
+            if batch.end_offset() <= from
+                || batch.base_offset() >= to
+                || (bytes > max_bytes && !out.is_empty())
+            {
                 break;
             }
-            out.push(record);
+            out.push(batch.clone());
         }
         out
     }
@@ -108,20 +114,20 @@ impl Tier for BatchMap {
         }
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
         let (topics, none) = (self.topics.lock(), Log::default());
         let log = topics.get(topic).unwrap_or(&none);
         let held = log.range();
         if from < held.start || from > held.end {
             return Err(TierError::trimmed(ctx(topic, from), from, held));
         }
-        Ok(log.records(from, to, limit))
+        Ok(log.batches(from, to, max_bytes))
     }
 
     async fn offset_for_timestamp(

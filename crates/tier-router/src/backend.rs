@@ -15,11 +15,11 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 pub use tier_core::position::{
     ColdBackend, WarmBackend, append_each, append_segment_bytes, holds_records, paged_batches, paged_records,
-    rebuilt_batches, rebuilt_warm_batches, refuse_gap,
+    rebuilt_warm_batches, refuse_gap,
 };
 use tier_core::{ErrorContext, OffsetRange, Tier, TierError, TopicName};
 #[cfg(feature = "testkit")]
-use tier_core::{Offset, ReadLimit, Record, RecordBatch};
+use tier_core::{Offset, RecordBatch};
 
 /// [`ColdBackend::store_segment`] for a tier with nothing better: reads the file and
 /// hands it to [`append_segment_bytes`], which checks it and appends each batch `tier`
@@ -37,7 +37,7 @@ pub async fn append_segment<T: Tier + ?Sized>(
 }
 
 /// A cold backend in the shape of a custom tier with nothing better: its sequential reads
-/// are built on its [`Tier`] methods with [`paged_records`] and [`rebuilt_batches`];
+/// are built on its [`Tier`] methods with [`paged_batches`] (over [`Tier::read_batches`]);
 /// every other method is forwarded to the tier it wraps. For testing the router's read
 /// path over such a tier with a real one underneath (tier-router's tests, the simulation).
 #[cfg(feature = "testkit")]
@@ -59,14 +59,14 @@ impl<T: ColdBackend + ?Sized> Tier for PagedCold<T> {
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         self.0.append(topic, batch).await
     }
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        self.0.read(topic, from, to, limit).await
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
+        self.0.read_batches(topic, from, to, max_bytes).await
     }
     async fn offset_for_timestamp(
         &self,

@@ -8,8 +8,7 @@
 use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
 use tier_warm::{WarmConfig, WarmTier};
 use tokio::sync::OnceCell;
@@ -65,14 +64,14 @@ impl Tier for LazyWarm {
         self.tier().await?.append(topic, batch).await
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        self.tier().await?.read(topic, from, to, limit).await
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
+        self.tier().await?.read_batches(topic, from, to, max_bytes).await
     }
 
     async fn offset_for_timestamp(

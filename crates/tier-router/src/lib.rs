@@ -75,7 +75,7 @@ mod writer;
 pub use backend::PagedCold;
 pub use backend::{
     ColdBackend, WarmBackend, append_each, append_segment, append_segment_bytes, holds_records,
-    paged_batches, paged_records, rebuilt_batches, rebuilt_warm_batches, refuse_gap,
+    paged_batches, paged_records, rebuilt_warm_batches, refuse_gap,
 };
 pub use background::ExportedSegment;
 pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFailurePolicy};
@@ -89,8 +89,8 @@ pub use topic::{NewRecord, TierRanges, Topic};
 pub use tier_cold::ColdConfig;
 pub use tier_core::{
     BoxError, Capabilities, ErrorContext, ErrorKind, Header, IntoTopicName, Offset, OffsetRange, ReadLimit,
-    Record, RecordBatch, RecordBatchBuilder, Report, StartPosition, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    Record, RecordBatch, RecordBatchBuilder, Report, StartPosition, Tier, TierError, TierExt, TierKind,
+    Timestamp, TopicName,
 };
 pub use tier_hot::{FsyncPolicy, HotConfig, HotTier, SegmentInfo};
 #[cfg(feature = "warm")]

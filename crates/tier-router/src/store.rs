@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
-use tier_core::{ErrorContext, IntoTopicName, Offset, RecordBatch, Tier, TierError, TierKind, TopicName};
+use tier_core::{
+    ErrorContext, IntoTopicName, Offset, RecordBatch, Tier, TierError, TierExt, TierKind, TopicName,
+};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -438,7 +440,7 @@ impl Wal<'_> {
         self.0.range(&topic.into_topic_name()?).await
     }
 
-    /// The WAL's records of `topic` in `from..to` within `limit`, as [`Tier::read`] —
+    /// The WAL's records of `topic` in `from..to` within `limit`, as [`TierExt::read`] —
     /// uncommitted ones included (the topic's readers serve committed records only).
     pub async fn read(
         &self,

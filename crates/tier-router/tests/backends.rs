@@ -2,7 +2,7 @@
 //! re-exports for a tier with nothing better (the position traits have no default
 //! bodies): `append_segment` for `ColdBackend::store_segment` (append the segment's
 //! batches), `paged_batches` for `record_batches_from`, `rebuilt_warm_batches` for
-//! `WarmBackend::batches_from` (batches rebuilt from `Tier::read`).
+//! `WarmBackend::batches_from` (the stored batches, paged through `Tier::read_batches`).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 use std::sync::Arc;
@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use tier_core::{
-    Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    Offset, OffsetRange, ReadLimit, Record, RecordBatch, StartPosition, Tier, TierError, TierExt, TierKind,
+    Timestamp, TopicName,
 };
 use tier_hot::{FsyncPolicy, HotConfig};
 use tier_router::{ColdBackend, NewRecord, Source, TieredStore, WarmBackend};
@@ -42,14 +42,14 @@ impl Tier for Custom {
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         self.0.append(topic, batch).await
     }
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        self.0.read(topic, from, to, limit).await
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
+        self.0.read_batches(topic, from, to, max_bytes).await
     }
     async fn offset_for_timestamp(
         &self,
@@ -204,11 +204,11 @@ async fn custom_tiers_work_in_both_positions_through_the_helpers() {
     store.close().await;
 }
 
-/// The batch reader over custom tiers: cold's batches rebuilt by `paged_batches` for
-/// `ColdBackend::record_batches_from` (up to 1000 records from the offset asked) and
-/// warm's by `rebuilt_warm_batches`, so boundaries differ between the
-/// tiers and a whole batch crosses each hand-off: the records are the record reader's,
-/// each item starts where the previous batch ended.
+/// The batch reader over custom tiers: cold's batches paged through `read_batches` by
+/// `paged_batches` for `ColdBackend::record_batches_from` and warm's by
+/// `rebuilt_warm_batches`, the batches as stored (the writer's batches of 100 records),
+/// the first holding the offset asked: the records are the record reader's, each item
+/// starts where the previous batch ended.
 #[tokio::test]
 async fn the_batch_reader_reads_custom_tiers_through_the_helpers() {
     let dir = tempfile::tempdir().unwrap();
@@ -229,20 +229,16 @@ async fn the_batch_reader_reads_custom_tiers_through_the_helpers() {
     warm.trim_before(&name, 2000).await.unwrap();
     let r = OffsetRange::new;
 
-    // The default rebuilds cold batches from the offset asked, 1000 records at most.
-    let rebuilt: Vec<OffsetRange> = Arc::clone(&cold)
-        .record_batches_from(&name, 150, u64::MAX)
-        .map(|b| b.unwrap().offset_range())
-        .collect()
-        .await;
-    assert_eq!(rebuilt, vec![r(150, 1150), r(1150, 2150), r(2150, 3000)]);
-    // Given an end, it reads nothing past it (the last batch stops there).
-    let bounded: Vec<OffsetRange> = Arc::clone(&cold)
-        .record_batches_from(&name, 150, 2000)
-        .map(|b| b.unwrap().offset_range())
-        .collect()
-        .await;
-    assert_eq!(bounded, vec![r(150, 1150), r(1150, 2000)]);
+    let hundreds = |from: u64, to: u64| (from..to).step_by(100).map(|b| r(b, b + 100)).collect::<Vec<_>>();
+    let cold_batches = |from, to| {
+        let batches = Arc::clone(&cold).record_batches_from(&name, from, to);
+        batches.map(|b| b.unwrap().offset_range()).collect::<Vec<_>>()
+    };
+    // The default hands out cold's batches as stored, from the one holding the offset asked.
+    assert_eq!(cold_batches(150, u64::MAX).await, hundreds(100, 3000));
+    // Given an end, it reads no batch starting at or past it.
+    assert_eq!(cold_batches(150, 2000).await, hundreds(100, 2000));
+    assert_eq!(cold_batches(150, 1950).await, hundreds(100, 2000), "the batch holding 1949 ends past 1950");
 
     let mut batches = topic.batch_reader(StartPosition::Offset(150)).await.unwrap();
     let mut items = Vec::new();
@@ -253,21 +249,15 @@ async fn the_batch_reader_reads_custom_tiers_through_the_helpers() {
         next = item.batch.end_offset();
         items.push((item.source, item.batch.offset_range(), item.from));
     }
-    // Cold's rebuilt batches stop at warm's start (2000), the end of cold's slice;
-    // warm's rebuilt [2000, 3000) ends where the WAL takes over.
-    assert_eq!(
-        items,
-        vec![
-            (Source::Cold, r(150, 1150), 150),
-            (Source::Cold, r(1150, 2000), 1150),
-            (Source::Warm, r(2000, 3000), 2000),
-            (Source::Hot, r(3000, 3100), 3000),
-            (Source::Hot, r(3100, 3200), 3100),
-            (Source::Hot, r(3200, 3300), 3200),
-            (Source::Hot, r(3300, 3400), 3300),
-            (Source::Hot, r(3400, 3500), 3400),
-        ]
-    );
+    // Cold's batches stop at warm's start (2000), the end of cold's slice; warm's
+    // [2000, 3000) ends where the WAL takes over. The first batch starts before 150.
+    let mut want = vec![(Source::Cold, r(100, 200), 150)];
+    for (source, from, to) in
+        [(Source::Cold, 200, 2000), (Source::Warm, 2000, 3000), (Source::Hot, 3000, 3500)]
+    {
+        want.extend(hundreds(from, to).into_iter().map(|b| (source, b, b.start)));
+    }
+    assert_eq!(items, want);
     let mut batches = topic.batch_reader(StartPosition::Offset(150)).await.unwrap();
     let mut got = Vec::new();
     while got.len() < 3350 {

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use common::{ColdOn, Deployment, Tiers, append_range, check, r};
 use futures::StreamExt;
+use tier_core::TierExt;
 use tier_core::segment::SealedSegment;
 use tier_core::{ErrorKind, Offset, OffsetRange, Record, StartPosition, Tier, TierError, TopicName};
 use tier_router::{ColdBackend, PagedCold, Source, TieredStore, Topic};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{ColdOn, Deployment, Tiers, append_range, pruned_history, r, rec, slices};
 use futures::StreamExt;
-use tier_core::{ErrorKind, ReadLimit, StartPosition, TopicName};
+use tier_core::{ErrorKind, ReadLimit, StartPosition, TierExt, TopicName};
 use tier_router::{NewRecord, Source};
 
 /// What a read from some offset yields: the slices each source served, or a

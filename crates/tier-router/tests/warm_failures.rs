@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{append_range, r, rec, slices, warm_config};
 use futures::{FutureExt, StreamExt};
-use tier_core::{ErrorKind, ReadLimit, StartPosition, Tier, TopicName};
+use tier_core::{ErrorKind, ReadLimit, StartPosition, Tier, TierExt, TopicName};
 use tier_hot::{FsyncPolicy, HotConfig};
 use tier_router::{RouterConfig, Source, TieredStore, Topic, WarmBackend, WarmFailurePolicy};
 use tier_testkit::faults::Op;

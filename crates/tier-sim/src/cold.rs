@@ -5,7 +5,7 @@
 //!
 //! The second shape of cold backend the simulation drives is tier-router's
 //! [`PagedCold`](tier_router::PagedCold) over the same tier: its sequential reads are paged
-//! through `Tier::read` with tier-router's helpers, as a custom cold tier with nothing
+//! through `Tier::read_batches` with tier-router's helpers, as a custom cold tier with nothing
 //! better does (on 3892a13 such a wrapper, relying on default trait bodies, reached case 4).
 
 use std::sync::Arc;

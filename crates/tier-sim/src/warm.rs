@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use parking_lot::Mutex;
+use tier_core::segment::{BatchCollector, BatchSink};
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
 use tier_router::WarmBackend;
 
@@ -231,39 +231,28 @@ impl Tier for SimWarm {
         Ok(())
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
         let s = self.enter(topic)?;
         let range = s.topics.get(topic).map(TopicLog::range).unwrap_or_default();
         if from < range.start || from > range.end {
             return Err(TierError::trimmed(ctx(topic).offset(from), from, range));
         }
-        let mut out = Vec::new();
-        let Some(log) = s.topics.get(topic) else { return Ok(out) };
-        let to = to.min(range.end);
-        let mut bytes = 0usize;
-        'batches: for batch in log.batches.iter().skip(log.batch_index(from)) {
-            for record in batch.records() {
-                if record.offset < from {
-                    continue;
+        let mut collector = BatchCollector::new(from, to.min(range.end), max_bytes);
+        if let Some(log) = s.topics.get(topic) {
+            for batch in log.batches.iter().skip(log.batch_index(from)) {
+                if collector.is_full() {
+                    break;
                 }
-                if record.offset >= to || out.len() >= limit.max_records {
-                    break 'batches;
-                }
-                let size = record.size();
-                if !out.is_empty() && bytes.saturating_add(size) > limit.max_bytes {
-                    break 'batches;
-                }
-                bytes = bytes.saturating_add(size);
-                out.push(record);
+                collector.push_batch(batch);
             }
         }
-        Ok(out)
+        Ok(collector.into_batches())
     }
 
     async fn offset_for_timestamp(

@@ -14,8 +14,7 @@ use std::{
 
 use async_trait::async_trait;
 use tier_core::{
-    ErrorContext, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
-    TopicName,
+    ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
 
 /// A [`Tier`] method, to choose which calls faults apply to.
@@ -25,7 +24,8 @@ pub enum Op {
     Range,
     /// [`Tier::append`].
     Append,
-    /// [`Tier::read`].
+    /// [`Tier::read_batches`], and so every read: [`TierExt::read`](tier_core::TierExt::read)
+    /// is built on it (one call or more per record read).
     Read,
     /// [`Tier::offset_for_timestamp`].
     OffsetForTimestamp,
@@ -248,20 +248,20 @@ impl<T: Tier> Tier for FaultyTier<T> {
         self.inner.append(topic, batch).await
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
         self.hold_point(topic).await;
         if self.before(Op::Read).await {
             let mut err = self.injected_error(topic, Op::Read);
             err.context_mut().offset = Some(from);
             return Err(err);
         }
-        self.inner.read(topic, from, to, limit).await
+        self.inner.read_batches(topic, from, to, max_bytes).await
     }
 
     async fn offset_for_timestamp(

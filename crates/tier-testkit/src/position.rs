@@ -1,6 +1,6 @@
 //! [`MemoryTier`] and [`FaultyTier`] in the router's warm and cold positions
 //! ([`WarmBackend`], [`ColdBackend`]): a memory tier with nothing better than its [`Tier`]
-//! methods (sequential reads paged through [`Tier::read`], segments stored by appending
+//! methods (sequential reads paged through [`Tier::read_batches`], segments stored by appending
 //! their batches), and a faulty wrapper whose faults apply to the [`Tier`] methods.
 
 use std::path::Path;
@@ -146,7 +146,7 @@ impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
 }
 
 /// Faults apply to the [`Tier`] methods, so reads and stores go through them (built on
-/// [`Tier::read`] and [`Tier::append`]); recording a gap is forwarded.
+/// [`Tier::read_batches`] and [`Tier::append`]); recording a gap is forwarded.
 #[async_trait]
 impl<T: ColdBackend> ColdBackend for FaultyTier<T> {
     fn record_batches_from(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierKind, TopicName};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierExt, TierKind, TopicName};
 use tier_testkit::{
     FaultyTier, MemoryTier, SuiteConfig,
     conformance::{batch_of, sample_records},

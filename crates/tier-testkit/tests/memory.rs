@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use async_trait::async_trait;
 use futures::FutureExt;
 use tier_core::{
-    ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp,
+    ErrorKind, Offset, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TierExt, TierKind, Timestamp,
     TopicName,
 };
 use tier_testkit::{
@@ -63,8 +63,8 @@ async fn trim_before_drops_whole_batches_only() {
 /// Ways to break a MemoryTier.
 #[derive(Debug, Clone, Copy)]
 enum Breakage {
-    /// Every non-empty read loses its last record.
-    DropLastRecordOfReads,
+    /// Every non-empty batch read loses its last batch.
+    DropLastBatchOfReads,
     /// `range` reports an end one short.
     RangeOneShort,
     /// `offset_for_timestamp` assumes timestamps increase: one past the last record
@@ -119,18 +119,18 @@ impl Tier for BrokenTier {
         self.inner.append(topic, batch).await
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        let mut records = self.inner.read(topic, from, to, limit).await?;
-        if let Breakage::DropLastRecordOfReads = self.breakage {
-            records.pop();
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
+        let mut batches = self.inner.read_batches(topic, from, to, max_bytes).await?;
+        if let Breakage::DropLastBatchOfReads = self.breakage {
+            batches.pop();
         }
-        Ok(records)
+        Ok(batches)
     }
 
     async fn offset_for_timestamp(
@@ -163,8 +163,8 @@ async fn suite_failure(breakage: Breakage) -> String {
 }
 
 #[tokio::test]
-async fn suite_rejects_a_tier_that_drops_the_last_record_of_reads() {
-    let msg = suite_failure(Breakage::DropLastRecordOfReads).await;
+async fn suite_rejects_a_tier_that_drops_the_last_batch_of_reads() {
+    let msg = suite_failure(Breakage::DropLastBatchOfReads).await;
     assert!(msg.starts_with("conformance check append_read_round_trip (invariant 6)"), "{msg}");
     assert!(msg.contains("memory tier"), "{msg}");
 }
@@ -198,7 +198,7 @@ async fn suite_rejects_a_tier_whose_capabilities_claim_idempotent_appends_it_lac
 
 #[tokio::test]
 async fn single_checks_can_run_alone() {
-    let tier = BrokenTier { inner: MemoryTier::new(), breakage: Breakage::DropLastRecordOfReads };
+    let tier = BrokenTier { inner: MemoryTier::new(), breakage: Breakage::DropLastBatchOfReads };
     let caps = SuiteConfig::new("alone-");
     let outcome = AssertUnwindSafe(conformance::check_read_limits(&tier, &caps)).catch_unwind().await;
     assert!(outcome.is_err(), "check_read_limits catches dropped records");

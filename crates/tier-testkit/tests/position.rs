@@ -8,9 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::{FutureExt, StreamExt, stream::BoxStream};
 use tier_core::position::{ColdBackend, WarmBackend};
-use tier_core::{
-    Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
-};
+use tier_core::{Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName};
 use tier_testkit::{MemoryTier, SuiteConfig, conformance};
 
 /// A memory tier whose position methods are broken one way each.
@@ -32,14 +30,14 @@ impl Tier for Broken {
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         self.0.append(topic, batch).await
     }
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        self.0.read(topic, from, to, limit).await
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
+        self.0.read_batches(topic, from, to, max_bytes).await
     }
     async fn offset_for_timestamp(
         &self,

@@ -1,28 +1,29 @@
-//! The read side: `read`, `offset_for_timestamp` and the recovery stream, all built on
+//! The read side: `read_batches`, `offset_for_timestamp` and the recovery stream, all built on
 //! [`Pager`](crate::pager::Pager)'s bounded pages.
 
 use std::collections::VecDeque;
 
 use futures::{StreamExt, stream::BoxStream};
-use tier_core::{Offset, ReadLimit, Record, RecordBatch, TierError, Timestamp, TopicName};
+use tier_core::{Offset, RecordBatch, TierError, Timestamp, TopicName};
 
 use crate::{
     WarmTier,
     pager::{Pager, StreamHandle},
 };
 
-/// Invariant 6: records `from..to` in order, bounded by `limit`.
+/// Invariant 6: the stored batches holding `from..to` in order, at most `max_bytes` of
+/// them (at least one when any is available).
 ///
 /// One `XREVRANGE … COUNT 1` finds the batch containing `from`; `XRANGE` pages of
-/// `page_size` entries follow only while more records are wanted.
-pub(crate) async fn read(
+/// `page_size` entries follow only while more batches are wanted.
+pub(crate) async fn read_batches(
     tier: &WarmTier,
     topic: &TopicName,
     from: Offset,
     to: Offset,
-    limit: ReadLimit,
-) -> Result<Vec<Record>, TierError> {
-    if from >= to || limit.max_records == 0 {
+    max_bytes: usize,
+) -> Result<Vec<RecordBatch>, TierError> {
+    if from >= to {
         return Ok(Vec::new());
     }
     let handle = tier.handle(topic);
@@ -45,7 +46,7 @@ pub(crate) async fn read(
         }
         return Err(TierError::trimmed(handle.ctx.clone().offset(from), from, range));
     };
-    let mut collector = Collector { from, to, limit, out: Vec::new(), bytes: 0, done: false };
+    let mut collector = Collector { from, to, max_bytes, out: Vec::new(), bytes: 0, done: false };
     collector.take(&first);
     while !collector.done {
         let page = pager.next_page().await?;
@@ -67,12 +68,12 @@ pub(crate) async fn read(
     Ok(collector.out)
 }
 
-/// Accumulates the records a read returns.
+/// Accumulates the batches a read returns.
 struct Collector {
     from: Offset,
     to: Offset,
-    limit: ReadLimit,
-    out: Vec<Record>,
+    max_bytes: usize,
+    out: Vec<RecordBatch>,
     bytes: usize,
     done: bool,
 }
@@ -82,23 +83,16 @@ impl Collector {
         if batch.end_offset() <= self.from {
             return;
         }
-        for record in batch.records() {
-            if record.offset < self.from {
-                continue;
-            }
-            if record.offset >= self.to || self.out.len() >= self.limit.max_records {
-                self.done = true;
-                return;
-            }
-            let size = record.size();
-            if !self.out.is_empty() && self.bytes.saturating_add(size) > self.limit.max_bytes {
-                self.done = true;
-                return;
-            }
-            self.bytes = self.bytes.saturating_add(size);
-            self.out.push(record);
+        let len = batch.encoded_len();
+        if batch.base_offset() >= self.to
+            || (!self.out.is_empty() && self.bytes.saturating_add(len) > self.max_bytes)
+        {
+            self.done = true;
+            return;
         }
-        if self.out.len() >= self.limit.max_records || batch.end_offset() >= self.to {
+        self.bytes = self.bytes.saturating_add(len);
+        self.out.push(batch.clone());
+        if batch.end_offset() >= self.to {
             self.done = true;
         }
     }

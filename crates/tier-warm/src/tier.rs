@@ -18,8 +18,8 @@ use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tier_core::metrics::{OUTCOME, WARM_WAIT};
 use tier_core::{
-    ErrorContext, ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierKind,
-    Timestamp, TopicName,
+    ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp,
+    TopicName,
 };
 use tokio::sync::broadcast;
 
@@ -736,14 +736,14 @@ impl Tier for WarmTier {
         result
     }
 
-    async fn read(
+    async fn read_batches(
         &self,
         topic: &TopicName,
         from: Offset,
         to: Offset,
-        limit: ReadLimit,
-    ) -> Result<Vec<Record>, TierError> {
-        read::read(self, topic, from, to, limit).await
+        max_bytes: usize,
+    ) -> Result<Vec<RecordBatch>, TierError> {
+        read::read_batches(self, topic, from, to, max_bytes).await
     }
 
     async fn offset_for_timestamp(

@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{batch, config, topic};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierError, TierExt};
 use tier_testkit::servers::ValkeyPair;
 use tier_warm::WarmTier;
 

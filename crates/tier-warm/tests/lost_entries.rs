@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{batch, config, raw_client, shared_tier, topic};
 use fred::prelude::{Client, KeysInterface, StreamsInterface};
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TopicName};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierError, TierExt, TopicName};
 use tier_testkit::servers::ValkeyPair;
 use tier_warm::WarmTier;
 

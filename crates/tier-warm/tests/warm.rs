@@ -8,7 +8,7 @@ use bytes::Bytes;
 use common::{batch, raw_client, shared_tier, topic};
 use fred::prelude::{StreamsInterface, Value};
 use futures::TryStreamExt;
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierKind};
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierExt, TierKind};
 use tier_testkit::servers::SharedValkey;
 use tier_warm::{Mode, Secret, WarmConfig, WarmTier};
 

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tier_cold::{ColdConfig, ColdTier};
 use tier_core::{
-    ErrorKind, Offset, OffsetRange, ReadLimit, StartPosition, Tier, TopicName,
+    ErrorKind, Offset, OffsetRange, ReadLimit, StartPosition, TierExt, TopicName,
     segment::{SealedSegment, SegmentHeader},
 };
 use tier_hot::HotConfig;

@@ -5,7 +5,7 @@ use crate::batch::DecodeError;
 use crate::{Offset, ReadLimit, Record, RecordBatch, Timestamp};
 
 /// What a reader pushes the batches it decodes into, in offset order: a
-/// [`RecordCollector`] (records, for [`Tier::read`](crate::Tier::read)) or a
+/// [`RecordCollector`] (records, for [`TierExt::read`](crate::TierExt::read)) or a
 /// [`BatchCollector`] (the verified batches themselves). Readers ask
 /// [`next_offset`](Self::next_offset) where to resume and stop once
 /// [`is_full`](Self::is_full).
@@ -21,7 +21,7 @@ pub trait BatchSink {
 }
 
 /// Gathers the records `from..to` of successive batches under a [`ReadLimit`], with the
-/// semantics of [`Tier::read`](crate::Tier::read) (invariant 6). Every tier that reads
+/// semantics of [`TierExt::read`](crate::TierExt::read) (invariant 6). Every tier that reads
 /// batches uses this, so the limit rules live in one place.
 #[derive(Debug)]
 pub struct RecordCollector {

@@ -268,20 +268,29 @@ impl<R: RangeReader> RangedSegment<R> {
     /// (as [`SealedSegment::read`](super::SealedSegment::read)): one request per index
     /// interval read, starting with the one holding `from`.
     pub async fn read(&self, from: Offset, to: Offset, limit: ReadLimit) -> Result<Vec<Record>, TierError> {
-        let index = &self.meta.index;
         let from = from.max(self.meta.trailer.base_offset);
         let mut collector = RecordCollector::new(from, to, limit);
-        let Some(mut i) = index.interval_for_offset(from) else {
-            return Ok(Vec::new());
+        self.read_into(&mut collector).await?;
+        Ok(collector.into_records())
+    }
+
+    /// Feeds `sink` this segment's batches from its [`next_offset`](BatchSink::next_offset)
+    /// (which must not lie below the segment's base offset) until it is full or the
+    /// segment ends: one request per index interval read, starting with the one holding
+    /// that offset. Every batch handed over has had its CRC and records checked.
+    pub async fn read_into(&self, sink: &mut (impl BatchSink + Send)) -> Result<(), TierError> {
+        let index = &self.meta.index;
+        let Some(mut i) = index.interval_for_offset(sink.next_offset()) else {
+            return Ok(());
         };
-        while !collector.is_full()
+        while !sink.is_full()
             && let Some(range) = index.interval(i)
         {
             let data = self.fetch(&range).await?;
-            self.decode_into(&range, data, &mut collector)?;
+            self.decode_into(&range, data, sink)?;
             i += 1;
         }
-        Ok(collector.into_records())
+        Ok(())
     }
 
     /// Finds, in `data` (the fetched bytes of `range` from

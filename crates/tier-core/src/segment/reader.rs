@@ -115,7 +115,7 @@ impl SealedSegment {
     }
 
     /// Records with offsets in `max(from, start)..min(to, end)` of the segment, in order,
-    /// bounded by `limit` as in [`Tier::read`](crate::Tier::read) (invariant 6). Starts
+    /// bounded by `limit` as in [`TierExt::read`](crate::TierExt::read) (invariant 6). Starts
     /// at the index interval holding `from`, skipping the records before `from` there.
     /// Returns an empty vector when `from` is at or past the segment's end.
     pub fn read(&self, from: Offset, to: Offset, limit: ReadLimit) -> Result<Vec<Record>, DecodeError> {

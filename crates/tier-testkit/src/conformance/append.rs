@@ -1,7 +1,7 @@
 //! Checks of appends, ranges and errors (invariants 1–5 and 9).
 
 use bytes::Bytes;
-use tier_core::{ErrorKind, Header, OffsetRange, ReadLimit, Record, Tier, TopicName};
+use tier_core::{ErrorKind, Header, OffsetRange, ReadLimit, Record, Tier, TierExt, TopicName};
 
 use super::{
     Check, SuiteConfig,

@@ -36,7 +36,7 @@ pub use position::{
     check_warm_topic_marker, check_warm_trim_before, cold_backend, warm_backend,
 };
 pub use read::{
-    check_concurrent_reads_during_appends, check_read_bounds, check_read_limits,
+    check_concurrent_reads_during_appends, check_read_batches, check_read_bounds, check_read_limits,
     check_reads_span_many_batches, check_timestamp_lookup,
 };
 
@@ -81,6 +81,7 @@ pub async fn run_all(tier: &dyn Tier, caps: &SuiteConfig) {
     check_wrong_base_offset_is_rejected(tier, caps).await;
     check_first_append_at_nonzero_base(tier, caps).await;
     check_read_bounds(tier, caps).await;
+    check_read_batches(tier, caps).await;
     check_read_limits(tier, caps).await;
     check_reads_span_many_batches(tier, caps).await;
     check_timestamp_lookup(tier, caps).await;

@@ -1,12 +1,111 @@
 //! Checks of reads, limits, timestamp lookup and concurrency (invariants 6–8).
 
 use futures::future::join_all;
-use tier_core::{ErrorKind, OffsetRange, ReadLimit, Record, Tier, TierError};
+use tier_core::{ErrorKind, Offset, OffsetRange, ReadLimit, Record, RecordBatch, Tier, TierError, TierExt};
 
 use super::{
     Check, SuiteConfig,
-    data::{append, append_in_batches, sample_records},
+    data::{append, append_in_batches, batch_of, sample_records},
 };
+
+/// `read_batches` answers the verified batches holding `from..to` exactly as appended:
+/// the first holds `from` (starting before it when `from` is mid-batch), each starts
+/// where the previous ended, none starts at or past `to`; `max_bytes` bounds the total
+/// encoded length except for the first batch; empty at the end and for `from >= to`;
+/// `Trimmed` (naming the range held) outside the range (invariant 6).
+pub async fn check_read_batches(tier: &dyn Tier, caps: &SuiteConfig) {
+    let check = Check::new("read_batches", tier);
+    let topic = caps.fresh_topic("batches");
+    let all = sample_records(0, 14, 9);
+    let mut appended = Vec::new();
+    for (start, end) in [(0, 4), (4, 7), (7, 12), (12, 14)] {
+        let batch = batch_of(&all[start..end]);
+        check.ok(4, "append", tier.append(&topic, batch.clone()).await);
+        appended.push(batch);
+    }
+    let read = |from, to, max_bytes| tier.read_batches(&topic, from, to, max_bytes);
+    let len = |i: usize| appended[i].encoded_len();
+    let cases: [(Offset, Offset, usize, std::ops::Range<usize>); 13] = [
+        (0, u64::MAX, usize::MAX, 0..4),
+        (5, u64::MAX, usize::MAX, 1..4),
+        (11, 13, usize::MAX, 2..4),
+        (0, 7, usize::MAX, 0..2),
+        (0, 8, usize::MAX, 0..3),
+        (5, 6, usize::MAX, 1..2),
+        (13, 1000, usize::MAX, 3..4),
+        (0, u64::MAX, len(0) + len(1), 0..2),
+        (0, u64::MAX, len(0) + len(1) - 1, 0..1),
+        (0, u64::MAX, 1, 0..1),
+        (6, u64::MAX, 0, 1..2),
+        (14, 20, usize::MAX, 0..0),
+        (3, 3, usize::MAX, 0..0),
+    ];
+    for (from, to, max_bytes, want) in cases {
+        let what = format!("read_batches {from}..{to} with max_bytes {max_bytes}");
+        let got = check.ok(6, &what, read(from, to, max_bytes).await);
+        check_batches(&check, &what, from, &got, &appended[want]);
+    }
+    let what = "read_batches 6..4";
+    check_batches(&check, what, 6, &check.ok(6, what, read(6, 4, usize::MAX).await), &[]);
+    for from in [15, u64::MAX / 2] {
+        let err = check.err(
+            6,
+            &format!("read_batches from {from} past the end"),
+            &[ErrorKind::Trimmed],
+            read(from, u64::MAX, usize::MAX).await,
+        );
+        check_trimmed(&check, &err, from, OffsetRange::new(0, 14));
+    }
+    let fresh = caps.fresh_topic("batches-empty");
+    let what = "read_batches 0.. of an empty topic";
+    let empty = check.ok(6, what, tier.read_batches(&fresh, 0, 10, usize::MAX).await);
+    check_batches(&check, what, 0, &empty, &[]);
+    let err = check.err(
+        6,
+        "read_batches from 1 of an empty topic",
+        &[ErrorKind::Trimmed],
+        tier.read_batches(&fresh, 1, 10, usize::MAX).await,
+    );
+    check_trimmed(&check, &err, 1, OffsetRange::new(0, 0));
+    let high = caps.fresh_topic("batches-high");
+    append(&check, 3, &high, &sample_records(500, 5, 9)).await;
+    let err = check.err(
+        6,
+        "read_batches from 499 below the start 500",
+        &[ErrorKind::Trimmed],
+        tier.read_batches(&high, 499, 1000, usize::MAX).await,
+    );
+    check_trimmed(&check, &err, 499, OffsetRange::new(500, 505));
+}
+
+/// `got` is contiguous from the batch holding `from` and byte-for-byte `want`.
+fn check_batches(check: &Check<'_>, what: &str, from: Offset, got: &[RecordBatch], want: &[RecordBatch]) {
+    if let Some(first) = got.first()
+        && !first.offset_range().contains(from)
+    {
+        check
+            .fail(6, format_args!("{what}: the first batch {:?} does not hold {from}", first.offset_range()));
+    }
+    for pair in got.windows(2) {
+        if pair[1].base_offset() != pair[0].end_offset() {
+            check.fail(
+                6,
+                format_args!(
+                    "{what}: batch {:?} follows {:?}",
+                    pair[1].offset_range(),
+                    pair[0].offset_range()
+                ),
+            );
+        }
+    }
+    let ranges = |b: &[RecordBatch]| b.iter().map(RecordBatch::offset_range).collect::<Vec<_>>();
+    check.eq(6, &format!("{what}: batches"), ranges(got), ranges(want));
+    for (g, w) in got.iter().zip(want) {
+        if g.to_bytes() != w.to_bytes() {
+            check.fail(6, format_args!("{what}: batch {:?} differs from the one appended", g.offset_range()));
+        }
+    }
+}
 
 /// Reads respect `from..to`, clamp `to` at the end, return nothing at the end, and
 /// answer `Trimmed` (naming the range held) outside it (invariant 6).
