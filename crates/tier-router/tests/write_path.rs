@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{ColdOn, Deployment, Tiers};
 use futures::{StreamExt, TryStreamExt};
 use tier_core::position::WarmBackend;
-use tier_core::{OffsetRange, RecordBatch, RecordBatchBuilder, TopicName};
+use tier_core::{OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TopicName};
 use tier_hot::HotTier;
 use tier_testkit::{FaultyTier, MemoryTier};
 
