@@ -157,30 +157,20 @@ pub fn rebuilt_warm_batches<'a, T: Tier + ?Sized>(
     from: Offset,
 ) -> BoxStream<'a, Result<RecordBatch, TierError>> {
     let topic = topic.clone();
-    stream::unfold(Some(from), move |next| {
+    paged(from, move |next| {
         let topic = topic.clone();
         async move {
-            let next = next?;
             let range = match tier.range(&topic).await {
                 Ok(r) => r,
-                Err(e) => return Some((Err(e), None)),
+                Err(e) => return Some(Err(e)),
             };
             let from = next.max(range.start);
             if from >= range.end {
                 return None;
             }
-            match tier.read_batches(&topic, from, range.end, PAGE_BYTES).await {
-                Ok(batches) => {
-                    let end = batches.last()?.end_offset();
-                    Some((Ok(batches), Some(end)))
-                }
-                Err(e) => Some((Err(e), None)),
-            }
+            Some(tier.read_batches(&topic, from, range.end, PAGE_BYTES).await)
         }
     })
-    .map_ok(|batches| stream::iter(batches.into_iter().map(Ok)))
-    .try_flatten()
-    .boxed()
 }
 
 /// The records `from..to` of [`paged_batches`]: what a record stream of a tier with
@@ -217,21 +207,36 @@ pub fn paged_batches<T: Tier + ?Sized + 'static>(
     to: Offset,
 ) -> BoxStream<'static, Result<RecordBatch, TierError>> {
     let topic = topic.clone();
-    stream::unfold(Some(from), move |next| {
+    paged(from, move |next| {
         let tier = Arc::clone(&tier);
         let topic = topic.clone();
         async move {
-            let next = next?;
             let range = match tier.range(&topic).await {
                 Ok(r) => r,
-                Err(e) => return Some((Err(e), None)),
+                Err(e) => return Some(Err(e)),
             };
             let end = range.end.min(to);
             if next >= end {
                 return None;
             }
             let read = |end| tier.read_batches(&topic, next, end, PAGE_BYTES);
-            match read_intact(next, end, read).await {
+            Some(read_intact(next, end, read).await)
+        }
+    })
+}
+
+/// The batches of successive pages as one stream: `page(next)` reads the page that
+/// starts at `next` (`None` past the end); the next page starts where the last batch of
+/// this one ends, and an empty page or an error (yielded) ends the stream.
+fn paged<'a, F, Fut>(from: Offset, page: F) -> BoxStream<'a, Result<RecordBatch, TierError>>
+where
+    F: Fn(Offset) -> Fut + Send + 'a,
+    Fut: Future<Output = Option<Result<Vec<RecordBatch>, TierError>>> + Send + 'a,
+{
+    stream::unfold(Some(from), move |next| {
+        let page = next.map(&page);
+        async move {
+            match page?.await? {
                 Ok(batches) => {
                     let end = batches.last()?.end_offset();
                     Some((Ok(batches), Some(end)))
