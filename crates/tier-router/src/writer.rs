@@ -164,6 +164,11 @@ impl Writer {
         matches!(self.warm, WarmState::Unknown { .. })
     }
 
+    /// Something waits for the retry timer: pending batches, or warm's end to find.
+    fn has_retry_work(&self) -> bool {
+        !self.pending.is_empty() || self.warm_is_unknown()
+    }
+
     /// The offset WAL retention must not delete beyond (see the field `warm_floor`).
     pub(crate) fn warm_floor(&self) -> Arc<AtomicU64> {
         self.publish_warm_floor();
@@ -291,7 +296,7 @@ impl Writer {
                 tokio::select! {
                     biased;
                     cmd = rx.recv() => cmd,
-                    _ = tick.tick(), if !self.pending.is_empty() || self.warm_is_unknown() => {
+                    _ = tick.tick(), if self.has_retry_work() => {
                         self.settle(true).await;
                         continue;
                     }
@@ -335,13 +340,13 @@ impl Writer {
             if let Some((at, done)) = resume {
                 let _ = done.send(self.resume(at).await);
             }
-            if (!self.pending.is_empty() || self.warm_is_unknown()) && tick.tick().now_or_never().is_some() {
+            if self.has_retry_work() && tick.tick().now_or_never().is_some() {
                 self.settle(true).await;
             }
         }
-        if !self.pending.is_empty() || self.warm_is_unknown() {
+        if self.has_retry_work() {
             self.settle(true).await;
-            if !self.pending.is_empty() || self.warm_is_unknown() {
+            if self.has_retry_work() {
                 warn!(topic = %self.topic, batches = self.pending.len(), "writer stopped with batches warm does not hold");
             }
         }
