@@ -477,18 +477,16 @@ impl WarmTier {
         };
         let mut held = 0;
         if batches.len() > 1 && contiguous && continues {
-            let result = self.xadd_group_and_wait(topic, &batches).await;
-            let outcome = |ok| if ok { "ok" } else { "failed" };
-            match result {
+            match self.xadd_group_and_wait(topic, &batches).await {
                 Ok(Some(added)) => {
-                    metrics::counter!(WARM_WAIT, OUTCOME => outcome(true)).increment(added as u64);
+                    metrics::counter!(WARM_WAIT, OUTCOME => "ok").increment(added as u64);
                     held = added;
                 }
                 // The server refused the script itself (scripts disabled, not permitted):
                 // nothing was added; one batch at a time then.
                 Ok(None) => {}
                 Err(e) => {
-                    metrics::counter!(WARM_WAIT, OUTCOME => outcome(false)).increment(1);
+                    metrics::counter!(WARM_WAIT, OUTCOME => "failed").increment(1);
                     // As for a failed append: the server's state is no longer known.
                     self.invalidate(topic);
                     return (0, Err(e));
