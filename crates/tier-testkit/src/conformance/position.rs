@@ -37,6 +37,33 @@ impl Check {
             self.fail(method, format_args!("{what}: got {got:?}, want {want:?}"));
         }
     }
+
+    /// `result` is an error of kind `want`; `what` names the case.
+    fn kind_is<T: std::fmt::Debug>(
+        &self,
+        method: &str,
+        what: &str,
+        result: Result<T, TierError>,
+        want: ErrorKind,
+    ) {
+        match result {
+            Err(e) if e.kind() == want => {}
+            other => self.fail(method, format_args!("{what} answered {other:?}, want {want:?}")),
+        }
+    }
+
+    /// `tier`'s range of `topic` is `want` (`what` names the moment).
+    async fn range_is(
+        &self,
+        method: &str,
+        what: &str,
+        tier: &dyn WarmBackend,
+        topic: &TopicName,
+        want: OffsetRange,
+    ) {
+        let got = self.ok("Tier::range", tier.range(topic).await);
+        self.eq(method, what, got, want);
+    }
 }
 
 /// The records of `batches` from `from` on (the records a reader from `from` gets).
@@ -109,12 +136,7 @@ pub async fn check_warm_append_group(tier: &dyn WarmBackend, caps: &SuiteConfig)
     let (held, result) = tier.append_group(&topic, group.clone()).await;
     check.ok(m, result);
     check.eq(m, "batches held of a group of three", held, 3);
-    check.eq(
-        m,
-        "the range after the group",
-        check.ok("Tier::range", tier.range(&topic).await),
-        OffsetRange::new(0, 20),
-    );
+    check.range_is(m, "the range after the group", tier, &topic, OffsetRange::new(0, 20)).await;
     let stored = collect_batches(&check, "WarmBackend::batches_from", tier.batches_from(&topic, 0)).await;
     check.eq(m, "the records held", records_from(&stored, 0), records_from(&group, 0));
 
@@ -125,38 +147,20 @@ pub async fn check_warm_append_group(tier: &dyn WarmBackend, caps: &SuiteConfig)
     let (held, result) = tier.append_group(&topic, retry).await;
     check.ok(m, result);
     check.eq(m, "batches held of a retry followed by new batches", held, 4);
-    check.eq(
-        m,
-        "the range after the retry",
-        check.ok("Tier::range", tier.range(&topic).await),
-        OffsetRange::new(0, 27),
-    );
+    check.range_is(m, "the range after the retry", tier, &topic, OffsetRange::new(0, 27)).await;
 
     // One batch continues, the next leaves a hole.
     let cont = batch_of(&sample_records(27, 3, 27));
     let hole = batch_of(&sample_records(40, 3, 40));
     let (held, result) = tier.append_group(&topic, vec![cont, hole]).await;
-    match result {
-        Err(e) if e.kind() == ErrorKind::InvalidInput => {}
-        other => check.fail(m, format_args!("a batch leaving a hole answered {other:?}, want InvalidInput")),
-    }
+    check.kind_is(m, "a batch leaving a hole", result, ErrorKind::InvalidInput);
     check.eq(m, "batches held before the hole", held, 1);
-    check.eq(
-        m,
-        "the range after the hole",
-        check.ok("Tier::range", tier.range(&topic).await),
-        OffsetRange::new(0, 30),
-    );
+    check.range_is(m, "the range after the hole", tier, &topic, OffsetRange::new(0, 30)).await;
 
     // A different batch at a held offset.
     let other = batch_of(&sample_records(5, 7, 99));
     let (held, result) = tier.append_group(&topic, vec![other]).await;
-    match result {
-        Err(e) if e.kind() == ErrorKind::Fenced => {}
-        other => {
-            check.fail(m, format_args!("a different batch at a held offset answered {other:?}, want Fenced"))
-        }
-    }
+    check.kind_is(m, "a different batch at a held offset", result, ErrorKind::Fenced);
     check.eq(m, "batches held of a conflicting group", held, 0);
     let empty = tier.append_group(&topic, Vec::new()).await;
     check.eq(m, "batches held of an empty group", empty.0, 0);
