@@ -143,7 +143,7 @@ impl Writer {
             (tick, w.config.segment_age, Arc::clone(&w.age_changed))
         };
         let mut cmds = Vec::new();
-        let mut age_deadline = this.lock().await.first_write.map(|t| t + segment_age);
+        let mut age_deadline = this.lock().await.age_deadline(segment_age);
         loop {
             // Direct appends never start a segment (they leave its first batch to this
             // task), so `first_write` and with it the deadline change here or in a group
@@ -159,11 +159,11 @@ impl Writer {
                     if let Err(e) = w.rotate().await {
                         warn!(topic = %w.topic(), error = %e.report(), "age rotation failed");
                     }
-                    age_deadline = w.first_write.map(|t| t + segment_age);
+                    age_deadline = w.age_deadline(segment_age);
                 }
                 _ = tick_opt(&mut tick), if tick.is_some() => this.lock().await.sync_if_dirty().await,
                 () = age_changed.notified() => {
-                    age_deadline = this.lock().await.first_write.map(|t| t + segment_age);
+                    age_deadline = this.lock().await.age_deadline(segment_age);
                 }
                 n = rx.recv_many(&mut cmds, MAX_GROUP) => {
                     if n == 0 {
@@ -175,7 +175,7 @@ impl Writer {
                     // Under the lock: a direct append that sees no queued append knows
                     // that every append sent before it is committed or answered.
                     w.shared.queued_appends.fetch_sub(appends, Ordering::SeqCst);
-                    age_deadline = w.first_write.map(|t| t + segment_age);
+                    age_deadline = w.age_deadline(segment_age);
                 }
             }
         }
@@ -183,6 +183,18 @@ impl Writer {
         w.sync_if_dirty().await;
         // A failure is logged by the seal itself and reopening finds the segment again.
         let _ = w.reap_seals(0).await;
+    }
+
+    /// When the active segment is due for rotation by age: `segment_age` after its first
+    /// batch, and never once the writer is poisoned — every rotation would fail, and a
+    /// deadline left in the past would be ready on every turn of the task's biased
+    /// select, which would then never see its queue (appends, or its close).
+    fn age_deadline(&mut self, segment_age: std::time::Duration) -> Option<Instant> {
+        self.absorb_seal_failure();
+        if self.poisoned.is_some() {
+            return None;
+        }
+        self.first_write.map(|t| t + segment_age)
     }
 
     async fn handle(&mut self, cmds: impl Iterator<Item = Command>) {

@@ -467,3 +467,34 @@ async fn retention_retries_a_deletion_whose_directory_fsync_failed() {
     within("an append", tier.append(&t, batch(&records(20, 2, 40)))).await.unwrap();
     tier.close().await;
 }
+
+/// A lost data directory fails the next age rotation (its new segment cannot be created)
+/// and poisons the writer with the old segment's age deadline already past. The writer
+/// task must still see its queue close: `close` returns, and the store can be reopened.
+/// (It used to poll the past deadline first on every turn of its biased select, retrying
+/// the rotation forever, so `close` never returned.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_poisoned_by_a_failed_age_rotation_still_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("wal");
+    let mut config = config(&wal, FsyncPolicy::Never);
+    config.segment_age = Duration::from_millis(1);
+    let tier = open(config).await;
+    let t = topic("aged");
+    tier.append(&t, batch(&records(0, 3, 40))).await.unwrap();
+    std::fs::remove_dir_all(&wal).unwrap();
+    // Appends go on into the open (now unlinked) segment until the age rotation fails
+    // and poisons the writer; then they are refused.
+    let refused = within("the failed age rotation", async {
+        let mut next = 3;
+        loop {
+            match tier.append(&t, batch(&records(next, 1, 40))).await {
+                Ok(()) => next += 1,
+                Err(e) => break e,
+            }
+        }
+    })
+    .await;
+    assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
+    within("closing a poisoned writer", tier.close()).await;
+}
