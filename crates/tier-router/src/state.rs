@@ -128,6 +128,12 @@ fn ctx(topic: &TopicName) -> ErrorContext {
 }
 
 /// The file under `state_dir` where `topic`'s state of `kind` is kept.
+/// Whether any state file of `topic` exists (checkpoint, reservation, fence or losses):
+/// the router has opened the topic before.
+pub(crate) fn has_state(state_dir: &Path, topic: &TopicName) -> bool {
+    [CHECKPOINT, RESERVATION, FENCE, LOSSES].iter().any(|kind| state_path(state_dir, topic, kind).exists())
+}
+
 fn state_path(state_dir: &Path, topic: &TopicName, kind: &str) -> PathBuf {
     state_dir.join(format!("{topic}.{kind}"))
 }

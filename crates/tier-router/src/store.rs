@@ -19,7 +19,7 @@ use crate::backend::{ColdBackend, WarmBackend};
 use crate::config::RouterConfig;
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
 use crate::reservation::Reservation;
-use crate::state::{Checkpoint, remove_fence, remove_losses, write_checkpoint};
+use crate::state::{Checkpoint, has_state, remove_fence, remove_losses, write_checkpoint};
 use crate::tiers::Tiers;
 use crate::topic::{Topic, TopicCore};
 use crate::writer::Writer;
@@ -66,6 +66,59 @@ impl TieredStore {
         let name = name.into_topic_name()?;
         let core = self.core(&name).await?;
         Ok(Topic { tiers: Arc::clone(&self.inner.tiers), core })
+    }
+
+    /// The handle of topic `name` if the topic exists — it is open, or the WAL, the
+    /// router's state files, warm or cold hold anything of it — opening (recovering) it
+    /// as [`topic`](Self::topic) does; `NotFound` otherwise, having written nothing (no
+    /// state file, no WAL directory, no cold marker). For readers, which must not create
+    /// the topics they ask for.
+    ///
+    /// Errors: `NotFound` for a topic no tier knows; `InvalidInput` for an invalid name;
+    /// a tier's error (`Unavailable`, …) when warm or cold cannot say whether they hold
+    /// the topic; `Closed` once the store is closed.
+    pub async fn existing_topic(&self, name: impl IntoTopicName) -> Result<Topic, TierError> {
+        let name = name.into_topic_name()?;
+        if !self.topic_exists(&name).await? {
+            return Err(TierError::not_found(
+                ErrorContext::tier(TierKind::Router).topic(&name),
+                format!("topic '{name}' does not exist"),
+            ));
+        }
+        self.topic(name).await
+    }
+
+    /// Whether topic `name` exists (see [`existing_topic`](Self::existing_topic)), asking
+    /// the cheapest sources first; reads only.
+    async fn topic_exists(&self, name: &TopicName) -> Result<bool, TierError> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(TierError::closed(
+                ErrorContext::tier(TierKind::Router).topic(name),
+                "the store is closed",
+            ));
+        }
+        let tiers = &self.inner.tiers;
+        if self.inner.topics.lock().contains_key(name)
+            || self.inner.failed.lock().contains_key(name)
+            || tiers.hot.topics().contains(name)
+            || tiers.hot.damaged().iter().any(|(t, _)| t == name)
+            || has_state(&self.inner.state_dir, name)
+        {
+            return Ok(true);
+        }
+        // A topic marker records a topic before its first offset is handed out; the
+        // ranges find topics written before markers existed.
+        if let Some(warm) = &tiers.warm
+            && (warm.topic_recorded(name).await? || !warm.range(name).await?.is_empty())
+        {
+            return Ok(true);
+        }
+        if let Some(cold) = &tiers.cold
+            && (cold.topic_recorded(name).await? || !cold.range(name).await?.is_empty())
+        {
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Recovers topic `name` from warm and cold if it is not open yet (for a topic the
