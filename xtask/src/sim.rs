@@ -24,6 +24,10 @@ pub(crate) struct SimArgs {
     /// With --seed: keep only these step indices (a shrunk schedule), comma-separated.
     #[arg(long)]
     keep: Option<String>,
+    /// With --seed: the version of the step generator (default: the current one; see
+    /// `tier_sim::schedule::GENERATOR` and the `generator` of each regression schedule).
+    #[arg(long)]
+    generator: Option<u32>,
     /// How long to run, in seconds, when --seeds is not given.
     #[arg(long, default_value_t = 60)]
     secs: u64,
@@ -56,6 +60,7 @@ impl SimArgs {
             seeds: None,
             seed: None,
             keep: None,
+            generator: None,
             secs: 60,
             steps: None,
             start: None,
@@ -89,6 +94,9 @@ pub(crate) fn run(root: &Path, args: &SimArgs) -> Result<Captured> {
     }
     if let Some(keep) = &args.keep {
         runner.arg("--keep").arg(keep);
+    }
+    if let Some(generator) = args.generator {
+        runner.arg("--generator").arg(generator.to_string());
     }
     if let Some(steps) = args.steps {
         runner.arg("--steps").arg(steps.to_string());

@@ -41,12 +41,14 @@ pub struct Regression {
     pub case: &'static str,
     /// The invariant it broke on 3892a13 (or the commit its `case` names).
     pub invariant: &'static str,
+    /// The version of the step generator it was found with ([`schedule::GENERATOR`]).
+    pub generator: u32,
 }
 
 impl Regression {
     /// The shrunk schedule.
     pub fn schedule(&self) -> Schedule {
-        Schedule::generate(self.seed, DEFAULT_STEPS).keep(self.keep)
+        Schedule::generate_with(self.generator, self.seed, DEFAULT_STEPS).keep(self.keep)
     }
 }
 
@@ -61,24 +63,28 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         keep: &[138, 141, 144, 157, 159, 163, 165, 174],
         case: "case 1: an unconfirmed, age-rotated batch is exported; after a lost disk its offsets are handed out again",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 30033,
         keep: &[22, 23, 73],
         case: "case 1: the background exporter uploads a batch warm refused (never committed)",
         invariant: model::inv::EXPORT_UNCOMMITTED,
+        generator: 1,
     },
     Regression {
         seed: 30016,
         keep: &[3, 8, 9],
         case: "case 2: a power cut tears acknowledged records off the WAL; their offsets are reused, nothing reported",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 30004,
         keep: &[168, 169, 172, 186, 187],
         case: "case 3: hot+cold, lost WAL: the new WAL starts above cold's end without a gap; export wedged",
         invariant: model::inv::LIVENESS_EXPORT,
+        generator: 1,
     },
     Regression {
         seed: 30899,
@@ -86,54 +92,63 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "case 4: torn tail past the checkpoint, then export through a cold backend on ColdBackend's defaults: \
                record_gap refused forever",
         invariant: model::inv::LIVENESS_EXPORT,
+        generator: 1,
     },
     Regression {
         seed: 30081,
         keep: &[16, 18, 19, 40],
         case: "case 5: whole data directory lost, cold holds a prefix: the next append reuses an acknowledged offset",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 30480,
         keep: &[7, 8, 11, 12, 23, 27],
         case: "case 6: fail, warm's stream empty and down: refused records served after a restart",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 30010,
         keep: &[7, 9, 14, 27],
         case: "case 6: fail, WAIT short: a batch warm never confirmed is served after a restart",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 30027,
         keep: &[114, 115, 166, 167, 168, 169, 173, 177],
         case: "case 7: degrade, warm outage longer than retention: the store refuses to open",
         invariant: model::inv::OPEN_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 5013,
         keep: &[8, 9],
         case: "case 5 (found on 0eba162): hot+cold, the data directory lost before the first export: the topic restarts at 0",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 5021,
         keep: &[31, 32, 38],
         case: "case 2 (found on 0eba162): fsync never, the state directory lost, then a power cut: offsets reused",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 5000,
         keep: &[131, 133, 135, 136, 137, 139, 140, 142, 144, 145],
         case: "hot+cold: a lost WAL leaves a trailing gap in cold, a power cut a second maybe-lost range; cold refuses it",
         invariant: model::inv::LIVENESS_EXPORT,
+        generator: 1,
     },
     Regression {
         seed: 5044,
         keep: &[3, 8, 15, 21, 22],
         case: "hot+cold, lost data directory: cold refuses the gap marker's PUT once and resume_topic cannot be retried",
         invariant: model::inv::OPEN_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 5001,
@@ -141,6 +156,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (0eba162): cold behind the defaults-only wrapper, the object after [0, 1) damaged, WAL and warm \
                gone by retention: a read from 0 fails before delivering the intact record 0 (paged_records)",
         invariant: model::inv::READ_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 5015,
@@ -148,12 +164,14 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (0eba162), the simulation's reader: after failing in a recorded gap it skipped to the end of \
                an older, longer maybe-lost report, past records acknowledged after the operator resumed the topic",
         invariant: model::inv::MISSING,
+        generator: 1,
     },
     Regression {
         seed: 5069,
         keep: &[21, 22],
         case: "degrade, lost WAL: warm lacks the maybe-lost offsets no tier holds and refuses every later batch",
         invariant: model::inv::LIVENESS_FLUSH,
+        generator: 1,
     },
     Regression {
         seed: 5046,
@@ -161,6 +179,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "degrade, lost data dir, resumed topic: the WAL is not moved to the resume point; a refused batch is \
                served once retention empties the WAL",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 5184,
@@ -168,18 +187,21 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "degrade, power cut with warm down: opened from the WAL alone, warm's records skipped as maybe lost; \
                warm can never be continued",
         invariant: model::inv::LIVENESS_FLUSH,
+        generator: 1,
     },
     Regression {
         seed: 5022,
         keep: &[143, 152, 154, 155],
         case: "fail, WAIT short, then the whole data directory lost: the batch replayed from warm is served unconfirmed",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 5085,
         keep: &[143, 147, 148, 157, 159],
         case: "fail, WAIT short, then the state directory lost: the WAL's unconfirmed batch is served",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 7183,
@@ -187,6 +209,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (a26ef4c+): hot only, a lost WAL then a lost state directory: the empty WAL kept no record of \
                where it continued and the topic restarted at 0",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 9015,
@@ -194,6 +217,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (fa35c93): a lost WAL; the open fails recording the gap in cold after starting the WAL past \
                the loss, and the next open reports nothing",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 9325,
@@ -201,6 +225,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (7bdcdaa): degrade, fsync never, a power cut, the open refused (warm down), the state \
                directory lost: the WAL's cut-back end was taken as exact and acknowledged offsets reused",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 11735,
@@ -208,6 +233,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (f1eb162): a lost WAL; the open fails reading cold for warm's back-fill after the WAL was \
                already started past the loss, and the next open reports nothing",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 11800,
@@ -215,6 +241,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (2cc9015): degrade, warm behind a WAL gap after a restart, nothing queued for it: WAL \
                retention deleted records only the WAL held",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 20066,
@@ -222,6 +249,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (99e0c22): degrade, warm restarted past a gap (dropping what the WAL held), then the WAL \
                lost: the offsets below warm's empty stream went unreported",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 30000671,
@@ -229,6 +257,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5 (a power cut and a lost state directory with warm down, degrade): the store opened \
                without warm, which alone held acknowledged records, and the resume skipped them",
         invariant: model::inv::MISSING,
+        generator: 1,
     },
     Regression {
         seed: 30000943,
@@ -236,155 +265,181 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "session 5: a lost WAL; the open fails recording cold's gap after replaying warm into the WAL, and \
                the next open, finding the WAL holding the topic, reports nothing",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 11119,
         keep: &[152, 159, 160, 175],
         case: "session 6: degrade, acks warm never confirmed (WAIT short, failover), then a lost data directory; the topic reopened at 0",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 40000846,
         keep: &[9, 30, 32, 33, 34, 37, 39, 65, 70, 78, 79],
         case: "session 6: degrade, a WAIT short, a clean restart: WAL retention trusted warm's range, a failover took the only copy",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 50001453,
         keep: &[72, 74, 75, 76, 78, 80, 82, 88, 125, 139],
         case: "session 6: fail, a refused batch, warm trimmed and failed over, a lost state directory: the resume served the refused batch",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 60001204,
         keep: &[28, 29, 38, 39, 44, 45, 56, 57, 58, 61, 63, 83, 84, 85, 86, 87, 88, 90, 96, 156, 157],
         case: "session 6: a damaged sealed WAL segment was exported as it was; with warm down, cold's damaged copy failed the read",
         invariant: model::inv::READ_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 70001527,
         keep: &[55, 56, 58, 60, 63, 64, 65],
         case: "session 6: degrade, a resume with warm's batches queued to be confirmed again: the commit point stayed below the skipped offsets, the live tail hit the gap",
         invariant: model::inv::LIVE_TAIL,
+        generator: 1,
     },
     Regression {
         seed: 70005541,
         keep: &[0, 1, 18, 24, 26, 31, 32, 34, 39, 50, 51],
         case: "session 6: a damaged WAL batch with warm (holding it intact) down: the read failed Corruption, not Unavailable",
         invariant: model::inv::READ_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 80003588,
         keep: &[8, 9, 11, 17, 27, 29, 31],
         case: "session 6: degrade, a lost data directory, an open that failed after replaying warm: the next took the replayed WAL for evidence of the end",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 90014473,
         keep: &[0, 2, 3, 5, 12, 27, 28],
         case: "session 6: fail, a live tail from a commit point inside a WAL segment whose first batch is damaged: the tail failed Corruption though warm held the records",
         invariant: model::inv::LIVE_TAIL,
+        generator: 1,
     },
     Regression {
         seed: 90005027,
         keep: &[13, 15, 20, 38, 40, 43, 44, 47, 48, 49, 54, 62, 68, 69, 71],
         case: "session 6: the WAL's and cold's copies of a batch damaged, warm (holding it intact) down: the read failed Corruption, not Unavailable",
         invariant: model::inv::READ_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 100012370,
         keep: &[157, 158, 159, 170, 171, 180, 181],
         case: "session 6: fail, a refused batch in a WAL segment then damaged, warm empty: the commit point jumped over the never-confirmed records when warm took the next batch",
         invariant: model::inv::LIVE_TAIL,
+        generator: 1,
     },
     Regression {
         seed: 200013426,
         keep: &[54, 55, 56, 57, 60, 72, 73],
         case: "session 6, 100,000-schedule run: fail, a damaged WAL batch warm never confirmed: the commit point jumped over it, the live tail met the damage",
         invariant: model::inv::LIVE_TAIL,
+        generator: 1,
     },
     Regression {
         seed: 200013780,
         keep: &[2, 6, 10, 15, 18, 19, 20, 28, 29],
         case: "session 6, 100,000-schedule run: the same class as 200013426, fsync always, background exporter on",
         invariant: model::inv::LIVE_TAIL,
+        generator: 1,
     },
     Regression {
         seed: 200028642,
         keep: &[151, 153, 156, 158, 165, 169, 172, 173, 174, 176],
         case: "session 6, 100,000-schedule run: fail, the commit point stopped at a recorded WAL gap, the live tail started inside it",
         invariant: model::inv::LIVE_TAIL,
+        generator: 1,
     },
     Regression {
         seed: 200016869,
         keep: &[0, 1, 2, 7, 9, 10, 11],
         case: "session 6, 100,000-schedule run: degrade, a warm marker found on the primary but never confirmed; a failover took it, a lost data directory restarted the topic at 0",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 200083186,
         keep: &[8, 18, 28, 33, 34, 41, 42, 48, 54, 56],
         case: "session 6, 100,000-schedule run: a recovery that failed after finding maybe-lost offsets; the next one, over a WAL replayed from warm, handed them out again",
         invariant: model::inv::TWO_CONTENTS,
+        generator: 1,
     },
     Regression {
         seed: 300006155,
         keep: &[108, 109, 110, 116, 117, 119, 122, 135, 137, 166],
         case: "session 6: a recovery that found a hole between cold and warm failed; the state directory (its kept losses) was lost; the next never reported the hole",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 400028696,
         keep: &[6, 38, 46, 50, 53, 55, 56, 59],
         case: "session 6, final 100,000-schedule run: a WAL gap over offsets warm still held: the read ended NotFound instead of serving warm's records",
         invariant: model::inv::READ_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 400078426,
         keep: &[14, 18, 19, 20, 22, 24, 26, 27, 33, 34, 39, 44, 46],
         case: "session 6, final 100,000-schedule run: warm restarted past a refused batch whose WAL copy was damaged and past the refused batch after it; the next recovery took the restarted stream's start for committed and served it",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 500091248,
         keep: &[43, 44, 46, 47, 59, 74, 75, 76],
         case: "session 7, 100,000-schedule run: a flaw of the model, not the store: warm's confirmed payloads shared a WAL segment's bytes, which a later damage step changed in place",
         invariant: model::inv::UNACKED_SERVED,
+        generator: 1,
     },
     Regression {
         seed: 500055659,
         keep: &[10, 11, 14, 16, 17, 19, 20, 43, 44, 45, 48, 51],
         case: "session 7, 100,000-schedule run: warm restarted at the next batch past intact WAL records after a damaged segment; a power cut of the WAL's unsynced tail then left the WAL ending below warm's start and the store refused to open",
         invariant: model::inv::OPEN_FAILED,
+        generator: 1,
     },
     Regression {
         seed: 500021117,
         keep: &[146, 150, 152, 153, 156, 157, 163, 164, 168, 169, 172, 175, 179],
         case: "session 7, 100,000-schedule run: a failover emptied warm; recovery's back-fill stopped at a WAL gap, and with the stream empty no floor was held: warm took a later batch and WAL retention deleted records it never got",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 600064489,
         keep: &[93, 94, 111, 112, 114, 127, 128, 129, 145, 148, 149, 150, 151, 152, 153, 158, 159],
         case: "session 7, final 100,000-schedule run: warm was down when the store opened; once it answered, its back-fill stopped at offsets no tier holds and no floor was held, so WAL retention deleted the records after them, which only the WAL had",
         invariant: model::inv::UNREPORTED,
+        generator: 1,
     },
     Regression {
         seed: 800000677,
         keep: &[170, 171, 192, 193, 194, 199],
         case: "session 8, 100,000-schedule run: warm's back-fill stopped at a reported loss and the writer held the warm floor there; with no more appends the hold kept every WAL segment after it, although cold held them all",
         invariant: model::inv::LIVENESS_RETENTION,
+        generator: 1,
     },
     Regression {
         seed: 800031343,
         keep: &[151, 152, 159, 161, 170, 186],
         case: "session 8, 100,000-schedule run: as seed 800000677 (hot + warm + cold, degrade)",
         invariant: model::inv::LIVENESS_RETENTION,
+        generator: 1,
     },
     Regression {
         seed: 800078152,
         keep: &[170, 171, 183, 184, 185, 194],
         case: "session 8, 100,000-schedule run: WAIT short, export, power cut (a maybe-lost gap), failover empties warm; after the reopen the held warm floor kept the WAL segment cold held",
         invariant: model::inv::LIVENESS_RETENTION,
+        generator: 1,
     },
 ];

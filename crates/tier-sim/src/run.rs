@@ -27,6 +27,31 @@ use crate::warm::SimWarm;
 pub const TOPIC: &str = "t";
 /// Simulated time a step may take before it counts as hung.
 const STEP_LIMIT: Duration = Duration::from_secs(3600);
+
+/// Real time a step may take. A task that never waits (a busy loop) keeps the paused
+/// clock from advancing, so [`STEP_LIMIT`] alone would never fire and the run would hang;
+/// a step takes milliseconds of real time, so this fires only on such a loop.
+const REAL_STEP_LIMIT: Duration = Duration::from_secs(120);
+
+/// `fut`'s output, or `None` once [`REAL_STEP_LIMIT`] of real time passed: a watchdog
+/// thread wakes the runtime then (the busy task yields to it at its cooperative budget).
+async fn within_real_time<T>(fut: impl Future<Output = T>) -> Option<T> {
+    let (expired, expiry) = tokio::sync::oneshot::channel::<()>();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(REAL_STEP_LIMIT) {
+            let _ = expired.send(());
+        }
+    });
+    let out = tokio::select! {
+        biased;
+        out = fut => Some(out),
+        _ = expiry => None,
+    };
+    drop(done);
+    let _ = watchdog.join();
+    out
+}
 /// Simulated time a reader may wait for its next record inside the committed range.
 const READ_WAIT: Duration = Duration::from_secs(120);
 /// A full check (read everything from the earliest offset) every this many steps.
@@ -310,14 +335,14 @@ impl World<'_> {
         }
         let rt = runtime();
         let opened = rt.block_on(async {
-            let opened = tokio::time::timeout(STEP_LIMIT, self.open_store()).await;
+            let opened = within_real_time(tokio::time::timeout(STEP_LIMIT, self.open_store())).await;
             // Let what opening started in the background (seals, the exporter's first
             // sweep) finish before the next step: see `on_proc`.
             tokio::time::sleep(Duration::from_millis(1)).await;
             opened
         });
         match opened {
-            Ok(Ok((store, topic))) => {
+            Some(Ok(Ok((store, topic)))) => {
                 let reports = rt.block_on(store.recovery_reports());
                 for r in &reports {
                     for range in r.lost.iter().chain(&r.maybe_lost) {
@@ -336,7 +361,7 @@ impl World<'_> {
                 }
                 true
             }
-            Ok(Err(e)) => {
+            Some(Ok(Err(e))) => {
                 drop(rt);
                 if e.kind() == ErrorKind::Unavailable && self.transient_faults() {
                     self.note(format!("open refused while a tier is down: {e}"));
@@ -351,7 +376,7 @@ impl World<'_> {
                 }
                 false
             }
-            Err(_) => {
+            Some(Err(_)) | None => {
                 drop(rt);
                 self.violate(inv::HUNG, "opening the store did not finish".into());
                 self.ended = Some("open hung".into());
@@ -402,14 +427,20 @@ impl World<'_> {
     fn on_proc<T>(&mut self, f: impl AsyncFnOnce(&TieredStore, &Topic) -> T) -> Option<T> {
         let proc = self.proc.as_ref()?;
         let out = proc.rt.block_on(async {
-            let out = tokio::time::timeout(STEP_LIMIT, f(&proc.store, &proc.topic)).await;
+            let out = within_real_time(tokio::time::timeout(STEP_LIMIT, f(&proc.store, &proc.topic))).await;
             tokio::time::sleep(Duration::from_millis(1)).await;
             out
         });
         match out {
-            Ok(v) => Some(v),
-            Err(_) => {
-                self.violate(inv::HUNG, "a step did not finish within an hour of simulated time".into());
+            Some(Ok(v)) => Some(v),
+            hung => {
+                let why = match hung {
+                    None => {
+                        format!("a step spun for {REAL_STEP_LIMIT:?} of real time without letting time pass")
+                    }
+                    _ => "a step did not finish within an hour of simulated time".to_owned(),
+                };
+                self.violate(inv::HUNG, why);
                 self.crash();
                 self.ended = Some("hung".into());
                 None
@@ -617,6 +648,21 @@ impl World<'_> {
                 if !matches!(step, Step::LoseState { .. }) {
                     self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
                 }
+                self.ensure_open();
+            }
+            Step::LoseWalRunning => {
+                if !self.ensure_open() {
+                    return;
+                }
+                let hot_dir = self.hot_dir.clone();
+                self.remove(&hot_dir);
+                // Past the segment age: the age rotation fails on the missing directory
+                // and poisons the WAL's writer; the close after it must still finish.
+                let passes = self.schedule.config.segment_age + Duration::from_millis(50);
+                self.on_proc(async |_: &TieredStore, _: &Topic| tokio::time::sleep(passes).await);
+                self.close();
+                self.remove(&hot_dir);
+                self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
                 self.ensure_open();
             }
             Step::WarmOutage(on) => self.warm.set_outage(on),

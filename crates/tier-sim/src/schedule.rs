@@ -157,6 +157,10 @@ pub enum Step {
     Crash { power_cut: bool },
     /// The WAL directory is lost (after a clean close or a crash), then reopen.
     LoseWal { clean: bool },
+    /// The WAL directory vanishes under the running store (a disk pulled out); time
+    /// passes (age rotation and the exporter meet the missing directory), then the store
+    /// closes gracefully and reopens.
+    LoseWalRunning,
     /// The router's state directory is lost, then reopen.
     LoseState { clean: bool },
     /// The whole data directory (WAL and state) is lost, then reopen.
@@ -186,6 +190,7 @@ impl Step {
             Step::Crash { power_cut: false } => "crash",
             Step::Crash { power_cut: true } => "crash + power cut",
             Step::LoseWal { .. } => "lost WAL dir",
+            Step::LoseWalRunning => "lost WAL dir (running)",
             Step::LoseState { .. } => "lost state dir",
             Step::LoseDataDir { .. } => "lost data dir",
             Step::WarmOutage(true) => "warm outage",
@@ -201,6 +206,15 @@ impl Step {
     }
 }
 
+/// The version of the step generator [`Schedule::generate`] uses. A seed generates the
+/// same schedule under one version forever; a regression schedule records the version
+/// it was found with ([`crate::Regression::generator`]).
+///
+/// - 1: the generator of issue 15 (sessions 1–10).
+/// - 2: [`Step::LoseWalRunning`], taken from rolls that made [`Step::Heal`] under 1 and
+///   drawing no randomness: every other step of every seed is the same as under 1.
+pub const GENERATOR: u32 = 2;
+
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
 pub struct Schedule {
@@ -213,13 +227,19 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The schedule of `seed` with `steps` steps.
+    /// The schedule of `seed` with `steps` steps, from the current [`GENERATOR`].
     pub fn generate(seed: u64, steps: u32) -> Self {
+        Self::generate_with(GENERATOR, seed, steps)
+    }
+
+    /// The schedule of `seed` with `steps` steps as version `generator` of the step
+    /// generator makes it (see [`GENERATOR`]).
+    pub fn generate_with(generator: u32, seed: u64, steps: u32) -> Self {
         let mut rng = Rng::new(seed);
         let config = gen_config(&mut rng);
         let mut out = Vec::with_capacity(steps as usize);
         for i in 0..steps {
-            out.push((i, gen_step(&mut rng, &config)));
+            out.push((i, gen_step(&mut rng, &config, generator)));
         }
         Self { seed, config, steps: out }
     }
@@ -239,6 +259,7 @@ impl Schedule {
                 s,
                 Step::Crash { power_cut: true }
                     | Step::LoseWal { .. }
+                    | Step::LoseWalRunning
                     | Step::LoseState { .. }
                     | Step::LoseDataDir { .. }
                     | Step::DamageSegment
@@ -291,7 +312,7 @@ fn gen_config(rng: &mut Rng) -> SimConfig {
     }
 }
 
-fn gen_step(rng: &mut Rng, config: &SimConfig) -> Step {
+fn gen_step(rng: &mut Rng, config: &SimConfig, generator: u32) -> Step {
     loop {
         let roll = rng.below(1000);
         let step = match roll {
@@ -337,6 +358,8 @@ fn gen_step(rng: &mut Rng, config: &SimConfig) -> Step {
             // schedule (see docs/simulation.md).
             895..=896 => Step::DamageSegment,
             897..=900 => Step::DamageCold,
+            // Version 2: taken from `Heal`'s rolls, drawing no randomness (see `GENERATOR`).
+            901..=905 if generator >= 2 => Step::LoseWalRunning,
             _ => Step::Heal,
         };
         let fits = match step {

@@ -39,3 +39,28 @@ fn three_hundred_short_benign_schedules_pass() {
         failing.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
     );
 }
+
+/// Version 2 of the step generator differs from version 1 only where version 1 made a
+/// `Heal`, which became `LoseWalRunning`; regression schedules replay with the version
+/// they were found with, so their steps never change.
+#[test]
+fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() {
+    use tier_sim::schedule::{GENERATOR, Step};
+    let mut running = 0;
+    for seed in 0..200 {
+        let (v1, v2) = (Schedule::generate_with(1, seed, 200), Schedule::generate_with(2, seed, 200));
+        assert_eq!(v1.config.to_string(), v2.config.to_string(), "seed {seed}");
+        for ((i, a), (_, b)) in v1.steps.iter().zip(&v2.steps) {
+            if a != b {
+                assert_eq!((*a, *b), (Step::Heal, Step::LoseWalRunning), "seed {seed} step {i}");
+                running += 1;
+            }
+        }
+        assert!(!v1.steps.iter().any(|(_, s)| *s == Step::LoseWalRunning), "seed {seed}");
+    }
+    assert!(running > 0, "version 2 generates running disk losses");
+    assert_eq!(GENERATOR, 2);
+    for r in REGRESSION_SEEDS {
+        assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
+    }
+}

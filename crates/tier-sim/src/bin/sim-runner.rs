@@ -24,6 +24,10 @@ struct Args {
     /// With --seed: keep only these step indices (a shrunk schedule), comma-separated.
     #[arg(long, value_delimiter = ',')]
     keep: Option<Vec<u32>>,
+    /// With --seed: the version of the step generator (default: the current one; a
+    /// regression schedule found with an older one names it in `REGRESSION_SEEDS`).
+    #[arg(long)]
+    generator: Option<u32>,
     /// How long to run, in seconds, when --seeds is not given.
     #[arg(long, default_value_t = 60)]
     secs: u64,
@@ -217,7 +221,8 @@ fn print_table(
 }
 
 fn replay(seed: u64, args: &Args) -> ExitCode {
-    let mut schedule = Schedule::generate(seed, args.steps);
+    let generator = args.generator.unwrap_or(tier_sim::schedule::GENERATOR);
+    let mut schedule = Schedule::generate_with(generator, seed, args.steps);
     if let Some(keep) = &args.keep {
         schedule = schedule.keep(keep);
     }
