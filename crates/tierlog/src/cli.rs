@@ -106,6 +106,16 @@ pub(crate) struct ProduceArgs {
     /// Key of every record.
     #[arg(long)]
     pub(crate) key: Option<String>,
+    /// Write one JSON line per acknowledged batch to this file (`-`: stdout) as soon as
+    /// it is acknowledged: {"start":N,"end":M,"count":K}, offsets [N, M).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) acks: Option<PathBuf>,
+    /// Print the summary as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Keep a `\r` before each line's `\n` (by default CRLF lines lose both).
+    #[arg(long, conflicts_with = "count")]
+    pub(crate) keep_cr: bool,
 }
 
 /// `tierlog consume`.

@@ -1,19 +1,21 @@
 //! `tierlog produce`: appends lines of stdin or a file, or synthetic records, in batches,
 //! optionally rate-limited.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use bytes::Bytes;
-use tier_core::{Offset, OffsetRange, Timestamp};
+use futures::FutureExt;
+use tier_core::{OffsetRange, Timestamp, TopicName};
 use tier_router::{NewRecord, Topic};
 use tokio::sync::mpsc;
 
 use crate::cli::ProduceArgs;
 use crate::cmd::Ctx;
-use crate::units::{format_size, parse_size, rates};
+use crate::units::{count, format_size, parse_size, rates};
 use crate::{exit, store};
 
 /// Lines buffered between the reading thread and the appender.
@@ -43,6 +45,9 @@ pub(crate) struct Produced {
     pub(crate) range: Option<OffsetRange>,
 }
 
+/// Exit code after Ctrl-C (128 + SIGINT), as shells report it.
+const INTERRUPTED: u8 = 130;
+
 /// Runs the command.
 pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
@@ -50,41 +55,116 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(exit::usage("--rate must be a positive number of records per second"));
     }
+    let mut acks = open_acks(args.acks.as_deref())?;
     let input = match args.count {
         Some(count) => Input::Synthetic {
             next: 0,
             count,
             size: usize::try_from(size).map_err(|_| exit::usage("--size is too large"))?,
         },
-        None => Input::Lines(spawn_line_reader(args.file.clone())?),
+        None => Input::Lines(spawn_line_reader(args.file.clone(), !args.keep_cr)?),
     };
+    // Polled once here so the handler is installed before the first record is read:
+    // from now on Ctrl-C ends the run with a report instead of killing the process.
+    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    if let Some(result) = (&mut ctrl_c).now_or_never() {
+        result.context("installing the Ctrl-C handler")?;
+    }
     let store = store::open(ctx.config(), vec![name.clone()], true).await?;
     let started = Instant::now();
     let result = async {
         let topic = store.topic(name.as_str()).await?;
         let bar = ctx.progress.bar(args.count, "producing", "records");
-        let produced = produce(&topic, input, &args, &|n| bar.inc(n)).await;
+        let run = produce(&topic, input, &args, &mut acks, ctrl_c, &|n| bar.inc(n)).await;
         bar.finish_and_clear();
-        anyhow::Ok(produced?)
+        // Committed records the cold tier does not hold yet (None without cold).
+        let not_in_cold = match topic.ranges().await {
+            Ok(r) => r.cold.map(|c| r.committed.saturating_sub(c.end)),
+            Err(_) => None,
+        };
+        anyhow::Ok((run, not_in_cold))
     }
     .await;
     store.close().await;
-    let produced = result?;
+    let (run, not_in_cold) = result?;
+    let produced = &run.produced;
+    let stored = match produced.range {
+        Some(r) => format!("{} acknowledged at offsets {r}", count(produced.records, "record")),
+        None => "no records acknowledged".to_owned(),
+    };
+    if let Some(e) = run.error {
+        return Err(e.context(format!("{stored}, then")));
+    }
     let secs = started.elapsed().as_secs_f64();
-    let (rps, mbps) = rates(produced.records, produced.bytes, secs);
-    let offsets = produced.range.map_or_else(|| "none".to_owned(), |r| r.to_string());
-    println!(
-        "produced {} records ({}) to {} at offsets {offsets} in {secs:.2} s: {rps:.0} records/s, {mbps:.2} MB/s",
-        produced.records,
-        format_size(produced.bytes),
-        name
-    );
+    print_summary(&name, produced, secs, run.interrupted, not_in_cold, args.json)?;
+    if run.interrupted {
+        eprintln!("interrupted: {stored}; the store was closed");
+        return Ok(INTERRUPTED);
+    }
     Ok(exit::OK)
 }
 
-/// Reads lines (without their `\n`) on a thread, so a blocked stdin never blocks the
+/// Prints what a run stored, as text or one JSON object.
+fn print_summary(
+    name: &TopicName,
+    produced: &Produced,
+    secs: f64,
+    interrupted: bool,
+    not_in_cold: Option<u64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let (rps, mbps) = rates(produced.records, produced.bytes, secs);
+    if json {
+        let summary = serde_json::json!({
+            "topic": name.as_str(),
+            "records": produced.records,
+            "bytes": produced.bytes,
+            "start": produced.range.map(|r| r.start),
+            "end": produced.range.map(|r| r.end),
+            "seconds": secs,
+            "interrupted": interrupted,
+            "not_in_cold": not_in_cold,
+        });
+        println!("{}", serde_json::to_string(&summary)?);
+        return Ok(());
+    }
+    let offsets = produced.range.map_or_else(|| "none".to_owned(), |r| r.to_string());
+    let cold = match not_in_cold {
+        Some(0) | None => String::new(),
+        Some(n) => format!("; {} not yet in cold (`tierlog export` uploads them)", count(n, "record")),
+    };
+    println!(
+        "produced {} ({}) to {name} at offsets {offsets} in {secs:.2} s: {rps:.0} records/s, {mbps:.2} MB/s{cold}",
+        count(produced.records, "record"),
+        format_size(produced.bytes),
+    );
+    Ok(())
+}
+
+/// Where acknowledgements go: nowhere, stdout (`-`) or a file created (truncated) now.
+fn open_acks(path: Option<&Path>) -> anyhow::Result<Option<Box<dyn Write + Send>>> {
+    Ok(match path {
+        None => None,
+        Some(p) if p == Path::new("-") => Some(Box::new(std::io::stdout())),
+        Some(p) => Some(Box::new(
+            std::fs::File::create(p).with_context(|| format!("cannot create --acks file {}", p.display()))?,
+        )),
+    })
+}
+
+/// Writes one acknowledged batch as a JSON line and flushes it.
+fn write_ack(out: &mut dyn Write, range: OffsetRange) -> std::io::Result<()> {
+    let line = serde_json::json!({ "start": range.start, "end": range.end, "count": range.len() });
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
+/// Reads lines (without their `\n`, and without a `\r` before it when `strip_cr`) on a thread, so a blocked stdin never blocks the
 /// runtime.
-fn spawn_line_reader(file: Option<PathBuf>) -> anyhow::Result<mpsc::Receiver<std::io::Result<Vec<u8>>>> {
+fn spawn_line_reader(
+    file: Option<PathBuf>,
+    strip_cr: bool,
+) -> anyhow::Result<mpsc::Receiver<std::io::Result<Vec<u8>>>> {
     let source: Box<dyn Read + Send> = match &file {
         Some(path) => Box::new(
             std::fs::File::open(path)
@@ -102,6 +182,9 @@ fn spawn_line_reader(file: Option<PathBuf>) -> anyhow::Result<mpsc::Receiver<std
                 Ok(_) => {
                     if line.last() == Some(&b'\n') {
                         line.pop();
+                        if strip_cr && line.last() == Some(&b'\r') {
+                            line.pop();
+                        }
                     }
                     if tx.blocking_send(Ok(line)).is_err() {
                         return;
@@ -149,27 +232,53 @@ pub(crate) fn synthetic_payload(i: u64, size: usize) -> Bytes {
     Bytes::from(payload)
 }
 
+/// How a produce loop ended.
+struct RunOutcome {
+    /// What was acknowledged.
+    produced: Produced,
+    /// Ctrl-C stopped it.
+    interrupted: bool,
+    /// The error that stopped it, after `produced` was acknowledged.
+    error: Option<anyhow::Error>,
+}
+
 /// Appends everything `input` yields, in batches of `args.batch` (fewer under a low
-/// `--rate`, so the limit is smooth), calling `progress` with each batch's size.
+/// `--rate`, so the limit is smooth), calling `progress` with each batch's size and
+/// writing each acknowledged batch to `acks`, until the input ends, `ctrl_c` fires
+/// (between batches: an append under way is awaited) or an error.
 async fn produce(
     topic: &Topic,
     mut input: Input,
     args: &ProduceArgs,
+    acks: &mut Option<Box<dyn Write + Send>>,
+    mut ctrl_c: Pin<Box<impl Future<Output = std::io::Result<()>>>>,
     progress: &dyn Fn(u64),
-) -> anyhow::Result<Produced> {
+) -> RunOutcome {
     let mut max = usize::try_from(args.batch).unwrap_or(usize::MAX);
     if let Some(rate) = args.rate {
         max = max.min(((rate / 10.0).ceil() as usize).max(1));
     }
     let key = args.key.clone().map(Bytes::from);
     let started = tokio::time::Instant::now();
-    let mut produced = Produced::default();
-    let mut first: Option<Offset> = None;
+    let mut outcome = RunOutcome { produced: Produced::default(), interrupted: false, error: None };
+    let produced = &mut outcome.produced;
     loop {
-        let payloads = next_batch(&mut input, max).await?;
-        if payloads.is_empty() {
-            break;
-        }
+        let payloads = tokio::select! {
+            biased;
+            _ = &mut ctrl_c => {
+                outcome.interrupted = true;
+                break;
+            }
+            payloads = next_batch(&mut input, max) => payloads,
+        };
+        let payloads = match payloads {
+            Ok(p) if p.is_empty() => break,
+            Ok(p) => p,
+            Err(e) => {
+                outcome.error = Some(e);
+                break;
+            }
+        };
         let count = payloads.len() as u64;
         let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
         let now = now_ms();
@@ -177,18 +286,37 @@ async fn produce(
             .into_iter()
             .map(|payload| NewRecord { timestamp: now, key: key.clone(), headers: Vec::new(), payload })
             .collect();
-        let range = append(topic, records).await?;
-        first.get_or_insert(range.start);
-        produced.range = Some(OffsetRange::new(first.unwrap_or(range.start), range.end));
+        let range = match append(topic, records).await {
+            Ok(range) => range,
+            Err(e) => {
+                outcome.error = Some(e);
+                break;
+            }
+        };
+        let first = produced.range.map_or(range.start, |r| r.start);
+        produced.range = Some(OffsetRange::new(first, range.end));
         produced.records += count;
         produced.bytes += bytes;
         progress(count);
+        if let Some(out) = acks.as_mut()
+            && let Err(e) = write_ack(out.as_mut(), range)
+        {
+            outcome.error = Some(anyhow::Error::new(e).context("writing --acks"));
+            break;
+        }
         if let Some(rate) = args.rate {
             let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
-            tokio::time::sleep_until(due).await;
+            tokio::select! {
+                biased;
+                _ = &mut ctrl_c => {
+                    outcome.interrupted = true;
+                    break;
+                }
+                () = tokio::time::sleep_until(due) => {}
+            }
         }
     }
-    Ok(produced)
+    outcome
 }
 
 /// Appends `records` (the library counts the append metrics).

@@ -4,6 +4,7 @@
 mod bad_input;
 mod compound;
 mod metrics;
+mod produce;
 mod roundtrip;
 mod servers;
 mod support;

@@ -1,9 +1,8 @@
 //! produce → consume, status, export, recover, config and demo.
 
 use std::io::Write;
-use std::process::Stdio;
 
-use crate::support::{lines_file, ok, run, stderr, tierlog, workdir};
+use crate::support::{lines_file, ok, run, spawn_piped, stderr, tierlog, workdir};
 
 #[test]
 fn produce_and_consume_round_trip_100k_lines_through_pipes() {
@@ -17,13 +16,7 @@ fn produce_and_consume_round_trip_100k_lines_through_pipes() {
             _ => input.extend_from_slice(format!("message {i}\n").as_bytes()),
         }
     }
-    let mut producer = tierlog(dir.path())
-        .args(["produce", "orders", "--batch", "5000"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn produce");
+    let mut producer = spawn_piped(dir.path(), &["produce", "orders", "--batch", "5000"]);
     let mut stdin = producer.stdin.take().expect("stdin");
     let data = input.clone();
     let writer = std::thread::spawn(move || stdin.write_all(&data));

@@ -43,3 +43,14 @@ pub(crate) fn lines_file(dir: &Path, name: &str, n: usize) -> Vec<u8> {
     std::fs::write(dir.join(name), &text).expect("write input");
     text.into_bytes()
 }
+
+/// Spawns `tierlog args…` in `dir` with stdin, stdout and stderr piped.
+pub(crate) fn spawn_piped(dir: &Path, args: &[&str]) -> std::process::Child {
+    tierlog(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tierlog")
+}
