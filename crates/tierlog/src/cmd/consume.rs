@@ -99,7 +99,9 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
         )),
         None => Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
-    let store = store::open(ctx.config(), vec![name.clone()], false).await?;
+    // No topic named at open: a reader must not create (or write state for) the topic
+    // it asks for; `existing_topic` refuses one nothing holds.
+    let store = store::open(ctx.config(), Vec::new(), false).await?;
     let result = consume(ctx, &store, &args, start, out.as_mut()).await;
     store.close().await;
     let count = match result {
@@ -126,7 +128,12 @@ async fn consume(
     start: FromArg,
     out: &mut dyn Write,
 ) -> anyhow::Result<u64> {
-    let topic = store.topic(&args.topic).await?;
+    let topic = store.existing_topic(&args.topic).await.map_err(|e| match e.kind() {
+        tier_core::ErrorKind::NotFound => {
+            anyhow!("topic '{}' does not exist: no tier holds any of it", args.topic)
+        }
+        _ => anyhow::Error::new(e),
+    })?;
     let end = topic.high_watermark();
     let start = match start {
         FromArg::At(start) => start,

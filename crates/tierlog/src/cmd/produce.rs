@@ -10,7 +10,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use futures::FutureExt;
 use tier_core::{OffsetRange, Timestamp, TopicName};
-use tier_router::{NewRecord, Topic};
+use tier_router::{NewRecord, RecordBatchBuilder, TieredStore, Topic};
 use tokio::sync::mpsc;
 
 use crate::cli::ProduceArgs;
@@ -70,30 +70,28 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     if let Some(result) = (&mut ctrl_c).now_or_never() {
         result.context("installing the Ctrl-C handler")?;
     }
-    let store = store::open(ctx.config(), vec![name.clone()], true).await?;
+    // The topic is opened with its first batch (see `produce`), not at open.
+    let store = store::open(ctx.config(), Vec::new(), true).await?;
     let started = Instant::now();
-    let result = async {
-        let topic = store.topic(name.as_str()).await?;
-        let bar = ctx.progress.bar(args.count, "producing", "records");
-        let run = produce(&topic, input, &args, &mut acks, ctrl_c, &|n| bar.inc(n)).await;
-        bar.finish_and_clear();
-        // Committed records the cold tier does not hold yet (None without cold).
-        let not_in_cold = match topic.ranges().await {
-            Ok(r) => r.cold.map(|c| r.committed.saturating_sub(c.end)),
-            Err(_) => None,
-        };
-        anyhow::Ok((run, not_in_cold))
-    }
-    .await;
+    let bar = ctx.progress.bar(args.count, "producing", "records");
+    let mut topic = None;
+    let run = produce(&store, &name, &mut topic, input, &args, &mut acks, ctrl_c, &|n| bar.inc(n)).await;
+    bar.finish_and_clear();
+    // Committed records the cold tier does not hold yet (None without cold).
+    let not_in_cold = match &topic {
+        Some(topic) => {
+            topic.ranges().await.ok().and_then(|r| r.cold.map(|c| r.committed.saturating_sub(c.end)))
+        }
+        None => None,
+    };
     store.close().await;
-    let (run, not_in_cold) = result?;
     let produced = &run.produced;
     let stored = match produced.range {
         Some(r) => format!("{} acknowledged at offsets {r}", count(produced.records, "record")),
         None => "no records acknowledged".to_owned(),
     };
     if let Some(e) = run.error {
-        return Err(e.context(format!("{stored}, then")));
+        return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
     }
     let secs = started.elapsed().as_secs_f64();
     print_summary(&name, produced, secs, run.interrupted, not_in_cold, args.json)?;
@@ -245,9 +243,13 @@ struct RunOutcome {
 /// Appends everything `input` yields, in batches of `args.batch` (fewer under a low
 /// `--rate`, so the limit is smooth), calling `progress` with each batch's size and
 /// writing each acknowledged batch to `acks`, until the input ends, `ctrl_c` fires
-/// (between batches: an append under way is awaited) or an error.
+/// (between batches: an append under way is awaited) or an error. `topic` is opened
+/// once the first batch is known to fit, so that a refused write leaves no trace.
+#[expect(clippy::too_many_arguments, reason = "one call site; the pieces are the run's parts")]
 async fn produce(
-    topic: &Topic,
+    store: &TieredStore,
+    name: &TopicName,
+    topic: &mut Option<Topic>,
     mut input: Input,
     args: &ProduceArgs,
     acks: &mut Option<Box<dyn Write + Send>>,
@@ -282,11 +284,23 @@ async fn produce(
         let count = payloads.len() as u64;
         let bytes: u64 = payloads.iter().map(|p| p.len() as u64).sum();
         let now = now_ms();
-        let records = payloads
+        let records: Vec<NewRecord> = payloads
             .into_iter()
             .map(|payload| NewRecord { timestamp: now, key: key.clone(), headers: Vec::new(), payload })
             .collect();
-        let range = match append(topic, records).await {
+        let opened = match topic.take() {
+            Some(t) => t,
+            None => match open_checked(store, name, &records).await {
+                Ok(t) => t,
+                Err(e) => {
+                    outcome.error = Some(e);
+                    break;
+                }
+            },
+        };
+        let appended = append(&opened, records).await;
+        *topic = Some(opened);
+        let range = match appended {
             Ok(range) => range,
             Err(e) => {
                 outcome.error = Some(e);
@@ -317,6 +331,19 @@ async fn produce(
         }
     }
     outcome
+}
+
+/// Opens topic `name` once `records`, its first batch, are known to fit in one batch (the
+/// check [`Topic::append`] makes): opening records the topic in the state directory, and a
+/// refused write must leave no trace.
+async fn open_checked(store: &TieredStore, name: &TopicName, records: &[NewRecord]) -> anyhow::Result<Topic> {
+    let mut builder = RecordBatchBuilder::new();
+    for r in records {
+        builder
+            .push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload)
+            .with_context(|| format!("appending to {name}: refused, nothing was written"))?;
+    }
+    Ok(store.topic(name.as_str()).await?)
 }
 
 /// Appends `records` (the library counts the append metrics).

@@ -74,3 +74,35 @@ fn crlf_lines_lose_the_cr_unless_kept() {
     ok(dir.path(), &["produce", "k", "--file", "crlf.txt", "--keep-cr"]);
     assert_eq!(ok(dir.path(), &["consume", "k"]), "one\r\ntwo\r\n");
 }
+
+/// The files under `dir/data` (the lock file aside).
+fn data_files(dir: &std::path::Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.join("data")];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if !path.ends_with(".lock") {
+                files.push(path.strip_prefix(dir).expect("under dir").display().to_string());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn an_unknown_topic_is_an_error_and_neither_a_read_nor_a_refused_write_leaves_files() {
+    let dir = workdir();
+    let out = run(dir.path(), &["consume", "nosuchtopic"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("topic 'nosuchtopic' does not exist"), "{err}");
+    assert_eq!(data_files(dir.path()), Vec::<String>::new());
+    let out = run(dir.path(), &["produce", "big", "--count", "1", "--size", "65MiB"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused, nothing was written"), "{err}");
+    assert_eq!(data_files(dir.path()), Vec::<String>::new());
+}
