@@ -487,13 +487,33 @@ impl Writer {
             let reply = if committed {
                 Ok(range)
             } else {
-                let message = format!(
-                    "not acknowledged: the records keep offsets {range} and become readable only once every \
-                     write tier holds them"
-                );
+                let message = self.refused_message(range);
                 Err(not_acknowledged(self.ctx().offset(range.start), message, errors.as_ref()))
             };
             let _ = done.send(reply);
+        }
+    }
+
+    /// What a producer is told of its batch at `range` that was not committed, by where
+    /// the batch is: only a WAL copy keeps its offsets (the WAL cannot renumber or remove
+    /// it, and it commits once warm holds it too). A batch the WAL does not hold is stored
+    /// nowhere that lasts: a reopened writer continues from the WAL's end, so its offsets
+    /// go to later records — unless warm took it, and recovery may commit it from warm.
+    fn refused_message(&self, range: OffsetRange) -> String {
+        let pending = self.pending.iter().find(|p| p.batch.base_offset() == range.start);
+        match pending {
+            Some(p) if p.in_wal => format!(
+                "not acknowledged: the WAL holds the records at offsets {range}; they become readable only once \
+                 every write tier holds them"
+            ),
+            Some(p) if p.in_warm && self.tiers.warm.is_some() => format!(
+                "not acknowledged: the WAL did not store the records; warm holds them at offsets {range}, and \
+                 recovery after a restart may commit them there"
+            ),
+            _ => format!(
+                "not written: the WAL did not store the records, so they hold no offsets; offsets {range} go to \
+                 the next records written"
+            ),
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod compound;
+mod full_disk;
 mod metrics;
 mod produce;
 mod roundtrip;
