@@ -36,7 +36,7 @@ pub(crate) async fn connect(config: &WarmConfig, ctx: &ErrorContext) -> Result<C
     let init = tokio::time::timeout(timeout, client.init()).await;
     let result = match init {
         Ok(Ok(_task)) => Ok(()),
-        Ok(Err(e)) => Err(map_fred(ctx.clone(), "connecting", e)),
+        Ok(Err(e)) => Err(connect_error(ctx.clone(), config, e)),
         Err(_) => Err(TierError::unavailable(
             ctx.clone(),
             format!("no connection to {} within {timeout:?}", describe_urls(config)),
@@ -48,6 +48,28 @@ pub(crate) async fn connect(config: &WarmConfig, ctx: &ErrorContext) -> Result<C
         return Err(e);
     }
     Ok(client)
+}
+
+/// Why `connect` failed, naming the servers (passwords redacted): a refused connection
+/// as "connection refused" rather than the socket error's debug form, and a wrong
+/// password or user as an authentication failure (`InvalidInput`: retrying will not help).
+fn connect_error(ctx: ErrorContext, config: &WarmConfig, e: FredError) -> TierError {
+    let urls = describe_urls(config);
+    let details = e.details().to_owned();
+    let auth = matches!(e.kind(), FredErrorKind::Auth)
+        || ["WRONGPASS", "NOAUTH", "invalid password", "invalid username-password"]
+            .iter()
+            .any(|m| details.contains(m));
+    if auth {
+        let message = format!("authentication failed at {urls} (check warm.username and warm.password)");
+        return TierError::invalid(ctx, message).with_source(e);
+    }
+    if matches!(e.kind(), FredErrorKind::IO) && details.contains("ConnectionRefused") {
+        // fred's text is the socket error's debug form; its kind says it all.
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        return TierError::unavailable(ctx, format!("connecting to {urls}")).with_source(refused);
+    }
+    map_fred(ctx, &format!("connecting to {urls}"), e)
 }
 
 fn describe_urls(config: &WarmConfig) -> String {

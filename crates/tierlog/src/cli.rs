@@ -32,20 +32,23 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// The help heading of the options every subcommand takes, apart from its own.
+const GLOBAL: &str = "Global options";
+
 /// Options every subcommand takes.
 #[derive(Debug, Args)]
 pub(crate) struct Global {
     /// Configuration file (TOML). Default: ./tierlog.toml if present, else embedded defaults.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     pub(crate) config: Option<PathBuf>,
     /// Data directory: WAL in DIR/hot, a local cold tier in DIR/cold, checkpoints in DIR/router.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub(crate) data_dir: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics while the command runs.
-    #[arg(long, global = true, value_name = "ADDR")]
+    #[arg(long, global = true, value_name = "ADDR", help_heading = GLOBAL)]
     pub(crate) metrics_addr: Option<SocketAddr>,
     /// Never show progress bars (they are hidden anyway when stderr is not a terminal).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) no_progress: bool,
 }
 

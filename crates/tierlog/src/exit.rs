@@ -41,11 +41,22 @@ pub(crate) fn code_for(error: &anyhow::Error) -> u8 {
 pub(crate) fn one_line(error: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in error.chain() {
-        let text = cause.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = plain(cause).split_whitespace().collect::<Vec<_>>().join(" ");
         // Skip a cause the previous message already quotes in full.
         if !parts.last().is_some_and(|p| p.contains(&text)) {
             parts.push(text);
         }
     }
     format!("error: {}", parts.join(": "))
+}
+
+/// A cause's text, with the library's `fenced:` (its error kind for "another writer or
+/// other data holds this position, or the topic refuses writes until an operator
+/// decides") said as `refused:`.
+fn plain(cause: &(dyn std::error::Error + 'static)) -> String {
+    let text = cause.to_string();
+    match cause.downcast_ref::<tier_core::TierError>() {
+        Some(e) if e.kind() == tier_core::ErrorKind::Fenced => text.replacen(": fenced: ", ": refused: ", 1),
+        _ => text,
+    }
 }

@@ -39,7 +39,7 @@ pub(crate) async fn run(ctx: &Ctx, args: VerifyArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let warm = match &config.warm {
-        Some(w) => Some(WarmTier::connect(w.clone()).await.context("warm tier unreachable")?),
+        Some(w) => Some(WarmTier::connect(w.clone()).await.context("connecting to the warm tier")?),
         None => None,
     };
     let topics = match &args.topic {

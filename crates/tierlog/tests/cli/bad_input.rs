@@ -96,6 +96,30 @@ fn an_unreachable_valkey_is_one_clear_error() {
     );
 }
 
+#[test]
+fn a_refused_valkey_connection_names_the_url_without_its_password() {
+    let dir = workdir();
+    std::fs::write(
+        dir.path().join("warm.toml"),
+        "[hot]\n[warm]\nurls = [\"redis://:hunter2@127.0.0.1:1\"]\nconnect_timeout = \"500ms\"\n\
+         [warm.reconnect]\nmax_attempts = 1\n",
+    )
+    .expect("write");
+    let out = run(dir.path(), &["--config", "warm.toml", "produce", "t", "--count", "1"]);
+    assert_one_error_line(&out, 1, "connecting to redis://:***@127.0.0.1:1: connection refused");
+    let err = stderr(&out);
+    assert!(!err.contains("hunter2") && !err.contains("Os {"), "{err}");
+}
+
+#[test]
+fn global_options_have_their_own_help_heading() {
+    let dir = workdir();
+    let help = ok(dir.path(), &["produce", "--help"]);
+    let (own, global) = help.split_once("Global options:").expect("a Global options heading");
+    assert!(own.contains("--acks") && !own.contains("--data-dir") && !own.contains("--config"), "{help}");
+    assert!(global.contains("--data-dir") && global.contains("--no-progress"), "{help}");
+}
+
 /// Under `warm_failure_policy = "degrade"` an unreachable Valkey does not stop the
 /// program, as it does not stop the library: the store opens degraded (the WAL alone
 /// acknowledges; warm is back-filled once it answers) and the records are read back.

@@ -83,6 +83,8 @@ fn a_lost_wal_and_state_directory_need_an_operator_decision() {
     let out = run(d, &["produce", "t", "--count", "1", "--size", "50"]);
     assert!(!out.status.success(), "an offset cold does not hold may have been acknowledged");
     assert!(stderr(&out).contains("--resume-at"), "the error names the decision: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(": refused: ") && !err.contains("fenced"), "plain words, not jargon: {err}");
     let out = run(d, &["recover", "--topic", "t", "--resume-at", "9999"]);
     assert!(!out.status.success(), "below what cold holds: {}", stderr(&out));
 

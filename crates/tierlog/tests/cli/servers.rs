@@ -41,3 +41,24 @@ fn demo_against_valkey_and_s3_reads_from_all_three_tiers() {
     assert!(text.contains("20000 records,"), "{text}");
     drop((valkey, s3));
 }
+
+/// A wrong user or password is an authentication failure naming the server, not "warm
+/// tier unreachable", and the password is never printed.
+#[test]
+fn a_wrong_valkey_password_says_authentication_failed() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let valkey = rt.block_on(SharedValkey::get()).expect("Valkey (see docs/testing.md for what to install)");
+    let dir = workdir();
+    let url = valkey.primary_url().replacen("redis://", "redis://nosuchuser:hunter2@", 1);
+    std::fs::write(dir.path().join("w.toml"), format!("[hot]\n[warm]\nurls = [\"{url}\"]\n")).expect("write");
+    for command in ["produce", "verify"] {
+        let args: &[&str] =
+            if command == "produce" { &["produce", "t", "--count", "1"] } else { &["verify"] };
+        let out = run(dir.path(), &[&["--config", "w.toml"][..], args].concat());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("authentication failed at redis://nosuchuser:***@"), "{command}: {err}");
+        assert!(!err.contains("hunter2") && !err.contains("unreachable"), "{command}: {err}");
+    }
+    drop(valkey);
+}
