@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::store::{StoreInner, TieredStore};
+use crate::topic::TopicCore;
 
 /// A segment the exporter stored in cold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -370,11 +371,32 @@ impl TieredStore {
     /// Returns the deleted segments, which are counted in `tierlog_deleted_segments_total`
     /// and `_bytes_total` — this is what the background deleter runs, every
     /// `retention_interval` — inside a `wal_retention` tracing span.
-    #[tracing::instrument(name = "wal_retention", skip_all, fields(deleted = tracing::field::Empty))]
     pub async fn run_retention_now(&self, now: SystemTime) -> Result<Vec<SegmentInfo>, TierError> {
+        let cores = self.cores().await;
+        self.retention_of(cores, now).await
+    }
+
+    /// [`run_retention_now`](Self::run_retention_now) for topic `topic` alone (opening
+    /// it): no other topic's segments are deleted.
+    pub async fn run_topic_retention_now(
+        &self,
+        topic: impl IntoTopicName,
+        now: SystemTime,
+    ) -> Result<Vec<SegmentInfo>, TierError> {
+        let topic = self.topic(topic).await?;
+        self.retention_of(vec![Arc::clone(&topic.core)], now).await
+    }
+
+    /// WAL retention over the segments of `cores` only.
+    #[tracing::instrument(name = "wal_retention", skip_all, fields(deleted = tracing::field::Empty))]
+    async fn retention_of(
+        &self,
+        cores: Vec<Arc<TopicCore>>,
+        now: SystemTime,
+    ) -> Result<Vec<SegmentInfo>, TierError> {
         type Allowed = (Offset, Option<OffsetRange>, Vec<OffsetRange>);
         let mut allowed: HashMap<TopicName, Allowed> = HashMap::new();
-        for core in self.cores().await {
+        for core in cores {
             let cold = match &self.inner.tiers.cold {
                 Some(c) => Some(c.range(&core.name).await?),
                 None => None,
@@ -423,10 +445,24 @@ impl TieredStore {
     /// without cold, warm then keeps everything (it may be the only copy below the
     /// WAL's start). Returns the trim offset applied per topic.
     pub async fn trim_warm_now(&self) -> Result<Vec<(TopicName, Offset)>, TierError> {
+        let cores = self.cores().await;
+        self.trim_warm_of(cores).await
+    }
+
+    /// [`trim_warm_now`](Self::trim_warm_now) for topic `topic` alone (opening it): the
+    /// trim offset applied, if any; no other topic is trimmed.
+    pub async fn trim_topic_warm_now(&self, topic: impl IntoTopicName) -> Result<Option<Offset>, TierError> {
+        let topic = self.topic(topic).await?;
+        let trimmed = self.trim_warm_of(vec![Arc::clone(&topic.core)]).await?;
+        Ok(trimmed.into_iter().next().map(|(_, at)| at))
+    }
+
+    /// Warm trimming over `cores` only.
+    async fn trim_warm_of(&self, cores: Vec<Arc<TopicCore>>) -> Result<Vec<(TopicName, Offset)>, TierError> {
         let Some(warm) = self.inner.tiers.warm.clone() else { return Ok(Vec::new()) };
         let keep = self.config().max_cached_closed_segments;
         let mut trimmed = Vec::new();
-        for core in self.cores().await {
+        for core in cores {
             let sealed = self.hot().sealed_segments(&core.name);
             let mut point = if sealed.len() >= keep {
                 sealed[sealed.len() - keep].range.start

@@ -144,3 +144,32 @@ async fn the_reservation_stays_ahead_of_every_acknowledged_offset() {
     store.close().await;
     assert_eq!(reserved(), 5000, "close lowers the reservation to the commit point");
 }
+
+/// Per-topic retention and warm trimming touch that topic alone: another topic's
+/// exported segments stay in the WAL and its warm copy stays whole.
+#[tokio::test]
+async fn per_topic_retention_and_trim_leave_other_topics_alone() {
+    let d = Deployment::new(Tiers::HotWarmCold, ColdOn::Local).await;
+    let store = d.open(&[]).await;
+    let mut names = Vec::new();
+    for name in ["mine", "theirs"] {
+        let topic = store.topic(name).await.unwrap();
+        append_range(&topic, 0, 100, 10).await;
+        store.wal().rotate(topic.name()).await.unwrap();
+        append_range(&topic, 100, 200, 10).await;
+        assert_eq!(store.export_now(name).await.unwrap().len(), 2);
+        names.push(topic);
+    }
+    let later = SystemTime::now() + Duration::from_secs(48 * 3600);
+    let deleted = store.run_topic_retention_now("mine", later).await.unwrap();
+    assert_eq!(
+        deleted.iter().map(|s| (s.topic.as_str(), s.range)).collect::<Vec<_>>(),
+        vec![("mine", r(0, 100)), ("mine", r(100, 200))]
+    );
+    assert_eq!(store.trim_topic_warm_now("mine").await.unwrap(), Some(200));
+    let (mine, theirs) = (names[0].ranges().await.unwrap(), names[1].ranges().await.unwrap());
+    assert_eq!(mine.hot.start, 200);
+    assert_eq!(theirs.hot, r(0, 200), "the other topic's WAL is untouched");
+    assert_eq!(theirs.warm, Some(r(0, 200)), "the other topic's warm copy is untouched");
+    store.close().await;
+}

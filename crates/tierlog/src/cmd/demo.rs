@@ -16,7 +16,7 @@ use crate::cli::DemoArgs;
 use crate::cmd::Ctx;
 use crate::cmd::produce::{append, now_ms, synthetic_payload};
 use crate::cmd::status::render_table;
-use crate::units::{format_size, rates};
+use crate::units::{count, format_size, rates};
 use crate::{exit, store};
 
 /// WAL segment size of the demo (small, so that ~10 MB make dozens of segments).
@@ -115,17 +115,16 @@ async fn demo(store: &TieredStore, config: &StoreConfig, args: &DemoArgs) -> any
 
     // Export, trim warm, prune the WAL.
     let exported = store.export_now(&name).await.context("exporting")?;
-    let trimmed = store.trim_warm_now().await.context("trimming warm")?;
-    let deleted = store.run_retention_now(SystemTime::now()).await.context("running retention")?;
-    let trim = trimmed
-        .iter()
-        .find(|(t, _)| t.as_str() == name)
-        .map(|(_, o)| format!(", warm trimmed below offset {o}"));
+    // The demo's own topic only: other topics in the data directory are left as they are.
+    let trimmed = store.trim_topic_warm_now(&name).await.context("trimming warm")?;
+    let deleted =
+        store.run_topic_retention_now(&name, SystemTime::now()).await.context("running retention")?;
+    let trim = trimmed.map(|o| format!(", warm trimmed below offset {o}"));
     out.push_str(&format!(
-        "export   {} segments to cold{}; retention deleted {} WAL segments\n",
-        exported.len(),
+        "export   {} to cold{}; retention deleted {}\n",
+        count(exported.len() as u64, "segment"),
         trim.unwrap_or_default(),
-        deleted.len()
+        count(deleted.len() as u64, "WAL segment")
     ));
     let r = topic.ranges().await?;
     let show = |r: Option<OffsetRange>| r.map_or_else(|| "off".to_owned(), |r| r.to_string());

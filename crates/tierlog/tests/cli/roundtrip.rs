@@ -134,3 +134,23 @@ fn demo_completes_and_prints_the_tier_table() {
     assert!(text.contains("records/s"), "{text}");
     assert!(text.contains("(offset 25000)"), "{text}");
 }
+
+/// `demo` exports, trims and prunes its own topic only: a user topic's exported WAL
+/// segments (due under the demo's small retention) stay where they are.
+#[test]
+fn demo_leaves_other_topics_alone() {
+    let dir = workdir();
+    let small = |args: &[&str]| {
+        let out =
+            tierlog(dir.path()).args(args).env("TIERLOG_HOT__SEGMENT_BYTES", "64KiB").output().expect("runs");
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    small(&["produce", "user", "--count", "20000", "--size", "100"]);
+    small(&["export", "user"]);
+    let wal = || std::fs::read_dir(dir.path().join("data/hot/user")).expect("user's WAL").count();
+    let before = wal();
+    assert!(before > 8, "enough segments for the demo's retention to want some: {before}");
+    ok(dir.path(), &["demo", "--records", "2000"]);
+    assert_eq!(wal(), before, "the demo deleted another topic's WAL segments");
+    assert_eq!(ok(dir.path(), &["consume", "user", "--from", "0", "--max", "1"]).lines().count(), 1);
+}
