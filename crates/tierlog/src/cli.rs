@@ -66,6 +66,9 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Seal the active WAL segment and upload every sealed segment cold lacks.
     Export(ExportArgs),
+    /// Once, what a running store's background tasks do: export (when cold is
+    /// configured), then WAL retention and warm trimming; then exit.
+    Maintain(ExportArgs),
     /// Check every WAL segment and cold object (CRCs, index, footer) and continuity
     /// across the tiers, without opening the store.
     Verify(VerifyArgs),

@@ -1,17 +1,31 @@
 //! `tierlog export`: seals each topic's active WAL segment and uploads every sealed
-//! segment the cold tier does not hold yet.
+//! segment the cold tier does not hold yet. `tierlog maintain`: the same, then WAL
+//! retention and warm trimming once — what a long-running store's background tasks do.
+
+use std::time::SystemTime;
 
 use anyhow::bail;
+use tier_core::TopicName;
+use tier_router::TieredStore;
 
 use crate::cli::ExportArgs;
 use crate::cmd::{Ctx, inspect};
-use crate::units::format_size;
+use crate::units::{count, format_size};
 use crate::{exit, store};
 
+/// Which command runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `export`: upload only (needs cold).
+    Export,
+    /// `maintain`: upload (when cold is configured), then retention and warm trimming.
+    Maintain,
+}
+
 /// Runs the command.
-pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
+pub(crate) async fn run(ctx: &Ctx, args: ExportArgs, mode: Mode) -> anyhow::Result<u8> {
     let config = ctx.config();
-    if config.cold.is_none() {
+    if config.cold.is_none() && mode == Mode::Export {
         bail!("the cold tier is not configured (no [cold] table), so there is nothing to export to");
     }
     let topics = match &args.topic {
@@ -19,49 +33,29 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
         None => inspect::wal_topics(&config.hot.data_dir)?,
     };
     let store = store::open(config, topics.clone(), false).await?;
+    let bar = ctx.progress.bar(Some(topics.len() as u64), "exporting", "topics");
     let mut stored_bytes = 0u64;
-    let result = async {
-        let bar = ctx.progress.bar(Some(topics.len() as u64), "exporting", "topics");
-        let mut lines = Vec::new();
-        let mut failed = Vec::new();
-        for name in &topics {
-            // One topic that cannot be exported (damaged, say) does not stop the others.
-            let exported = match store.export_now(name.as_str()).await {
-                Ok(exported) => exported,
-                Err(e) => {
-                    failed.push(anyhow::Error::new(e).context(format!("exporting {name}")));
-                    bar.inc(1);
-                    continue;
-                }
-            };
-            let topic = store.topic(name.as_str()).await?;
-            // The WAL keeps the segments just exported (no retention runs here).
-            let sealed = store.wal().sealed_segments(name);
-            stored_bytes += exported
-                .iter()
-                .filter_map(|e| sealed.iter().find(|s| s.range == e.range))
-                .map(|s| s.bytes)
-                .sum::<u64>();
-            let cold_end = topic.ranges().await?.cold.map_or(0, |c| c.end);
-            lines.push(format!(
-                "{name}: exported {}, cold holds offsets up to {cold_end}",
-                crate::units::count(exported.len() as u64, "segment")
-            ));
-            for seg in exported {
-                lines.push(format!("  {} {}", seg.topic, seg.range));
+    let mut lines = Vec::new();
+    let mut failed = Vec::new();
+    for name in &topics {
+        // One topic that cannot be exported (damaged, say) does not stop the others.
+        match one_topic(&store, name, mode, config.cold.is_some()).await {
+            Ok((topic_lines, bytes)) => {
+                lines.extend(topic_lines);
+                stored_bytes += bytes;
             }
-            bar.inc(1);
+            Err(e) => failed.push(e.context(format!("{} {name}", doing(mode)))),
         }
-        bar.finish_and_clear();
-        anyhow::Ok((lines, failed))
+        bar.inc(1);
     }
-    .await;
+    bar.finish_and_clear();
     store.close().await;
-    let (lines, failed) = result?;
     for line in lines {
         println!("{line}");
     }
-    println!("uploaded {}", format_size(stored_bytes));
+    if config.cold.is_some() {
+        println!("uploaded {}", format_size(stored_bytes));
+    }
     match failed.len() {
         0 => Ok(exit::OK),
         1 if topics.len() == 1 => Err(failed.into_iter().next().expect("one failure")),
@@ -72,4 +66,53 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs) -> anyhow::Result<u8> {
             Ok(exit::PROBLEMS)
         }
     }
+}
+
+fn doing(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Export => "exporting",
+        Mode::Maintain => "maintaining",
+    }
+}
+
+/// Exports `name` (when cold is configured) and, under `maintain`, runs its WAL retention
+/// and warm trimming. Returns the lines to print and the bytes uploaded.
+async fn one_topic(
+    store: &TieredStore,
+    name: &TopicName,
+    mode: Mode,
+    cold: bool,
+) -> anyhow::Result<(Vec<String>, u64)> {
+    let mut lines = Vec::new();
+    let mut stored_bytes = 0;
+    let topic = store.topic(name.as_str()).await?;
+    if cold {
+        let exported = store.export_now(name.as_str()).await?;
+        // Measured before retention, which may delete the segments just exported.
+        let sealed = store.wal().sealed_segments(name);
+        stored_bytes = exported
+            .iter()
+            .filter_map(|e| sealed.iter().find(|s| s.range == e.range))
+            .map(|s| s.bytes)
+            .sum::<u64>();
+        let cold_end = topic.ranges().await?.cold.map_or(0, |c| c.end);
+        lines.push(format!(
+            "{name}: exported {}, cold holds offsets up to {cold_end}",
+            count(exported.len() as u64, "segment")
+        ));
+        for seg in exported {
+            lines.push(format!("  {} {}", seg.topic, seg.range));
+        }
+    }
+    if mode == Mode::Maintain {
+        let deleted = store.run_topic_retention_now(name.as_str(), SystemTime::now()).await?;
+        let trimmed = store.trim_topic_warm_now(name.as_str()).await?;
+        let warm = trimmed.map(|o| format!(", warm trimmed below offset {o}")).unwrap_or_default();
+        let hot = topic.ranges().await?.hot;
+        lines.push(format!(
+            "{name}: retention deleted {}{warm}; the WAL holds {hot}",
+            count(deleted.len() as u64, "WAL segment")
+        ));
+    }
+    Ok((lines, stored_bytes))
 }
