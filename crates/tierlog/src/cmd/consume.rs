@@ -8,11 +8,12 @@ use base64::Engine;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tier_core::{Offset, Record, StartPosition, Timestamp};
-use tier_router::TieredStore;
+use tier_router::{Source, TieredStore};
 
 use crate::cli::{ConsumeArgs, Output};
 use crate::cmd::Ctx;
-use crate::{exit, store};
+use crate::cmd::demo::{Run, add_to_runs, render_runs};
+use crate::{exit, store, units};
 
 /// Where `--from` starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,10 +62,11 @@ fn bytes_json(b: &[u8]) -> Value {
     }
 }
 
-/// One record as a JSON object.
-pub(crate) fn record_json(record: &Record) -> Value {
+/// One record as a JSON object; `tier` is the tier that served it.
+pub(crate) fn record_json(record: &Record, source: Source) -> Value {
     json!({
         "offset": record.offset,
+        "tier": source.label(),
         "timestamp": record.timestamp,
         "key": record.key.as_deref().map(bytes_json),
         "headers": record.headers.iter().map(|h| json!({"name": bytes_json(&h.name), "value": bytes_json(&h.value)})).collect::<Vec<_>>(),
@@ -72,14 +74,14 @@ pub(crate) fn record_json(record: &Record) -> Value {
     })
 }
 
-fn write_record(out: &mut dyn Write, format: Output, record: &Record) -> std::io::Result<()> {
+fn write_record(out: &mut dyn Write, format: Output, record: &Record, source: Source) -> std::io::Result<()> {
     match format {
         Output::Raw => {
             out.write_all(&record.payload)?;
             out.write_all(b"\n")
         }
         Output::Json => {
-            serde_json::to_writer(&mut *out, &record_json(record))?;
+            serde_json::to_writer(&mut *out, &record_json(record, source))?;
             out.write_all(b"\n")
         }
     }
@@ -102,7 +104,8 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
     // No topic named at open: a reader must not create (or write state for) the topic
     // it asks for; `existing_topic` refuses one nothing holds.
     let store = store::open(ctx.config(), Vec::new(), false).await?;
-    let result = consume(ctx, &store, &args, start, out.as_mut()).await;
+    let mut runs = Vec::new();
+    let result = consume(ctx, &store, &args, start, out.as_mut(), &mut runs).await;
     store.close().await;
     let count = match result {
         Ok(n) => n,
@@ -114,6 +117,10 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
     match out.flush() {
         Err(e) if e.kind() == ErrorKind::BrokenPipe => return Ok(exit::OK),
         other => other.context("writing output")?,
+    }
+    // Which tier served which offsets, on stderr (stdout may be the records).
+    if count > 0 {
+        eprint!("read {} from {name}:\n{}", units::count(count, "record"), render_runs(&runs));
     }
     if let Some(path) = &args.out {
         println!("consumed {count} records from {name} into {}", path.display());
@@ -127,6 +134,7 @@ async fn consume(
     args: &ConsumeArgs,
     start: FromArg,
     out: &mut dyn Write,
+    runs: &mut Vec<Run>,
 ) -> anyhow::Result<u64> {
     let topic = store.existing_topic(&args.topic).await.map_err(|e| match e.kind() {
         tier_core::ErrorKind::NotFound => {
@@ -155,7 +163,7 @@ async fn consume(
     if from.is_some_and(|f| f >= end) {
         return Ok(0);
     }
-    let mut reader = topic.reader(start).await?;
+    let mut reader = topic.reader_with_source(start).await?;
     let max = args.max.unwrap_or(u64::MAX);
     let total = from.map(|f| (end - f).min(max));
     let bar = ctx.progress.bar(total, "consuming", "records");
@@ -175,11 +183,12 @@ async fn consume(
             reader.next().await
         };
         let Some(item) = item else { break };
-        let record = item.with_context(|| format!("reading {}", topic.name()))?;
+        let (source, record) = item.with_context(|| format!("reading {}", topic.name()))?;
         if !args.follow && record.offset >= end {
             break;
         }
-        write_record(out, args.output, &record)?;
+        write_record(out, args.output, &record, source)?;
+        add_to_runs(runs, source, record.offset);
         count += 1;
         bar.inc(1);
         if !args.follow && record.offset + 1 >= end {

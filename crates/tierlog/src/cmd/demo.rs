@@ -45,9 +45,26 @@ fn demo_config(config: &StoreConfig) -> StoreConfig {
 
 /// Consecutive offsets served by one source.
 #[derive(Debug)]
-struct Run {
+pub(crate) struct Run {
     source: Source,
     range: OffsetRange,
+}
+
+/// Adds `offset`, served by `source`, to `runs`: to the last run when it continues it.
+pub(crate) fn add_to_runs(runs: &mut Vec<Run>, source: Source, offset: Offset) {
+    match runs.last_mut() {
+        Some(run) if run.source == source && run.range.end == offset => run.range.end += 1,
+        _ => runs.push(Run { source, range: OffsetRange::new(offset, offset + 1) }),
+    }
+}
+
+/// `runs` as an indented table: tier, offsets, records.
+pub(crate) fn render_runs(runs: &[Run]) -> String {
+    let mut rows = vec![["tier".to_owned(), "offsets".to_owned(), "records".to_owned()]];
+    for run in runs {
+        rows.push([run.source.label().to_owned(), run.range.to_string(), run.range.len().to_string()]);
+    }
+    render_table(&rows).lines().map(|line| format!("  {line}\n")).collect()
 }
 
 /// What one read-back saw.
@@ -164,10 +181,7 @@ async fn read_back(
         }
         back.records += 1;
         back.bytes += record.payload.len() as u64;
-        match back.runs.last_mut() {
-            Some(run) if run.source == source && run.range.end == record.offset => run.range.end += 1,
-            _ => back.runs.push(Run { source, range: OffsetRange::new(record.offset, record.offset + 1) }),
-        }
+        add_to_runs(&mut back.runs, source, record.offset);
         expected += 1;
     }
     back.secs = started.elapsed().as_secs_f64();
@@ -175,15 +189,9 @@ async fn read_back(
 }
 
 fn render_read(title: &str, back: &ReadBack) -> String {
-    let mut rows = vec![["tier".to_owned(), "offsets".to_owned(), "records".to_owned()]];
-    for run in &back.runs {
-        rows.push([run.source.label().to_owned(), run.range.to_string(), run.range.len().to_string()]);
-    }
     let (rps, mbps) = rates(back.records, back.bytes, back.secs);
     let mut out = format!("{title}:\n");
-    for line in render_table(&rows).lines() {
-        out.push_str(&format!("  {line}\n"));
-    }
+    out.push_str(&render_runs(&back.runs));
     out.push_str(&format!(
         "  {} records, {} in {:.2} s: {rps:.0} records/s, {mbps:.1} MB/s\n",
         back.records,

@@ -158,7 +158,7 @@ fn demo_leaves_other_topics_alone() {
 /// Without a server nothing ran retention from the CLI: `maintain` exports, prunes the
 /// WAL and trims once, then exits; every record stays readable (from cold).
 #[test]
-fn maintain_exports_and_prunes_the_wal_once() {
+fn maintain_prunes_the_wal_once_and_consume_names_the_serving_tier() {
     let dir = workdir();
     let small = |args: &[&str]| {
         let out = tierlog(dir.path())
@@ -185,4 +185,16 @@ fn maintain_exports_and_prunes_the_wal_once() {
     // Retention keeps 128 KiB, plus the active segment and one it could not split.
     assert!(wal_bytes() <= 256 << 10, "the WAL was pruned to its retention: {} bytes: {out}", wal_bytes());
     assert_eq!(ok(dir.path(), &["consume", "user"]).lines().count(), 20_000);
+
+    // Each JSON record names the tier that served it, and stderr sums them up per tier.
+    let out = run(dir.path(), &["consume", "user", "--output", "json"]);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!((rows[0]["tier"].as_str(), rows[19_999]["tier"].as_str()), (Some("cold"), Some("hot")));
+    let err = stderr(&out);
+    assert!(err.starts_with("read 20000 records from user:\n"), "{err}");
+    let tiers: Vec<&str> = err.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(tiers, ["cold", "hot"], "{err}");
 }
