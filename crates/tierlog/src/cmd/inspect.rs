@@ -20,16 +20,20 @@ pub(crate) struct WalFile {
     pub(crate) bytes: u64,
 }
 
-/// The topics with a directory under the WAL's `data_dir` (none when it does not exist).
-pub(crate) fn wal_topics(data_dir: &Path) -> anyhow::Result<Vec<TopicName>> {
-    let entries = match std::fs::read_dir(data_dir) {
+/// The entries of `dir`; none when it does not exist.
+fn list_dir(dir: &Path) -> anyhow::Result<Vec<std::fs::DirEntry>> {
+    let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot list {}", data_dir.display())),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
     };
+    entries.map(|e| e.with_context(|| format!("cannot list {}", dir.display()))).collect()
+}
+
+/// The topics with a directory under the WAL's `data_dir` (none when it does not exist).
+pub(crate) fn wal_topics(data_dir: &Path) -> anyhow::Result<Vec<TopicName>> {
     let mut topics = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {}", data_dir.display()))?;
+    for entry in list_dir(data_dir)? {
         if entry.file_type().is_ok_and(|t| t.is_dir())
             && let Some(name) = entry.file_name().to_str()
             && let Ok(topic) = TopicName::new(name)
@@ -43,15 +47,8 @@ pub(crate) fn wal_topics(data_dir: &Path) -> anyhow::Result<Vec<TopicName>> {
 
 /// The segment files of `topic` in offset order.
 pub(crate) fn wal_files(data_dir: &Path, topic: &TopicName) -> anyhow::Result<Vec<WalFile>> {
-    let dir = data_dir.join(topic.as_str());
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-    };
     let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+    for entry in list_dir(&data_dir.join(topic.as_str()))? {
         let name = entry.file_name();
         let Some(base) = name.to_str().and_then(parse_segment_file_name) else { continue };
         let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
@@ -73,5 +70,31 @@ pub(crate) async fn cold_topics(cold: &ColdTier) -> anyhow::Result<Vec<TopicName
         .filter_map(|name| TopicName::new(name).ok())
         .collect();
     topics.sort();
+    Ok(topics)
+}
+
+/// The router's state directory: `router.state_dir`, else `router` beside the WAL's
+/// data directory (as the library chooses it).
+pub(crate) fn state_dir(config: &tier_router::StoreConfig) -> PathBuf {
+    config.router.state_dir.clone().unwrap_or_else(|| {
+        config.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
+    })
+}
+
+/// The topics with a file in the router's state directory (`<topic>.end`, `.reserved`,
+/// `.fenced`, `.losses`); none when it does not exist.
+pub(crate) fn state_topics(state_dir: &Path) -> anyhow::Result<Vec<TopicName>> {
+    let mut topics = Vec::new();
+    for entry in list_dir(state_dir)? {
+        let name = entry.file_name();
+        if let Some((topic, kind)) = name.to_str().and_then(|n| n.rsplit_once('.'))
+            && ["end", "reserved", "fenced", "losses"].contains(&kind)
+            && let Ok(topic) = TopicName::new(topic)
+        {
+            topics.push(topic);
+        }
+    }
+    topics.sort();
+    topics.dedup();
     Ok(topics)
 }

@@ -6,7 +6,7 @@ use tier_core::OffsetRange;
 use tier_router::RecoveryReport;
 
 use crate::cli::RecoverArgs;
-use crate::cmd::Ctx;
+use crate::cmd::{Ctx, inspect};
 use crate::{exit, store};
 
 fn range(r: Option<OffsetRange>) -> String {
@@ -36,7 +36,19 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
     if args.resume_at.is_some() && topics.len() != 1 {
         return Err(exit::usage("--resume-at needs exactly one --topic"));
     }
-    let opened = store::open(ctx.config(), topics.clone(), false).await?;
+    // Without --topic: every topic the state directory or cold knows, besides the WAL's
+    // (after a lost disk the WAL knows none).
+    let mut to_open = topics.clone();
+    if topics.is_empty() {
+        let config = ctx.config();
+        to_open = inspect::state_topics(&inspect::state_dir(config))?;
+        if let Some(cold) = &config.cold {
+            to_open.extend(inspect::cold_topics(&store::open_cold(cold).await?).await?);
+        }
+        to_open.sort();
+        to_open.dedup();
+    }
+    let opened = store::open(ctx.config(), to_open, false).await?;
     if let (Some(at), [topic]) = (args.resume_at, topics.as_slice()) {
         let resumed = opened.resume_topic(topic.as_str(), at).await;
         if let Err(e) = resumed {
