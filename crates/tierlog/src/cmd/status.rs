@@ -1,10 +1,19 @@
 //! `tierlog status`: per topic, each tier's offset range, size and segment count, the
-//! commit point and the export lag; as a table or JSON.
+//! commit point and the export lag; as a table or JSON. Read-only: it reads the WAL's
+//! files, the router's checkpoints and the tiers' listings directly and never opens the
+//! store, so it runs no recovery and writes nothing.
 
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use bytes::Bytes;
 use serde::Serialize;
 use tier_cold::ColdTier;
-use tier_core::{OffsetRange, TopicName};
-use tier_router::TieredStore;
+use tier_core::segment::{DEFAULT_TAIL_FETCH_BYTES, RangeReader, RecoveryPolicy, SegmentMeta, scan_unsealed};
+use tier_core::{ErrorContext, OffsetRange, Tier, TierError, TierKind, TopicName};
+use tier_warm::WarmTier;
 
 use crate::cli::StatusArgs;
 use crate::cmd::{Ctx, inspect};
@@ -38,10 +47,20 @@ fn tier(range: OffsetRange, segments: Option<usize>, bytes: Option<u64>) -> Tier
     TierStatus { start: range.start, end: range.end, segments, bytes }
 }
 
+/// The tiers as `status` reads them: files and listings, no store.
+struct Sources {
+    data_dir: PathBuf,
+    state_dir: PathBuf,
+    cold: Option<ColdTier>,
+    warm: Option<WarmTier>,
+}
+
 /// Runs the command.
 pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     let config = ctx.config();
+    let state_dir = inspect::state_dir(config);
     let mut names: Vec<TopicName> = inspect::wal_topics(&config.hot.data_dir)?;
+    names.extend(inspect::state_topics(&state_dir)?);
     let cold = match &config.cold {
         Some(c) => Some(store::open_cold(c).await?),
         None => None,
@@ -51,55 +70,118 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     }
     names.sort();
     names.dedup();
-    let store = store::open(config, names.clone(), false).await?;
-    let failed = store.failed_topics();
-    let healthy: Vec<TopicName> = names.into_iter().filter(|n| !failed.iter().any(|(f, _)| f == n)).collect();
-    let result = collect(&store, cold.as_ref(), &healthy, &config.hot.data_dir).await;
-    store.close().await;
-    let rows = result?;
+    let warm = match &config.warm {
+        Some(w) => Some(WarmTier::connect(w.clone()).await.context("connecting to the warm tier")?),
+        None => None,
+    };
+    let sources = Sources { data_dir: config.hot.data_dir.clone(), state_dir, cold, warm };
+    let mut rows = Vec::new();
+    let mut failed = Vec::new();
+    for name in &names {
+        match topic_status(&sources, name).await {
+            Ok(row) => rows.push(row),
+            Err(e) => failed.push((name, e)),
+        }
+    }
+    if let Some(w) = sources.warm {
+        w.close().await;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print_table(&rows);
     }
-    // A topic that could not be opened is reported, not a reason to show nothing.
+    // A topic that could not be read is reported, not a reason to show nothing.
     for (topic, e) in &failed {
-        eprintln!("DAMAGED: {topic}: {}", e.report());
+        eprintln!("DAMAGED: {topic}: {}", crate::exit::one_line(e).trim_start_matches("error: "));
     }
     Ok(if failed.is_empty() { exit::OK } else { exit::PROBLEMS })
 }
 
-async fn collect(
-    store: &TieredStore,
-    cold_tier: Option<&ColdTier>,
-    names: &[TopicName],
-    data_dir: &std::path::Path,
-) -> anyhow::Result<Vec<TopicStatus>> {
-    let mut rows = Vec::new();
-    for name in names {
-        let topic = store.topic(name.as_str()).await?;
-        let ranges = topic.ranges().await?;
-        let files = inspect::wal_files(data_dir, name)?;
-        let hot = tier(ranges.hot, Some(files.len()), Some(files.iter().map(|f| f.bytes).sum()));
-        // The segments as listed by a cold tier of its own (the store's is a backend).
-        let cold = match (cold_tier, ranges.cold) {
-            (Some(c), Some(range)) => {
-                let segments = c.segments(name).await?;
-                Some(tier(range, Some(segments.len()), Some(segments.iter().map(|s| s.2).sum())))
-            }
-            _ => None,
-        };
-        let export_lag = ranges.cold.map(|c| ranges.committed.saturating_sub(c.end));
-        rows.push(TopicStatus {
-            topic: name.to_string(),
-            committed: ranges.committed,
-            hot,
-            warm: ranges.warm.map(|w| tier(w, None, None)),
-            cold,
-            export_lag,
-        });
+/// One topic's row. The commit point is the furthest of the router's checkpoint and the
+/// tiers' ends (a store that is not running commits nothing more).
+async fn topic_status(sources: &Sources, name: &TopicName) -> anyhow::Result<TopicStatus> {
+    let files = inspect::wal_files(&sources.data_dir, name)?;
+    let hot_range = wal_range(&files, name).await?;
+    let warm = match &sources.warm {
+        Some(w) => Some(w.range(name).await.context("reading the warm tier's range")?),
+        None => None,
+    };
+    let cold = match &sources.cold {
+        Some(c) => {
+            let range =
+                c.range(name).await.with_context(|| format!("reading {name}'s range in the cold tier"))?;
+            let segments = c.segments(name).await?;
+            Some(tier(range, Some(segments.len()), Some(segments.iter().map(|s| s.2).sum())))
+        }
+        None => None,
+    };
+    let ends = [
+        hot_range.map(|r| r.end),
+        warm.map(|r| r.end),
+        cold.as_ref().map(|c| c.end),
+        checkpoint(sources, name),
+    ];
+    let committed = ends.into_iter().flatten().max().unwrap_or(0);
+    // No WAL file: the WAL is empty at the commit point.
+    let hot_range = hot_range.unwrap_or(OffsetRange::new(committed, committed));
+    let hot = tier(hot_range, Some(files.len()), Some(files.iter().map(|f| f.bytes).sum()));
+    let export_lag = cold.as_ref().map(|c| committed.saturating_sub(c.end));
+    Ok(TopicStatus {
+        topic: name.to_string(),
+        committed,
+        hot,
+        warm: warm.map(|w| tier(w, None, None)),
+        cold,
+        export_lag,
+    })
+}
+
+/// The end the router's checkpoint (`<state_dir>/<topic>.end`: `<end>` or `<end> warm
+/// <confirmed>`) records, if any.
+fn checkpoint(sources: &Sources, name: &TopicName) -> Option<u64> {
+    let text = std::fs::read_to_string(sources.state_dir.join(format!("{name}.end"))).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The offsets the WAL's files hold (None without files): each sealed segment's trailer
+/// and index are checked (its tail is read), the newest file is scanned whole.
+async fn wal_range(files: &[inspect::WalFile], name: &TopicName) -> anyhow::Result<Option<OffsetRange>> {
+    let Some((last, sealed)) = files.split_last() else { return Ok(None) };
+    for file in sealed {
+        let ctx = ErrorContext::tier(TierKind::Hot).topic(name).location(file.path.display().to_string());
+        SegmentMeta::fetch(&FileRange(&file.path), file.bytes, DEFAULT_TAIL_FETCH_BYTES, &ctx).await?;
     }
-    Ok(rows)
+    let shown = last.path.display().to_string();
+    let bytes = std::fs::read(&last.path).with_context(|| format!("cannot read {shown}"))?;
+    let scanned = scan_unsealed(&bytes, RecoveryPolicy::TruncateTornTail)
+        .with_context(|| format!("reading {shown}"))?;
+    let end = scanned.state.offset_range().end;
+    Ok(Some(OffsetRange::new(files[0].base, end)))
+}
+
+/// Ranged reads of a file.
+struct FileRange<'a>(&'a Path);
+
+#[async_trait]
+impl RangeReader for FileRange<'_> {
+    async fn read_range(&self, range: Range<u64>) -> Result<Bytes, TierError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let read = || -> std::io::Result<Vec<u8>> {
+            let mut file = std::fs::File::open(self.0)?;
+            file.seek(SeekFrom::Start(range.start))?;
+            let mut buf = vec![0; usize::try_from(range.end - range.start).unwrap_or(usize::MAX)];
+            file.read_exact(&mut buf)?;
+            Ok(buf)
+        };
+        read().map(Bytes::from).map_err(|e| {
+            TierError::unavailable(
+                ErrorContext::tier(TierKind::Hot).location(self.0.display().to_string()),
+                "reading",
+            )
+            .with_source(e)
+        })
+    }
 }
 
 fn cell(t: Option<&TierStatus>) -> [String; 3] {

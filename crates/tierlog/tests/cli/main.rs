@@ -6,6 +6,7 @@ mod compound;
 mod full_disk;
 mod metrics;
 mod produce;
+mod readonly;
 mod roundtrip;
 mod servers;
 mod support;
