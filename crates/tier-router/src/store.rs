@@ -19,7 +19,7 @@ use crate::backend::{ColdBackend, WarmBackend};
 use crate::config::RouterConfig;
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
 use crate::reservation::Reservation;
-use crate::state::{Checkpoint, has_state, remove_fence, remove_losses, write_checkpoint};
+use crate::state::{Checkpoint, has_state, read_checkpoint, remove_fence, remove_losses, write_checkpoint};
 use crate::tiers::Tiers;
 use crate::topic::{Topic, TopicCore};
 use crate::writer::Writer;
@@ -413,6 +413,11 @@ impl TieredStore {
         let dir = self.inner.state_dir.clone();
         tokio::task::spawn_blocking(move || {
             for (topic, checkpoint) in entries {
+                // An unchanged checkpoint is not rewritten: a store opened to read
+                // (`tierlog consume`) leaves the state directory as it found it.
+                if read_checkpoint(&dir, &topic).is_ok_and(|held| held == Some(checkpoint)) {
+                    continue;
+                }
                 write_checkpoint(&dir, &topic, checkpoint)?;
             }
             Ok(())

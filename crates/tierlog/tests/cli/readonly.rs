@@ -61,3 +61,28 @@ fn status_after_a_lost_disk_writes_nothing_and_recover_finds_the_topic_in_cold()
     assert!(said.contains("t: WAL") && said.contains("next offset 500"), "{said}");
     assert!(stderr(&out).contains("END UNKNOWN: t"), "{}", stderr(&out));
 }
+
+/// Every file under `dir` with its modification time.
+fn mtimes(dir: &Path) -> BTreeMap<String, std::time::SystemTime> {
+    snapshot(dir)
+        .into_keys()
+        .map(|k| {
+            let modified = std::fs::metadata(dir.join(&k)).and_then(|m| m.modified()).expect("mtime");
+            (k, modified)
+        })
+        .collect()
+}
+
+#[test]
+fn consume_rewrites_no_state_file() {
+    let dir = workdir();
+    let d = dir.path();
+    for t in ["t", "u"] {
+        ok(d, &["produce", t, "--count", "100", "--size", "10"]);
+    }
+    let before = (snapshot(&d.join("data")), mtimes(&d.join("data")));
+    assert_eq!(ok(d, &["consume", "t"]).lines().count(), 100);
+    let after = (snapshot(&d.join("data")), mtimes(&d.join("data")));
+    assert!(after.0 == before.0, "consume changed a file");
+    assert_eq!(after.1, before.1, "consume rewrote a file");
+}
