@@ -13,6 +13,7 @@ Exit codes:
   2  usage (unknown flag, bad argument, invalid topic name)
   3  `tierlog verify` found problems (one line per problem on stdout),
      or `tierlog recover` found lost offsets
+  130  `tierlog produce` was interrupted by Ctrl-C (what was acknowledged is printed)
 
 Configuration: --config PATH, else ./tierlog.toml if present, else the embedded defaults
 (WAL under ./data/hot, cold tier in ./data/cold); overrides TIERLOG_<SECTION>__<KEY>=VALUE,

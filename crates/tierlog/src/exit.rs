@@ -1,7 +1,7 @@
 //! Exit codes and the one-line error report.
 //!
 //! `0` success, `1` error, `2` usage (clap's errors, bad arguments, invalid topic
-//! names), `3` problems found by `tierlog verify`. Documented in `--help` and
+//! names), `3` problems found by `tierlog verify` (and others), `130` `produce` interrupted. Documented in `--help` and
 //! `docs/cli.md`.
 
 use std::fmt;
@@ -14,6 +14,8 @@ pub(crate) const ERROR: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
 /// `verify` found problems.
 pub(crate) const PROBLEMS: u8 = 3;
+/// `produce` stopped by Ctrl-C (128 + SIGINT, as shells report it).
+pub(crate) const INTERRUPTED: u8 = 130;
 
 /// An error in the command line's arguments (exit code 2).
 #[derive(Debug)]

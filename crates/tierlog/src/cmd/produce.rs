@@ -45,9 +45,6 @@ pub(crate) struct Produced {
     pub(crate) range: Option<OffsetRange>,
 }
 
-/// Exit code after Ctrl-C (128 + SIGINT), as shells report it.
-const INTERRUPTED: u8 = 130;
-
 /// Runs the command.
 pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
@@ -97,7 +94,7 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     print_summary(&name, produced, secs, run.interrupted, not_in_cold, args.json)?;
     if run.interrupted {
         eprintln!("interrupted: {stored}; the store was closed");
-        return Ok(INTERRUPTED);
+        return Ok(exit::INTERRUPTED);
     }
     Ok(exit::OK)
 }
@@ -129,7 +126,10 @@ fn print_summary(
     let offsets = produced.range.map_or_else(|| "none".to_owned(), |r| r.to_string());
     let cold = match not_in_cold {
         Some(0) | None => String::new(),
-        Some(n) => format!("; {} not yet in cold (`tierlog export` uploads them)", count(n, "record")),
+        Some(n) => format!(
+            "; {} not yet in cold (`tierlog export` or `tierlog maintain` uploads them)",
+            count(n, "record")
+        ),
     };
     println!(
         "produced {} ({}) to {name} at offsets {offsets} in {secs:.2} s: {rps:.0} records/s, {mbps:.2} MB/s{cold}",
