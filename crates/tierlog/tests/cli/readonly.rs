@@ -40,7 +40,9 @@ fn status_after_a_lost_disk_writes_nothing_and_recover_finds_the_topic_in_cold()
     assert_eq!(rows[0]["topic"], "t", "{status}");
     assert_eq!((rows[0]["cold"]["start"].clone(), rows[0]["cold"]["end"].clone()), (0.into(), 500.into()));
     assert_eq!(rows[0]["hot"]["segments"], 0, "{status}");
-    ok(d, &["status"]);
+    let table = ok(d, &["status"]);
+    let row = table.lines().find(|l| l.starts_with("t ")).expect("a row for t");
+    assert!(row.contains("empty, next 500") && !row.contains('@'), "the empty WAL in words: {table}");
     let out = run(d, &["verify"]);
     assert!(out.status.success(), "{}", stderr(&out));
     // Only the WAL's lock file may appear (opening nothing else writes).
