@@ -12,7 +12,7 @@ use tier_router::{Source, TieredStore};
 
 use crate::cli::{ConsumeArgs, Output};
 use crate::cmd::Ctx;
-use crate::cmd::demo::{Run, add_to_runs, render_runs};
+use crate::cmd::served::{Run, add_to_runs, render_runs};
 use crate::{exit, store, units};
 
 /// Where `--from` starts.

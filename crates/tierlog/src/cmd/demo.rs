@@ -10,12 +10,12 @@ use futures::StreamExt;
 use tier_cold::ColdConfig;
 use tier_core::{Offset, OffsetRange, StartPosition, Timestamp};
 use tier_hot::FsyncPolicy;
-use tier_router::{NewRecord, Source, StoreConfig, TieredStore, Topic};
+use tier_router::{NewRecord, StoreConfig, TieredStore, Topic};
 
 use crate::cli::DemoArgs;
 use crate::cmd::Ctx;
 use crate::cmd::produce::{append, now_ms, synthetic_payload};
-use crate::cmd::status::render_table;
+use crate::cmd::served::{Run, add_to_runs, render_runs};
 use crate::units::{count, format_size, rates};
 use crate::{exit, store};
 
@@ -41,30 +41,6 @@ fn demo_config(config: &StoreConfig) -> StoreConfig {
         c.cold = Some(ColdConfig::local(dir));
     }
     c
-}
-
-/// Consecutive offsets served by one source.
-#[derive(Debug)]
-pub(crate) struct Run {
-    source: Source,
-    range: OffsetRange,
-}
-
-/// Adds `offset`, served by `source`, to `runs`: to the last run when it continues it.
-pub(crate) fn add_to_runs(runs: &mut Vec<Run>, source: Source, offset: Offset) {
-    match runs.last_mut() {
-        Some(run) if run.source == source && run.range.end == offset => run.range.end += 1,
-        _ => runs.push(Run { source, range: OffsetRange::new(offset, offset + 1) }),
-    }
-}
-
-/// `runs` as an indented table: tier, offsets, records.
-pub(crate) fn render_runs(runs: &[Run]) -> String {
-    let mut rows = vec![["tier".to_owned(), "offsets".to_owned(), "records".to_owned()]];
-    for run in runs {
-        rows.push([run.source.label().to_owned(), run.range.to_string(), run.range.len().to_string()]);
-    }
-    render_table(&rows).lines().map(|line| format!("  {line}\n")).collect()
 }
 
 /// What one read-back saw.

@@ -7,6 +7,7 @@ mod export;
 mod inspect;
 mod produce;
 mod recover;
+mod served;
 mod status;
 mod verify;
 
