@@ -7,12 +7,12 @@ use anyhow::{Context, anyhow};
 use base64::Engine;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tier_core::{Offset, Record, StartPosition, Timestamp};
-use tier_router::{Source, TieredStore};
+use tier_core::{Offset, Record, StartPosition, Timestamp, TopicName};
+use tier_router::{Source, StoreConfig, TieredStore};
 
 use crate::cli::{ConsumeArgs, Output};
-use crate::cmd::Ctx;
 use crate::cmd::served::{Run, add_to_runs, render_runs};
+use crate::cmd::{Ctx, inspect};
 use crate::{exit, store, units};
 
 /// Where `--from` starts.
@@ -101,6 +101,7 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
         )),
         None => Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };
+    check_recovered(ctx.config(), &name).await?;
     // No topic named at open: a reader must not create (or write state for) the topic
     // it asks for; `existing_topic` refuses one nothing holds.
     let store = store::open(ctx.config(), Vec::new(), false).await?;
@@ -126,6 +127,26 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
         println!("consumed {count} records from {name} into {}", path.display());
     }
     Ok(exit::OK)
+}
+
+/// A topic the WAL lacks but the router's state directory or cold knows (a lost or new
+/// data directory) is left to `recover`: opening it here would run recovery, which a
+/// read must not do as a side effect.
+async fn check_recovered(config: &StoreConfig, name: &TopicName) -> anyhow::Result<()> {
+    if inspect::wal_topics(&config.hot.data_dir)?.contains(name) {
+        return Ok(());
+    }
+    let mut known = inspect::state_topics(&inspect::state_dir(config))?.contains(name);
+    if !known && let Some(cold) = &config.cold {
+        known = inspect::cold_topics(&store::open_cold(cold).await?).await?.contains(name);
+    }
+    if known {
+        return Err(anyhow!(
+            "topic '{name}' is not in the WAL (a lost or new data directory?): run `tierlog recover` first, \
+             which rebuilds it from the other tiers; a read does not run recovery"
+        ));
+    }
+    Ok(())
 }
 
 async fn consume(

@@ -26,7 +26,7 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 #[test]
-fn status_after_a_lost_disk_writes_nothing_and_recover_finds_the_topic_in_cold() {
+fn status_verify_and_consume_after_a_lost_disk_write_nothing_and_recover_finds_the_topic() {
     let dir = workdir();
     let d = dir.path();
     ok(d, &["produce", "t", "--count", "500", "--size", "50"]);
@@ -45,15 +45,19 @@ fn status_after_a_lost_disk_writes_nothing_and_recover_finds_the_topic_in_cold()
     assert!(row.contains("empty, next 500") && !row.contains('@'), "the empty WAL in words: {table}");
     let out = run(d, &["verify"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // Only the WAL's lock file may appear (opening nothing else writes).
+    // consume leaves recovery to `recover` and says so.
+    let out = run(d, &["consume", "t"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("run `tierlog recover` first"), "{}", stderr(&out));
+    // Only the WAL's lock file may appear.
     let after: BTreeMap<_, _> =
         snapshot(&d.join("data")).into_iter().filter(|(k, _)| k != "hot/.lock").collect();
     assert_eq!(
         after.keys().collect::<Vec<_>>(),
         before.keys().collect::<Vec<_>>(),
-        "status or verify wrote files"
+        "status, verify or consume wrote files"
     );
-    assert!(after == before, "status or verify changed a file");
+    assert!(after == before, "status, verify or consume changed a file");
 
     // With the state directory gone too, the topic's end is unknown: recover says so
     // (exit 3) instead of "no topics to recover".
