@@ -335,11 +335,14 @@ impl World<'_> {
         }
         let rt = runtime();
         let opened = rt.block_on(async {
-            let opened = within_real_time(tokio::time::timeout(STEP_LIMIT, self.open_store())).await;
-            // Let what opening started in the background (seals, the exporter's first
-            // sweep) finish before the next step: see `on_proc`.
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            opened
+            within_real_time(async {
+                let opened = tokio::time::timeout(STEP_LIMIT, self.open_store()).await;
+                // Let what opening started in the background (seals, the exporter's first
+                // sweep) finish before the next step: see `on_proc`.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                opened
+            })
+            .await
         });
         match opened {
             Some(Ok(Ok((store, topic)))) => {
@@ -427,9 +430,14 @@ impl World<'_> {
     fn on_proc<T>(&mut self, f: impl AsyncFnOnce(&TieredStore, &Topic) -> T) -> Option<T> {
         let proc = self.proc.as_ref()?;
         let out = proc.rt.block_on(async {
-            let out = within_real_time(tokio::time::timeout(STEP_LIMIT, f(&proc.store, &proc.topic))).await;
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            out
+            // The 1 ms is inside the watchdog: a task that never lets the runtime idle
+            // stops simulated time, so the sleep would never end.
+            within_real_time(async {
+                let out = tokio::time::timeout(STEP_LIMIT, f(&proc.store, &proc.topic)).await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                out
+            })
+            .await
         });
         match out {
             Some(Ok(v)) => Some(v),
