@@ -70,6 +70,8 @@ pub(crate) enum Command {
     Recover(RecoverArgs),
     /// Print the effective configuration as TOML, secrets redacted.
     Config,
+    /// Serve the log over HTTP (docs/server.md) until SIGTERM/SIGINT, then drain.
+    Serve(crate::cmd::serve::ServeArgs),
 }
 
 /// `tierlog demo`.

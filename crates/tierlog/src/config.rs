@@ -54,7 +54,7 @@ pub(crate) const SIZE_KEYS: &[&str] = &[
 const SECRET_KEYS: &[&str] = &["password", "secret_access_key", "access_key"];
 
 /// Top-level tables a configuration may have.
-const SECTIONS: &[&str] = &["hot", "warm", "cold", "router"];
+const SECTIONS: &[&str] = &["hot", "warm", "cold", "router", "server"];
 
 /// Where the configuration came from, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +72,8 @@ pub(crate) struct Loaded {
     pub(crate) config: StoreConfig,
     /// Where it came from.
     pub(crate) origin: Origin,
+    /// The `[server]` table (`tierlog serve`; tokens redacted in `Debug`).
+    pub(crate) server: tierlog_server::ServerConfig,
 }
 
 /// Loads the configuration (see the module docs). `env` is the process environment
@@ -107,12 +109,18 @@ pub(crate) fn load(
         }
     })?;
     apply_env(&mut table, env)?;
+    let server = match table.remove("server") {
+        Some(value) => serde_path_to_error::deserialize(value)
+            .map_err(|e| anyhow!("server.{}: {}", e.path(), e.inner().message().trim()))
+            .with_context(|| format!("config {name}"))?,
+        None => tierlog_server::ServerConfig::default(),
+    };
     let mut config = from_table(table).with_context(|| format!("config {name}"))?;
     if let Some(dir) = data_dir {
         apply_data_dir(&mut config, dir);
     }
     config.validate().with_context(|| format!("config {name}"))?;
-    Ok(Loaded { config, origin })
+    Ok(Loaded { config, origin, server })
 }
 
 /// Applies `TIERLOG_<SECTION>__<KEY>` overrides to `table`.

@@ -7,6 +7,7 @@ mod export;
 mod inspect;
 mod produce;
 mod recover;
+pub(crate) mod serve;
 mod status;
 mod verify;
 
@@ -49,5 +50,6 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Verify(args) => verify::run(&ctx, args).await,
         Command::Recover(args) => recover::run(&ctx, args).await,
         Command::Config => config::run(&ctx),
+        Command::Serve(args) => serve::run(&ctx, args).await,
     }
 }
