@@ -236,3 +236,6 @@ impl Server {
         listen::serve(listener, self.tls, app, signal, self.drain_timeout).await
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -68,6 +68,11 @@ fn page(body: &str) -> String {
     )
 }
 
+/// `1 record`, `5 records`.
+fn records(n: u64) -> String {
+    if n == 1 { "1 record".to_owned() } else { format!("{n} records") }
+}
+
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -96,7 +101,7 @@ pub(crate) fn render(topics: &[TopicInfo], rates: &[f64]) -> String {
              <tr><th>export lag</th><td class=\"export-lag\">{}</td></tr>\
              <tr><th>append rate</th><td class=\"rate\">{rate:.1} records/s</td></tr></table>",
             t.committed,
-            t.export_lag.map_or_else(|| "- (no cold tier)".to_owned(), |l| format!("{l} records")),
+            t.export_lag.map_or_else(|| "- (no cold tier)".to_owned(), records),
         );
         let height = 24 * tiers.len() + 24;
         let _ = write!(body, "<svg width=\"{}\" height=\"{height}\" role=\"img\">", AXIS as u32 + 220);

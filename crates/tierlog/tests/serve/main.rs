@@ -1,6 +1,8 @@
 //! `tierlog serve` as a real process: the built binary on 127.0.0.1 port 0, driven by the
 //! client crate and by raw HTTP requests (reqwest), stopped by its PID.
 
+mod page;
+mod security;
 mod support;
 
 use std::collections::BTreeMap;
@@ -337,20 +339,31 @@ async fn verify_while_a_producer_writes_reports_no_holes() {
             n
         })
     };
+    // Verify over and over while the producer appends, until it has written across
+    // several segments (so rotation and the background export ran during the checks).
     let mut last = 0;
-    for _ in 0..15 {
-        let report = client.verify("busy").await.expect("verify");
-        assert!(report.problems.is_empty(), "verify found problems while a producer writes: {report:?}");
-        assert_eq!(report.checked.end, report.snapshot);
-        assert_eq!(report.records, report.checked.end - report.checked.start, "{report:?}");
-        assert!(report.snapshot >= last, "the snapshot never goes back");
-        last = report.snapshot;
-    }
+    let mut verifies = 0;
+    within("verifies across 2000 appended records", async {
+        while verifies < 15 || last < 2000 {
+            let report = client.verify("busy").await.expect("verify");
+            assert!(report.problems.is_empty(), "verify found problems while a producer writes: {report:?}");
+            assert_eq!(report.checked.end, report.snapshot);
+            assert_eq!(report.records, report.checked.end - report.checked.start, "{report:?}");
+            assert!(report.snapshot >= last, "the snapshot never goes back");
+            last = report.snapshot;
+            verifies += 1;
+        }
+    })
+    .await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let batches = producer.await.expect("producer");
-    assert!(batches > 0, "the producer appended while verify ran");
-    let topic = client.topic("busy").await.expect("topic");
-    assert!(topic.cold.is_some_and(|c| c.end > 0), "the background export ran: {topic:?}");
+    assert!(batches >= 100, "the producer appended while verify ran: {batches} batches");
+    within("the background export", async {
+        while client.topic("busy").await.expect("topic").cold.is_none_or(|c| c.end == 0) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
     assert!(server.terminate().success());
 }
 
