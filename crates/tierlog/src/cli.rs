@@ -47,6 +47,9 @@ pub(crate) struct Global {
     /// Never show progress bars (they are hidden anyway when stderr is not a terminal).
     #[arg(long, global = true)]
     pub(crate) no_progress: bool,
+    /// produce and consume: talk to the `tierlog serve` at URL instead of opening the store.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 /// The subcommands.

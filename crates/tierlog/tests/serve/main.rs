@@ -2,6 +2,7 @@
 //! client crate and by raw HTTP requests (reqwest), stopped by its PID.
 
 mod page;
+mod remote;
 mod security;
 mod support;
 
