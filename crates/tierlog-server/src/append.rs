@@ -33,10 +33,7 @@ pub(crate) async fn append(
 ) -> Result<Json<AppendResponse>, HttpError> {
     let body = body.map_err(|e| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            HttpError::new(
-                ErrorKind::TooLarge,
-                format!("the body is larger than {} bytes", crate::MAX_BODY_BYTES),
-            )
+            HttpError::new(ErrorKind::TooLarge, format!("the body is larger than {} bytes", state.max_body))
         } else {
             HttpError::invalid(format!("reading the body: {e}"))
         }

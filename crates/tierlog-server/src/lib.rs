@@ -42,7 +42,8 @@ pub use crate::listen::load_tls;
 /// Where `tierlog serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
 
-/// The largest request body accepted (an append): 64 MiB, the largest record batch.
+/// The largest request body accepted by default (an append): 64 MiB, the largest record
+/// batch.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 /// The `[server]` table of tierlog's configuration (`docs/server.md`).
@@ -63,6 +64,9 @@ pub struct ServerConfig {
     /// (default 30 s).
     #[serde(default, with = "humantime_opt")]
     pub drain_timeout: Option<Duration>,
+    /// The largest request body, in bytes (default [`MAX_BODY_BYTES`]); larger appends
+    /// get `413`.
+    pub max_body_bytes: Option<usize>,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -74,6 +78,7 @@ impl fmt::Debug for ServerConfig {
             .field("tls_cert", &self.tls_cert)
             .field("tls_key", &self.tls_key)
             .field("drain_timeout", &self.drain_timeout)
+            .field("max_body_bytes", &self.max_body_bytes)
             .finish()
     }
 }
@@ -138,6 +143,8 @@ pub(crate) struct AppState {
     pub(crate) draining: Arc<AtomicBool>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) rates: Arc<page::Rates>,
+    /// The largest request body.
+    pub(crate) max_body: usize,
 }
 
 impl fmt::Debug for AppState {
@@ -198,6 +205,7 @@ impl Server {
             draining: Arc::new(AtomicBool::new(false)),
             shutdown,
             rates: Arc::new(page::Rates::default()),
+            max_body: config.max_body_bytes.unwrap_or(MAX_BODY_BYTES),
         };
         Ok(Self {
             state,

@@ -15,7 +15,7 @@ use tierlog_api::{
 };
 
 use crate::error::HttpError;
-use crate::{AppState, MAX_BODY_BYTES, append, auth, page, read};
+use crate::{AppState, append, auth, page, read};
 
 /// Every route, behind the token check.
 pub(crate) fn router(state: AppState) -> Router {
@@ -31,7 +31,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/topics/{topic}/verify", get(verify))
         .route("/v1/recovery", get(recovery))
         .fallback(|| async { HttpError::new(ErrorKind::NotFound, "no such endpoint (see docs/server.md)") })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(state.max_body))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
         .with_state(state)
 }

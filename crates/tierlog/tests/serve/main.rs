@@ -184,6 +184,35 @@ async fn bad_requests_get_json_errors_with_their_status() {
 }
 
 #[tokio::test]
+async fn an_oversized_append_is_413_and_writes_nothing() {
+    let dir = workdir();
+    let server = serve_with_env(dir.path(), &[], &[("TIERLOG_SERVER__MAX_BODY_BYTES", "1024")]);
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/topics/big/records", server.url);
+    let response = http
+        .post(&url)
+        .header("content-type", "text/plain")
+        .body("x".repeat(1025))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(response.status().as_u16(), 413);
+    let error: ApiError = response.json().await.expect("an error body");
+    assert_eq!(error.kind(), ErrorKind::TooLarge);
+    assert!(error.error.message.contains("1024"), "{}", error.error.message);
+    assert!(!dir.path().join("data/hot/big").exists(), "the refused append created nothing");
+    let fits = http
+        .post(&url)
+        .header("content-type", "text/plain")
+        .body("x".repeat(1024))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(fits.status().as_u16(), 200);
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
 async fn a_follow_receives_a_record_appended_after_it_started() {
     let dir = workdir();
     let server = serve(dir.path(), &[]);
