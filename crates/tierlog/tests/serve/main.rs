@@ -343,6 +343,30 @@ async fn sigterm_drains_exits_0_and_the_data_is_readable_after_a_restart() {
     assert!(server.terminate().success());
 }
 
+/// A task appending batches of `records` records of about `size` bytes to `topic` until
+/// the flag is set; it returns the number of batches.
+fn keep_appending(
+    client: &Client,
+    topic: &'static str,
+    records: usize,
+    size: usize,
+) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, tokio::task::JoinHandle<u64>) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (client, flag) = (client.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        let mut n = 0u64;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            let batch = (0..records)
+                .map(|i| NewRecordJson::new(format!("record {n} {i} {}", "x".repeat(size)).as_str()))
+                .collect();
+            client.append(topic, batch).await.expect("append while verifying");
+            n += 1;
+        }
+        n
+    });
+    (stop, task)
+}
+
 #[tokio::test]
 async fn verify_while_a_producer_writes_reports_no_holes() {
     let dir = workdir();
@@ -354,21 +378,7 @@ async fn verify_while_a_producer_writes_reports_no_holes() {
     );
     let client = Client::new(&server.url).expect("client");
     client.append("busy", vec![NewRecordJson::new("seed")]).await.expect("append");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let producer = {
-        let (client, stop) = (client.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let batch = (0..20)
-                    .map(|i| NewRecordJson::new(format!("record {n} {i} {}", "x".repeat(40)).as_str()))
-                    .collect();
-                client.append("busy", batch).await.expect("append while verifying");
-                n += 1;
-            }
-            n
-        })
-    };
+    let (stop, producer) = keep_appending(&client, "busy", 20, 40);
     // Verify over and over while the producer appends, until it has written across
     // several segments (so rotation and the background export ran during the checks).
     let mut last = 0;
@@ -394,6 +404,38 @@ async fn verify_while_a_producer_writes_reports_no_holes() {
         }
     })
     .await;
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn verify_while_retention_deletes_the_oldest_offsets_reports_no_holes() {
+    let dir = workdir();
+    // The WAL alone, small segments and a small retention: retention deletes the oldest
+    // segments while verify reads them, and nothing else holds them.
+    std::fs::write(
+        dir.path().join("tierlog.toml"),
+        "[hot]\ndata_dir = \"wal\"\nsegment_bytes = \"2KiB\"\nretention_bytes = \"8KiB\"\n\n\
+         [router]\nstate_dir = \"state\"\nretention_interval = \"10ms\"\n",
+    )
+    .expect("config");
+    let server = serve(dir.path(), &[]);
+    let client = Client::new(&server.url).expect("client");
+    client.append("aging", vec![NewRecordJson::new("seed")]).await.expect("append");
+    let (stop, producer) = keep_appending(&client, "aging", 10, 60);
+    let mut aged = false;
+    within("verifies while retention runs", async {
+        let mut verifies = 0;
+        while verifies < 15 || !aged {
+            let report = client.verify("aging").await.expect("verify");
+            assert!(report.problems.is_empty(), "verify reported retention as a hole: {report:?}");
+            aged |= report.checked.start > 0;
+            verifies += 1;
+        }
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    producer.await.expect("producer");
+    assert!(aged, "retention deleted the oldest offsets during the checks");
     assert!(server.terminate().success());
 }
 
