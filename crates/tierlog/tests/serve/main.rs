@@ -439,6 +439,74 @@ async fn verify_while_retention_deletes_the_oldest_offsets_reports_no_holes() {
     assert!(server.terminate().success());
 }
 
+/// Records read from the tiers so far (`tierlog_read_records_total`, every tier).
+async fn records_read(http: &reqwest::Client, url: &str) -> u64 {
+    let text = http.get(format!("{url}/metrics")).send().await.expect("metrics").text().await.expect("body");
+    text.lines()
+        .filter(|l| l.starts_with("tierlog_read_records_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_read_holds_the_read_back() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = workdir();
+    let server = serve(dir.path(), &[]);
+    let client = Client::new(&server.url).expect("client");
+    // 48 MiB of records: far more than the socket buffers between server and client.
+    let payload = "z".repeat(2048);
+    let total = 24_000u64;
+    for _ in 0..total / 1000 {
+        client
+            .append("big", (0..1000).map(|_| NewRecordJson::new(payload.as_str())).collect())
+            .await
+            .expect("append");
+    }
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.expect("connect");
+    socket
+        .write_all(
+            format!("GET /v1/topics/big/records?format=binary HTTP/1.1\r\nHost: {address}\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .expect("request");
+    // The client reads nothing: once the socket buffers are full the server stops reading
+    // the tiers. Wait (bounded) until its count of records read stops moving.
+    let http = reqwest::Client::new();
+    let mut seen = Vec::new();
+    within("the read to stall", async {
+        loop {
+            seen.push(records_read(&http, &server.url).await);
+            let n = seen.len();
+            if n >= 5 && seen[n - 5..].iter().all(|v| *v == seen[n - 1]) && seen[n - 1] > 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let stalled = seen[seen.len() - 1];
+    assert!(stalled < total / 2, "the server read {stalled} of {total} records for a client that read none");
+    // Reading on delivers everything.
+    let mut body = Vec::new();
+    within("the whole body", async {
+        let mut chunk = vec![0u8; 1 << 20];
+        // The chunked body ends with its empty last chunk.
+        while !body.ends_with(b"\r\n0\r\n\r\n") {
+            let n = socket.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "the server closed the connection early");
+            body.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await;
+    assert!(body.len() as u64 > total * 2048, "{} bytes", body.len());
+    assert!(records_read(&http, &server.url).await >= total);
+    assert!(server.terminate().success());
+}
+
 #[tokio::test]
 async fn probes_metrics_and_recovery_are_served() {
     let dir = workdir();
