@@ -2,7 +2,8 @@
 //! export, retention and warm trim running, and serves the HTTP API of
 //! `tierlog-server` (`docs/server.md`) until SIGTERM or SIGINT; then drains (no new
 //! connections, follow streams ended, in-flight appends finished), closes the store
-//! (which flushes, seals and exports per configuration) and exits 0.
+//! (which flushes, seals and exports per configuration) and exits 0. A second signal
+//! during the drain exits 1 at once, leaving the store to recovery at the next start.
 //!
 //! The first line on stdout is the URL the server listens on (`http://127.0.0.1:PORT`,
 //! `https://…` with TLS), printed once the store is open and the port bound, so a
@@ -88,6 +89,10 @@ pub(crate) async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
             return Err(e);
         }
     };
+    // The handlers are in place before the URL is printed: a signal sent as soon as the
+    // line is read drains.
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let scheme = if server.is_tls() { "https" } else { "http" };
     {
         let mut stdout = std::io::stdout().lock();
@@ -95,14 +100,20 @@ pub(crate) async fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
     }
     info!(%local, "serving");
     let handle = server.shutdown_handle();
-    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     tokio::spawn(async move {
         tokio::select! {
             _ = terminate.recv() => info!("SIGTERM: draining"),
             _ = interrupt.recv() => info!("SIGINT: draining"),
         }
         handle.shutdown();
+        // A second signal during the drain (a client holding a response, up to
+        // server.drain_timeout) stops at once, as a crash would: the next start recovers.
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        eprintln!("error: a second signal during the drain: exiting without closing the store");
+        std::process::exit(i32::from(exit::ERROR));
     });
     let served = server.serve(listener).await;
     store.close().await;

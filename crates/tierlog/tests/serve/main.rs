@@ -448,31 +448,42 @@ async fn records_read(http: &reqwest::Client, url: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// Appends `batches` batches of 1000 records of `size` bytes to `topic`.
+async fn fill(client: &Client, topic: &str, batches: u64, size: usize) {
+    let payload = "f".repeat(size);
+    for _ in 0..batches {
+        client
+            .append(topic, (0..1000).map(|_| NewRecordJson::new(payload.as_str())).collect())
+            .await
+            .expect("append");
+    }
+}
+
+/// Sends `GET path` on a raw connection and returns it unread: the server's response
+/// stalls once the socket buffers are full.
+async fn unread_request(url: &str, path: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+
+    let address = url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address).await.expect("connect");
+    socket
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .expect("request");
+    socket
+}
+
 #[tokio::test]
 async fn a_client_that_does_not_read_holds_the_read_back() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
 
     let dir = workdir();
     let server = serve(dir.path(), &[]);
     let client = Client::new(&server.url).expect("client");
     // 48 MiB of records: far more than the socket buffers between server and client.
-    let payload = "z".repeat(2048);
     let total = 24_000u64;
-    for _ in 0..total / 1000 {
-        client
-            .append("big", (0..1000).map(|_| NewRecordJson::new(payload.as_str())).collect())
-            .await
-            .expect("append");
-    }
-    let address = server.url.trim_start_matches("http://").to_owned();
-    let mut socket = tokio::net::TcpStream::connect(&address).await.expect("connect");
-    socket
-        .write_all(
-            format!("GET /v1/topics/big/records?format=binary HTTP/1.1\r\nHost: {address}\r\n\r\n")
-                .as_bytes(),
-        )
-        .await
-        .expect("request");
+    fill(&client, "big", total / 1000, 2048).await;
+    let mut socket = unread_request(&server.url, "/v1/topics/big/records?format=binary").await;
     // The client reads nothing: once the socket buffers are full the server stops reading
     // the tiers. Wait (bounded) until its count of records read stops moving.
     let http = reqwest::Client::new();
@@ -504,6 +515,47 @@ async fn a_client_that_does_not_read_holds_the_read_back() {
     .await;
     assert!(body.len() as u64 > total * 2048, "{} bytes", body.len());
     assert!(records_read(&http, &server.url).await >= total);
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn a_second_signal_during_a_stalled_drain_exits_at_once_and_the_data_survives() {
+    let dir = workdir();
+    let server = serve_with_env(dir.path(), &[], &[("TIERLOG_SERVER__DRAIN_TIMEOUT", "10m")]);
+    let client = Client::new(&server.url).expect("client");
+    fill(&client, "stall", 8, 4096).await;
+    // A read no one takes: its response cannot finish, so the drain would wait 10 minutes.
+    let socket = unread_request(&server.url, "/v1/topics/stall/records").await;
+    let http = reqwest::Client::new();
+    within("the read to start", async {
+        while records_read(&http, &server.url).await == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    server.signal("TERM");
+    // The drain started when /readyz says so (or the listener is gone).
+    within("the drain to start", async {
+        while http.get(format!("{}/readyz", server.url)).send().await.is_ok_and(|r| r.status().is_success()) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let status = tokio::task::spawn_blocking(move || {
+        let status = server.terminate();
+        drop(socket);
+        status
+    })
+    .await
+    .expect("join");
+    assert_eq!(status.code(), Some(1), "a second signal exits 1 at once");
+    let server = serve(dir.path(), &[]);
+    let client = Client::new(&server.url).expect("client");
+    assert_eq!(
+        client.topic("stall").await.expect("topic").committed,
+        8000,
+        "every acknowledged record survives"
+    );
     assert!(server.terminate().success());
 }
 
