@@ -4,6 +4,7 @@
 mod page;
 mod remote;
 mod security;
+mod servers;
 mod support;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,12 @@ use tierlog_client::{Client, Data, ErrorKind, HeaderJson, NewRecordJson, Record,
 
 /// The longest any single awaited event may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Every record of `topic` up to its commit point, read in the binary framing.
+async fn read_all(client: &Client, topic: &str) -> Vec<Record> {
+    let read = client.read_with(topic, Start::Earliest, false, None).await.expect("read");
+    read.map(|r| r.expect("a record")).collect().await
+}
 
 async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(PATIENCE, f)
@@ -68,13 +75,7 @@ async fn append_and_read_round_trip_in_every_format() {
     assert_eq!((binary.start, binary.end), (5, 6));
 
     // Binary read (the client): every field as appended.
-    let records: Vec<Record> = client
-        .read_with("orders", Start::Earliest, false, None)
-        .await
-        .expect("read")
-        .map(|r| r.expect("a record"))
-        .collect()
-        .await;
+    let records = read_all(&client, "orders").await;
     let payloads: Vec<&[u8]> = records.iter().map(|r| &r.payload[..]).collect();
     assert_eq!(
         payloads,
@@ -325,13 +326,7 @@ async fn sigterm_drains_exits_0_and_the_data_is_readable_after_a_restart() {
 
     let server = serve(dir.path(), &[]);
     let client = Client::new(&server.url).expect("client");
-    let records: Vec<Record> = client
-        .read_with("drain", Start::Earliest, false, None)
-        .await
-        .expect("read")
-        .map(|r| r.expect("a record"))
-        .collect()
-        .await;
+    let records = read_all(&client, "drain").await;
     let read: BTreeMap<u64, String> = records
         .into_iter()
         .map(|r| (r.offset, String::from_utf8(r.payload.to_vec()).expect("utf-8")))
