@@ -110,7 +110,9 @@ impl ClientBuilder {
 
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
-        let mut http = reqwest::Client::builder();
+        // Below the server's 30 s wait for a request on an idle connection, so the pool
+        // never sends on a connection the server is closing.
+        let mut http = reqwest::Client::builder().pool_idle_timeout(std::time::Duration::from_secs(20));
         if let Some(pem) = &self.ca_pem {
             http = http.tls_certs_only([reqwest::Certificate::from_pem(pem)?]);
         }

@@ -69,6 +69,8 @@ pub(crate) async fn serve(
         let tls = tls.clone();
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
+            // Also the longest a kept-alive connection waits idle for its next request
+            // (tierlog-client's pool drops idle connections after 20 s).
             builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
             let result = match tls {
                 None => watcher.watch(builder.serve_connection(TokioIo::new(tcp), service)).await,
