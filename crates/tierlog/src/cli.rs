@@ -51,6 +51,9 @@ pub(crate) struct Global {
     /// Never show progress bars (they are hidden anyway when stderr is not a terminal).
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) no_progress: bool,
+    /// produce and consume: talk to the `tierlog serve` at URL instead of opening the store.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) server: Option<String>,
 }
 
 /// The subcommands.
@@ -77,6 +80,8 @@ pub(crate) enum Command {
     Recover(RecoverArgs),
     /// Print the effective configuration as TOML, secrets redacted.
     Config,
+    /// Serve the log over HTTP (docs/server.md) until SIGTERM/SIGINT, then drain.
+    Serve(crate::cmd::serve::ServeArgs),
 }
 
 /// `tierlog demo`.

@@ -54,7 +54,7 @@ pub(crate) const SIZE_KEYS: &[&str] = &[
 const SECRET_KEYS: &[&str] = &["password", "secret_access_key", "access_key"];
 
 /// Top-level tables a configuration may have.
-const SECTIONS: &[&str] = &["hot", "warm", "cold", "router"];
+const SECTIONS: &[&str] = &["hot", "warm", "cold", "router", "server", "client"];
 
 /// Where the configuration came from, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +72,10 @@ pub(crate) struct Loaded {
     pub(crate) config: StoreConfig,
     /// Where it came from.
     pub(crate) origin: Origin,
+    /// The `[server]` table (`tierlog serve`; tokens redacted in `Debug`).
+    pub(crate) server: tierlog_server::ServerConfig,
+    /// The `[client]` table (`produce` and `consume` through a server).
+    pub(crate) client: crate::cmd::remote::ClientConfig,
 }
 
 /// Loads the configuration (see the module docs). `env` is the process environment
@@ -107,12 +111,24 @@ pub(crate) fn load(
         }
     })?;
     apply_env(&mut table, env)?;
+    let server = section(&mut table, "server").with_context(|| format!("config {name}"))?;
+    let client = section(&mut table, "client").with_context(|| format!("config {name}"))?;
     let mut config = from_table(table).with_context(|| format!("config {name}"))?;
     if let Some(dir) = data_dir {
         apply_data_dir(&mut config, dir);
     }
     config.validate().with_context(|| format!("config {name}"))?;
-    Ok(Loaded { config, origin })
+    Ok(Loaded { config, origin, server, client })
+}
+
+/// Takes the table `key` (a program's own settings, not the store's) out of `table`,
+/// deserialized; the default when it is absent.
+fn section<T: serde::de::DeserializeOwned + Default>(table: &mut Table, key: &str) -> anyhow::Result<T> {
+    match table.remove(key) {
+        Some(value) => serde_path_to_error::deserialize(value)
+            .map_err(|e| anyhow!("{key}.{}: {}", e.path(), e.inner().message().trim())),
+        None => Ok(T::default()),
+    }
 }
 
 /// Applies `TIERLOG_<SECTION>__<KEY>` overrides to `table`.

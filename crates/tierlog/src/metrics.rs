@@ -6,6 +6,7 @@
 //! names and their meaning are documented in `docs/metrics.md`.
 
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
 use anyhow::Context;
 use metrics::{counter, histogram};
@@ -22,16 +23,29 @@ use tracing::{debug, warn};
 /// Largest request head the endpoint reads.
 const MAX_REQUEST: usize = 8 * 1024;
 
-/// Installs the Prometheus recorder, describes every metric, registers each at zero (so
-/// every name is served from the start) and serves `GET /metrics` on `addr`.
-pub(crate) async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
-    let listener =
-        TcpListener::bind(addr).await.with_context(|| format!("cannot listen for metrics on {addr}"))?;
+/// The recorder's handle, once installed.
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder (once per process: later calls return the same
+/// handle), describes every metric and registers each at zero (so every name is served
+/// from the start).
+pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
+    if let Some(handle) = HANDLE.get() {
+        return Ok(handle.clone());
+    }
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
     tier_router::metrics::describe();
     register_zeroes();
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+/// Installs the recorder ([`install`]) and serves `GET /metrics` on `addr`.
+pub(crate) async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
+    let listener =
+        TcpListener::bind(addr).await.with_context(|| format!("cannot listen for metrics on {addr}"))?;
+    let handle = install()?;
     tokio::spawn(accept_loop(listener, handle));
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! Each check is cheap, so a run where everything is present takes well under a second.
 
 mod advisory;
+mod chromium;
 mod valkey;
 
 use std::{
@@ -25,6 +26,7 @@ pub(crate) fn ensure_all(root: &Path) -> Result<Vec<String>> {
     Ok(vec![
         valkey::ensure().context("Valkey")?,
         ensure_moto(root).context("moto")?,
+        chromium::ensure().context("chromium")?,
         ensure_cargo_deny().context("cargo-deny")?,
         advisory::ensure(root).context("advisory DB")?,
     ])

@@ -62,16 +62,20 @@ fn bytes_json(b: &[u8]) -> Value {
     }
 }
 
-/// One record as a JSON object; `tier` is the tier that served it.
-pub(crate) fn record_json(record: &Record, source: Source) -> Value {
-    json!({
+/// One record as a JSON object; `tier` is the tier that served it, when known (a
+/// server's read stream does not say: `--server` output has no `tier` field).
+pub(crate) fn record_json(record: &Record, source: Option<Source>) -> Value {
+    let mut value = json!({
         "offset": record.offset,
-        "tier": source.label(),
         "timestamp": record.timestamp,
         "key": record.key.as_deref().map(bytes_json),
         "headers": record.headers.iter().map(|h| json!({"name": bytes_json(&h.name), "value": bytes_json(&h.value)})).collect::<Vec<_>>(),
         "payload": bytes_json(&record.payload),
-    })
+    });
+    if let (Some(source), Some(object)) = (source, value.as_object_mut()) {
+        object.insert("tier".into(), source.label().into());
+    }
+    value
 }
 
 fn write_record(out: &mut dyn Write, format: Output, record: &Record, source: Source) -> std::io::Result<()> {
@@ -81,7 +85,7 @@ fn write_record(out: &mut dyn Write, format: Output, record: &Record, source: So
             out.write_all(b"\n")
         }
         Output::Json => {
-            serde_json::to_writer(&mut *out, &record_json(record, source))?;
+            serde_json::to_writer(&mut *out, &record_json(record, Some(source)))?;
             out.write_all(b"\n")
         }
     }

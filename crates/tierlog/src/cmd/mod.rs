@@ -1,12 +1,14 @@
 //! The subcommands, one module each, and what they share.
 
 mod config;
-mod consume;
+pub(crate) mod consume;
 mod demo;
 mod export;
 mod inspect;
-mod produce;
+pub(crate) mod produce;
 mod recover;
+pub(crate) mod remote;
+pub(crate) mod serve;
 mod served;
 mod status;
 mod verify;
@@ -41,6 +43,13 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
         crate::metrics::serve(addr).await?;
     }
     let ctx = Ctx { loaded, progress: Progress::new(!cli.global.no_progress) };
+    if let Some(client) = remote::client(&cli.global, &cli.command, &ctx.loaded.client)? {
+        match &cli.command {
+            Command::Produce(args) => return remote::produce(&ctx, &client, args).await,
+            Command::Consume(args) => return remote::consume(&ctx, &client, args).await,
+            _ => {}
+        }
+    }
     match cli.command {
         Command::Demo(args) => demo::run(&ctx, args).await,
         Command::Produce(args) => produce::run(&ctx, args).await,
@@ -51,5 +60,6 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Verify(args) => verify::run(&ctx, args).await,
         Command::Recover(args) => recover::run(&ctx, args).await,
         Command::Config => config::run(&ctx),
+        Command::Serve(args) => serve::run(&ctx, args).await,
     }
 }

@@ -100,7 +100,7 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
 }
 
 /// Prints what a run stored, as text or one JSON object.
-fn print_summary(
+pub(crate) fn print_summary(
     name: &TopicName,
     produced: &Produced,
     secs: f64,
@@ -140,7 +140,7 @@ fn print_summary(
 }
 
 /// Where acknowledgements go: nowhere, stdout (`-`) or a file created (truncated) now.
-fn open_acks(path: Option<&Path>) -> anyhow::Result<Option<Box<dyn Write + Send>>> {
+pub(crate) fn open_acks(path: Option<&Path>) -> anyhow::Result<Option<Box<dyn Write + Send>>> {
     Ok(match path {
         None => None,
         Some(p) if p == Path::new("-") => Some(Box::new(std::io::stdout())),
@@ -151,7 +151,7 @@ fn open_acks(path: Option<&Path>) -> anyhow::Result<Option<Box<dyn Write + Send>
 }
 
 /// Writes one acknowledged batch as a JSON line and flushes it.
-fn write_ack(out: &mut dyn Write, range: OffsetRange) -> std::io::Result<()> {
+pub(crate) fn write_ack(out: &mut dyn Write, range: OffsetRange) -> std::io::Result<()> {
     let line = serde_json::json!({ "start": range.start, "end": range.end, "count": range.len() });
     writeln!(out, "{line}")?;
     out.flush()

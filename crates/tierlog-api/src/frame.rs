@@ -1,0 +1,234 @@
+//! The binary record framing, `application/x-tierlog-batch`: the body of an append in
+//! binary, and of a read in `format=binary`. The grammar, byte by byte, is in
+//! `docs/server.md` ("Binary framing"); in short (all integers big-endian):
+//!
+//! ```text
+//! body   = magic frame*
+//! magic  = "TLB" 0x01                      (4 bytes: the format and its version)
+//! frame  = len:u32 kind:u8 body[len - 1]   (len counts kind and body; 1 ≤ len ≤ MAX_FRAME)
+//! kind 0 = record: offset:u64 timestamp:i64 key_len:u32 key[key_len]
+//!              header_count:u32 (name_len:u32 name value_len:u32 value)* payload[rest]
+//!          key_len 0xFFFF_FFFF means no key (and no key bytes follow)
+//! kind 1 = error (reads only, the last frame): an `ApiError` as JSON
+//! ```
+//!
+//! In an append, `offset` is ignored (write 0) and `timestamp` [`SERVER_CLOCK`] asks for
+//! the server's clock. [`Decoder`] decodes incrementally (a body arriving in chunks) and
+//! never panics on any input: a truncated or malformed frame is a [`FrameError`].
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::ApiError;
+
+/// The first four bytes of every body: `TLB` and version 1.
+pub const MAGIC: [u8; 4] = *b"TLB\x01";
+
+/// The largest `len` a frame may have (64 MiB, the largest record batch tierlog stores).
+pub const MAX_FRAME: u32 = 64 << 20;
+
+/// A record frame's timestamp asking the server to stamp the record with its clock.
+pub const SERVER_CLOCK: i64 = i64::MIN;
+
+/// `key_len` of a record without a key.
+const NO_KEY: u32 = u32::MAX;
+
+/// Frame kinds.
+const KIND_RECORD: u8 = 0;
+const KIND_ERROR: u8 = 1;
+
+/// A record as framed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrameRecord {
+    /// The offset (reads); ignored in an append.
+    pub offset: u64,
+    /// Publish time, ms since the Unix epoch; [`SERVER_CLOCK`] in an append for the
+    /// server's clock.
+    pub timestamp: i64,
+    /// The key.
+    pub key: Option<Bytes>,
+    /// Headers, `(name, value)`.
+    pub headers: Vec<(Bytes, Bytes)>,
+    /// The payload.
+    pub payload: Bytes,
+}
+
+/// A decoded frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A record.
+    Record(FrameRecord),
+    /// The error that ended a read.
+    Error(ApiError),
+}
+
+/// A malformed body.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("binary framing, byte {position}: {message}")]
+pub struct FrameError {
+    /// Byte position in the body where the problem is.
+    pub position: u64,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Appends [`MAGIC`] to `buf`: the start of every body.
+pub fn encode_magic(buf: &mut BytesMut) {
+    buf.put_slice(&MAGIC);
+}
+
+/// Appends one record frame to `buf`.
+///
+/// # Panics
+///
+/// Never for a record tierlog stores; a record whose key, header or frame is longer than
+/// `u32::MAX` bytes cannot be framed and panics (no store holds one: batches are at most
+/// 64 MiB).
+pub fn encode_record(buf: &mut BytesMut, record: &FrameRecord) {
+    let len32 = |n: usize| u32::try_from(n).expect("frame fields are shorter than 4 GiB");
+    let key_len = record.key.as_ref().map_or(0, Bytes::len);
+    let headers_len: usize = record.headers.iter().map(|(n, v)| 8 + n.len() + v.len()).sum();
+    let len = 1 + 8 + 8 + 4 + key_len + 4 + headers_len + record.payload.len();
+    buf.reserve(4 + len);
+    buf.put_u32(len32(len));
+    buf.put_u8(KIND_RECORD);
+    buf.put_u64(record.offset);
+    buf.put_i64(record.timestamp);
+    match &record.key {
+        Some(key) => {
+            buf.put_u32(len32(key.len()));
+            buf.put_slice(key);
+        }
+        None => buf.put_u32(NO_KEY),
+    }
+    buf.put_u32(len32(record.headers.len()));
+    for (name, value) in &record.headers {
+        buf.put_u32(len32(name.len()));
+        buf.put_slice(name);
+        buf.put_u32(len32(value.len()));
+        buf.put_slice(value);
+    }
+    buf.put_slice(&record.payload);
+}
+
+/// Appends an error frame to `buf` (the last frame of a read that failed).
+pub fn encode_error(buf: &mut BytesMut, error: &ApiError) {
+    let json = serde_json::to_vec(error).expect("an ApiError serialises");
+    buf.put_u32(u32::try_from(json.len() + 1).expect("an error message is shorter than 4 GiB"));
+    buf.put_u8(KIND_ERROR);
+    buf.put_slice(&json);
+}
+
+/// Decodes a body incrementally: feed it chunks with [`push`](Self::push), take frames
+/// with [`next_frame`](Self::next_frame); [`finish`](Self::finish) at the end says whether
+/// the body ended between frames.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: BytesMut,
+    /// Bytes of the body consumed so far (for error positions).
+    consumed: u64,
+    magic_seen: bool,
+}
+
+impl Decoder {
+    /// A decoder at the start of a body.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next bytes of the body.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    fn error(&self, at: u64, message: impl Into<String>) -> FrameError {
+        FrameError { position: self.consumed + at, message: message.into() }
+    }
+
+    /// The next complete frame, `None` when more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        if !self.magic_seen {
+            if self.buf.len() < MAGIC.len() {
+                if !MAGIC.starts_with(&self.buf) {
+                    return Err(self.error(0, "not a tierlog batch body (bad magic)"));
+                }
+                return Ok(None);
+            }
+            if self.buf[..MAGIC.len()] != MAGIC {
+                return Err(if self.buf[..3] == MAGIC[..3] {
+                    self.error(3, format!("unsupported framing version {}", self.buf[3]))
+                } else {
+                    self.error(0, "not a tierlog batch body (bad magic)")
+                });
+            }
+            self.buf.advance(MAGIC.len());
+            self.consumed += MAGIC.len() as u64;
+            self.magic_seen = true;
+        }
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        if len == 0 || len > MAX_FRAME {
+            return Err(self.error(0, format!("frame length {len} is not in 1..={MAX_FRAME}")));
+        }
+        let total = 4 + len as usize;
+        if self.buf.len() < total {
+            return Ok(None);
+        }
+        let start = self.consumed;
+        let mut frame = self.buf.split_to(total).freeze();
+        self.consumed += total as u64;
+        frame.advance(4);
+        let kind = frame.get_u8();
+        match kind {
+            KIND_RECORD => decode_record(frame)
+                .map(|r| Some(Frame::Record(r)))
+                .map_err(|(at, message)| FrameError { position: start + 5 + at, message }),
+            KIND_ERROR => serde_json::from_slice(&frame).map(|e| Some(Frame::Error(e))).map_err(|e| {
+                FrameError { position: start + 5, message: format!("malformed error frame: {e}") }
+            }),
+            other => Err(FrameError { position: start + 4, message: format!("unknown frame kind {other}") }),
+        }
+    }
+
+    /// Ok when the body ended between frames (after the magic); an error for a body cut
+    /// inside a frame, or an empty one.
+    pub fn finish(&self) -> Result<(), FrameError> {
+        if !self.magic_seen {
+            return Err(self.error(0, "the body ended before the magic"));
+        }
+        if !self.buf.is_empty() {
+            return Err(
+                self.error(0, format!("the body ended inside a frame ({} bytes of it)", self.buf.len()))
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a record frame's body (after `kind`); errors carry the position in it.
+fn decode_record(mut b: Bytes) -> Result<FrameRecord, (u64, String)> {
+    let len = b.len();
+    let at = |b: &Bytes| (len - b.remaining()) as u64;
+    let short = |b: &Bytes, what: &str| (at(b), format!("the frame ends inside the {what}"));
+    let offset = b.try_get_u64().map_err(|_| short(&b, "offset"))?;
+    let timestamp = b.try_get_i64().map_err(|_| short(&b, "timestamp"))?;
+    let key_len = b.try_get_u32().map_err(|_| short(&b, "key length"))?;
+    let key =
+        if key_len == NO_KEY { None } else { Some(take(&mut b, key_len, "key").map_err(|w| short(&b, w))?) };
+    let count = b.try_get_u32().map_err(|_| short(&b, "header count"))?;
+    let mut headers = Vec::new();
+    for _ in 0..count {
+        let n = b.try_get_u32().map_err(|_| short(&b, "header name length"))?;
+        let name = take(&mut b, n, "header name").map_err(|w| short(&b, w))?;
+        let n = b.try_get_u32().map_err(|_| short(&b, "header value length"))?;
+        let value = take(&mut b, n, "header value").map_err(|w| short(&b, w))?;
+        headers.push((name, value));
+    }
+    Ok(FrameRecord { offset, timestamp, key, headers, payload: b })
+}
+
+fn take(b: &mut Bytes, n: u32, what: &'static str) -> Result<Bytes, &'static str> {
+    let n = n as usize;
+    if b.remaining() < n { Err(what) } else { Ok(b.split_to(n)) }
+}

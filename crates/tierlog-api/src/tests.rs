@@ -1,0 +1,162 @@
+use bytes::{Bytes, BytesMut};
+
+use crate::frame::{Decoder, Frame, FrameRecord, MAGIC, encode_error, encode_magic, encode_record};
+use crate::{ApiError, Data, ErrorKind, NewRecordJson, Start};
+
+fn record() -> FrameRecord {
+    FrameRecord {
+        offset: 7,
+        timestamp: 1_700_000_000_000,
+        key: Some(Bytes::from_static(b"k")),
+        headers: vec![(Bytes::from_static(b"h"), Bytes::from_static(b"v"))],
+        payload: Bytes::from_static(b"hello"),
+    }
+}
+
+#[test]
+fn a_record_frame_has_the_documented_bytes() {
+    let mut buf = BytesMut::new();
+    encode_magic(&mut buf);
+    encode_record(&mut buf, &record());
+    let mut expected = b"TLB\x01".to_vec();
+    expected.extend_from_slice(&41u32.to_be_bytes());
+    expected.push(0);
+    expected.extend_from_slice(&7u64.to_be_bytes());
+    expected.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
+    expected.extend_from_slice(&1u32.to_be_bytes());
+    expected.push(b'k');
+    expected.extend_from_slice(&1u32.to_be_bytes());
+    expected.extend_from_slice(&1u32.to_be_bytes());
+    expected.push(b'h');
+    expected.extend_from_slice(&1u32.to_be_bytes());
+    expected.push(b'v');
+    expected.extend_from_slice(b"hello");
+    // len counts everything after the length field: kind .. payload.
+    assert_eq!(expected.len() - 8, 41);
+    assert_eq!(&buf[..], &expected[..]);
+}
+
+#[test]
+fn frames_round_trip_whatever_the_chunking() {
+    let mut buf = BytesMut::new();
+    encode_magic(&mut buf);
+    let records: Vec<FrameRecord> = (0..20u64)
+        .map(|i| FrameRecord {
+            offset: i,
+            timestamp: i as i64,
+            key: (i % 2 == 0).then(|| Bytes::from(format!("key{i}"))),
+            headers: (0..i % 3).map(|h| (Bytes::from(format!("n{h}")), Bytes::new())).collect(),
+            payload: Bytes::from(vec![i as u8; i as usize]),
+        })
+        .collect();
+    for r in &records {
+        encode_record(&mut buf, r);
+    }
+    let error = ApiError::new(ErrorKind::Unavailable, "warm did not answer");
+    encode_error(&mut buf, &error);
+    for chunk in [1usize, 3, 7, 64, buf.len()] {
+        let mut decoder = Decoder::new();
+        let mut got = Vec::new();
+        for piece in buf.chunks(chunk) {
+            decoder.push(piece);
+            while let Some(frame) = decoder.next_frame().expect("a valid body") {
+                got.push(frame);
+            }
+        }
+        decoder.finish().expect("the body ends between frames");
+        let mut expected: Vec<Frame> = records.iter().cloned().map(Frame::Record).collect();
+        expected.push(Frame::Error(error.clone()));
+        assert_eq!(got, expected, "chunks of {chunk}");
+    }
+}
+
+#[test]
+fn truncated_and_garbled_bodies_are_errors_not_panics() {
+    let mut buf = BytesMut::new();
+    encode_magic(&mut buf);
+    encode_record(&mut buf, &record());
+    for cut in 0..buf.len() {
+        let mut decoder = Decoder::new();
+        decoder.push(&buf[..cut]);
+        assert_eq!(decoder.next_frame(), Ok(None), "cut at {cut}");
+        // The magic alone is a complete body of no frames.
+        assert_eq!(decoder.finish().is_ok(), cut == MAGIC.len(), "a body cut at {cut}");
+    }
+    // Every single-byte corruption decodes to something or fails cleanly.
+    for i in 0..buf.len() {
+        let mut bad = buf.to_vec();
+        bad[i] ^= 0xA5;
+        let mut decoder = Decoder::new();
+        decoder.push(&bad);
+        let _ = decoder.next_frame();
+    }
+    let mut decoder = Decoder::new();
+    decoder.push(b"TLB\x02");
+    let e = decoder.next_frame().expect_err("version 2 is refused");
+    assert!(e.message.contains("version 2"), "{e}");
+    let mut decoder = Decoder::new();
+    decoder.push(b"{\"records\"");
+    assert!(decoder.next_frame().expect_err("JSON is not a batch body").message.contains("magic"));
+    assert_eq!(MAGIC, *b"TLB\x01");
+}
+
+#[test]
+fn a_header_count_past_the_frame_is_an_error() {
+    let mut buf = BytesMut::new();
+    encode_magic(&mut buf);
+    let mut frame = Vec::new();
+    frame.push(0u8);
+    frame.extend_from_slice(&0u64.to_be_bytes());
+    frame.extend_from_slice(&0i64.to_be_bytes());
+    frame.extend_from_slice(&u32::MAX.to_be_bytes());
+    frame.extend_from_slice(&u32::MAX.to_be_bytes()); // 4 billion headers, none present
+    buf.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&frame);
+    let mut decoder = Decoder::new();
+    decoder.push(&buf);
+    let e = decoder.next_frame().expect_err("headers missing");
+    assert!(e.message.contains("header name length"), "{e}");
+}
+
+#[test]
+fn json_bytes_are_text_or_base64() {
+    assert_eq!(serde_json::to_string(&Data::from_bytes(b"hi")).expect("json"), r#""hi""#);
+    let binary = Data::from_bytes(&[0xff, 0]);
+    assert_eq!(serde_json::to_string(&binary).expect("json"), r#"{"base64":"/wA="}"#);
+    assert_eq!(binary.to_bytes().expect("base64"), Bytes::from_static(&[0xff, 0]));
+    let r: NewRecordJson =
+        serde_json::from_str(r#"{"value": "v", "key": {"base64": "AQ=="}}"#).expect("json");
+    assert_eq!(r.payload, Data::from("v"));
+    assert_eq!(r.key.expect("key").to_bytes().expect("base64"), Bytes::from_static(&[1]));
+    let e = Data::Base64 { base64: "!".into() }.to_bytes().expect_err("not base64");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+#[test]
+fn error_bodies_have_the_documented_shape() {
+    let e = ApiError::new(ErrorKind::NotFound, "topic 'x' does not exist");
+    assert_eq!(
+        serde_json::to_string(&e).expect("json"),
+        r#"{"error":{"kind":"not_found","message":"topic 'x' does not exist"}}"#
+    );
+    assert_eq!(e.kind().status(), 404);
+    assert_eq!(ErrorKind::Fenced.status(), 409);
+    assert_eq!(ErrorKind::TooLarge.status(), 413);
+    assert_eq!(ErrorKind::Closed.status(), 503);
+}
+
+#[test]
+fn start_positions_parse_and_print() {
+    assert_eq!(Start::parse("earliest"), Ok(Start::Earliest));
+    assert_eq!(Start::parse("latest"), Ok(Start::Latest));
+    assert_eq!(Start::parse("offset:42"), Ok(Start::Offset(42)));
+    assert_eq!(Start::parse("42"), Ok(Start::Offset(42)));
+    assert_eq!(Start::parse("time:1700000000000"), Ok(Start::Time(1_700_000_000_000)));
+    assert_eq!(Start::parse("time:2023-11-14T22:13:20Z"), Ok(Start::Time(1_700_000_000_000)));
+    for bad in ["", "offset:", "offset:-1", "time:yesterday", "first"] {
+        assert_eq!(Start::parse(bad).map_err(|e| e.kind()), Err(ErrorKind::InvalidInput), "{bad:?}");
+    }
+    for start in [Start::Earliest, Start::Latest, Start::Offset(7), Start::Time(9)] {
+        assert_eq!(Start::parse(&start.to_query()), Ok(start));
+    }
+}

@@ -1,0 +1,314 @@
+//! A client of tierlog's HTTP API (`tierlog serve`, `docs/server.md`): reqwest with
+//! rustls, no OpenSSL.
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use tierlog_client::{Client, NewRecordJson, Start};
+//!
+//! # async fn example() -> Result<(), tierlog_client::Error> {
+//! let client = Client::new("http://127.0.0.1:7171")?;
+//! let offsets = client.append("orders", vec![NewRecordJson::new("first")]).await?;
+//! let mut records = client.read("orders", Start::Offset(offsets.start)).await?;
+//! let first = records.next().await.expect("the read follows the live tail")?;
+//! assert_eq!(&first.payload[..], b"first");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Reads use the binary framing (`tierlog_api::frame`), decoded as the body arrives: a
+//! stream that follows the live tail holds about one response chunk, however long it runs.
+
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{BoxStream, StreamExt};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::{Method, RequestBuilder, Response};
+use serde::de::DeserializeOwned;
+use tierlog_api::frame::{Decoder, Frame, FrameError, encode_magic, encode_record};
+pub use tierlog_api::frame::{FrameRecord as Record, SERVER_CLOCK};
+pub use tierlog_api::{
+    ApiError, AppendRequest, AppendResponse, Data, ErrorKind, ExportResponse, Format, HeaderJson,
+    NewRecordJson, RangeJson, RecoveryList, Start, TopicInfo, TopicList, VerifyReport,
+};
+use tierlog_api::{CONTENT_TYPE_BATCH, CONTENT_TYPE_LINES};
+
+/// What can go wrong talking to the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server answered with an error (`kind` says what to do), or ended a read with
+    /// one.
+    #[error("the server answered {status}: {error}")]
+    Api {
+        /// The HTTP status (the last frame of a read: 200).
+        status: u16,
+        /// The error.
+        error: ApiError,
+    },
+    /// The request could not be made or the answer not read (connection, TLS, body).
+    #[error("talking to the server")]
+    Http(#[from] reqwest::Error),
+    /// A read's body was not valid binary framing.
+    #[error("reading the server's records")]
+    Frame(#[from] FrameError),
+    /// An answer that is not what the API says it is.
+    #[error("unexpected answer: {0}")]
+    Unexpected(String),
+}
+
+impl Error {
+    /// The API's error kind, for an error the server answered.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Error::Api { error, .. } => Some(error.kind()),
+            _ => None,
+        }
+    }
+}
+
+/// A bearer token; `Debug` prints `***`.
+#[derive(Clone)]
+struct Token(HeaderValue);
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+/// Builds a [`Client`]: a bearer token, a CA certificate for a server whose certificate
+/// no public root signs. `Debug` does not show the token.
+pub struct ClientBuilder {
+    url: String,
+    token: Option<String>,
+    ca_pem: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("ca_pem", &self.ca_pem.is_some())
+            .finish()
+    }
+}
+
+impl ClientBuilder {
+    /// Sends `Authorization: Bearer <token>` with every request.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Trusts only this CA certificate (PEM) for HTTPS, e.g. a self-signed server's.
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// The client.
+    pub fn build(self) -> Result<Client, Error> {
+        // Below the server's 30 s wait for a request on an idle connection, so the pool
+        // never sends on a connection the server is closing.
+        let mut http = reqwest::Client::builder().pool_idle_timeout(std::time::Duration::from_secs(20));
+        if let Some(pem) = &self.ca_pem {
+            http = http.tls_certs_only([reqwest::Certificate::from_pem(pem)?]);
+        }
+        let token = match self.token {
+            Some(t) => {
+                let mut value = HeaderValue::try_from(format!("Bearer {t}"))
+                    .map_err(|_| Error::Unexpected("the token is not a valid header value".into()))?;
+                value.set_sensitive(true);
+                Some(Token(value))
+            }
+            None => None,
+        };
+        Ok(Client { http: http.build()?, base: self.url.trim_end_matches('/').to_owned(), token })
+    }
+}
+
+/// A client of one server. Cheap to clone (clones share connections).
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<Token>,
+}
+
+/// A stream of records read, in offset order; it ends when a read without follow is
+/// done, and with an error the server ended the read with.
+pub type RecordStream = BoxStream<'static, Result<Record, Error>>;
+
+impl Client {
+    /// A client of the server at `url` (`http://host:port` or `https://…`).
+    pub fn new(url: &str) -> Result<Self, Error> {
+        Self::builder(url).build()
+    }
+
+    /// A builder, for a token or a CA certificate.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder { url: url.to_owned(), token: None, ca_pem: None }
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, token.0.clone());
+        }
+        request
+    }
+
+    /// The response if its status is a success, else its error body.
+    async fn check(response: Response) -> Result<Response, Error> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = response.bytes().await?;
+        let error = serde_json::from_slice::<ApiError>(&body).unwrap_or_else(|_| {
+            ApiError::new(ErrorKind::Internal, String::from_utf8_lossy(&body).into_owned())
+        });
+        Err(Error::Api { status: status.as_u16(), error })
+    }
+
+    async fn json<T: DeserializeOwned>(request: RequestBuilder) -> Result<T, Error> {
+        Ok(Self::check(request.send().await?).await?.json().await?)
+    }
+
+    /// Appends `records` as one batch; their offsets once every enabled write tier of the
+    /// server's store holds them.
+    pub async fn append(&self, topic: &str, records: Vec<NewRecordJson>) -> Result<AppendResponse, Error> {
+        Self::json(self.request(Method::POST, &records_path(topic)).json(&AppendRequest { records })).await
+    }
+
+    /// Appends each line of `lines` (without its `\n`) as a record (the line format).
+    pub async fn append_lines(&self, topic: &str, lines: impl Into<Bytes>) -> Result<AppendResponse, Error> {
+        let request = self
+            .request(Method::POST, &records_path(topic))
+            .header(CONTENT_TYPE, CONTENT_TYPE_LINES)
+            .body(lines.into());
+        Self::json(request).await
+    }
+
+    /// Appends `records` in the binary framing (keys, headers and payloads as bytes;
+    /// `timestamp` [`SERVER_CLOCK`] for the server's clock; `offset` is ignored).
+    pub async fn append_binary(&self, topic: &str, records: &[Record]) -> Result<AppendResponse, Error> {
+        let mut body = BytesMut::new();
+        encode_magic(&mut body);
+        for r in records {
+            encode_record(&mut body, r);
+        }
+        let request = self
+            .request(Method::POST, &records_path(topic))
+            .header(CONTENT_TYPE, CONTENT_TYPE_BATCH)
+            .body(body.freeze());
+        Self::json(request).await
+    }
+
+    /// Reads `topic` from `from`, following the live tail: the stream never ends by
+    /// itself (drop it to stop). `NotFound` for a topic the server does not hold.
+    pub async fn read(&self, topic: &str, from: Start) -> Result<RecordStream, Error> {
+        self.read_with(topic, from, true, None).await
+    }
+
+    /// Reads `topic` from `from`: with `follow`, into the live tail; without, up to the
+    /// commit point when the read started. At most `limit` records.
+    pub async fn read_with(
+        &self,
+        topic: &str,
+        from: Start,
+        follow: bool,
+        limit: Option<u64>,
+    ) -> Result<RecordStream, Error> {
+        // Every value is made of characters a query takes as they are.
+        let mut path = format!("{}?format=binary&from={}", records_path(topic), from.to_query());
+        if follow {
+            path.push_str("&follow=true");
+        }
+        if let Some(limit) = limit {
+            path.push_str(&format!("&limit={limit}"));
+        }
+        let response = Self::check(self.request(Method::GET, &path).send().await?).await?;
+        let chunks = response.bytes_stream();
+        let state = (chunks, Decoder::new(), false);
+        let stream = futures::stream::unfold(state, |(mut chunks, mut decoder, mut done)| async move {
+            loop {
+                if done {
+                    return None;
+                }
+                match decoder.next_frame() {
+                    Err(e) => {
+                        done = true;
+                        return Some((Err(Error::Frame(e)), (chunks, decoder, done)));
+                    }
+                    Ok(Some(Frame::Record(r))) => return Some((Ok(r), (chunks, decoder, done))),
+                    Ok(Some(Frame::Error(error))) => {
+                        done = true;
+                        return Some((Err(Error::Api { status: 200, error }), (chunks, decoder, done)));
+                    }
+                    Ok(None) => {}
+                }
+                match chunks.next().await {
+                    Some(Ok(chunk)) => decoder.push(&chunk),
+                    Some(Err(e)) => {
+                        done = true;
+                        return Some((Err(Error::Http(e)), (chunks, decoder, done)));
+                    }
+                    None => {
+                        done = true;
+                        return decoder
+                            .finish()
+                            .err()
+                            .map(|e| (Err(Error::Frame(e)), (chunks, decoder, done)));
+                    }
+                }
+            }
+        });
+        Ok(stream.boxed())
+    }
+
+    /// Every topic's tier ranges and commit point.
+    pub async fn topics(&self) -> Result<Vec<TopicInfo>, Error> {
+        Ok(Self::json::<TopicList>(self.request(Method::GET, "/v1/topics")).await?.topics)
+    }
+
+    /// One topic's tier ranges and commit point.
+    pub async fn topic(&self, name: &str) -> Result<TopicInfo, Error> {
+        Self::json(self.request(Method::GET, &format!("/v1/topics/{}", encode(name)))).await
+    }
+
+    /// Exports `topic` now: seals its active WAL segment and stores what cold lacks.
+    pub async fn export(&self, topic: &str) -> Result<ExportResponse, Error> {
+        Self::json(self.request(Method::POST, &format!("/v1/topics/{}/export", encode(topic)))).await
+    }
+
+    /// Verifies `topic` online, below a snapshot of its commit point.
+    pub async fn verify(&self, topic: &str) -> Result<VerifyReport, Error> {
+        Self::json(self.request(Method::GET, &format!("/v1/topics/{}/verify", encode(topic)))).await
+    }
+
+    /// The recovery reports of the server's store.
+    pub async fn recovery(&self) -> Result<RecoveryList, Error> {
+        Self::json(self.request(Method::GET, "/v1/recovery")).await
+    }
+}
+
+fn records_path(topic: &str) -> String {
+    format!("/v1/topics/{}/records", encode(topic))
+}
+
+/// `topic` as one path segment (topic names are already path-safe; anything else is
+/// percent-encoded so it cannot change the path).
+fn encode(topic: &str) -> String {
+    let mut out = String::with_capacity(topic.len());
+    for b in topic.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

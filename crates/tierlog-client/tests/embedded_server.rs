@@ -1,0 +1,53 @@
+//! The client against `tierlog-server` serving a store in this process (the binary's
+//! tests, `crates/tierlog/tests/serve`, run the real `tierlog serve`).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use tier_router::{StoreConfig, TieredStore};
+use tierlog_client::{Client, ErrorKind, NewRecordJson, Start};
+use tierlog_server::{Server, ServerConfig, Token};
+
+#[tokio::test]
+async fn append_follow_and_drain_against_an_embedded_server() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = TieredStore::open(StoreConfig::hot_only(dir.path().join("wal"))).await.expect("store");
+    let config = ServerConfig { tokens: vec![Token::new("t0ken")], ..ServerConfig::default() };
+    let server = Server::new(store.clone(), &config, None).expect("server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let shutdown = server.shutdown_handle();
+    let serving = tokio::spawn(server.serve(listener));
+
+    let anonymous = Client::new(&url).expect("client");
+    let refused = anonymous.append("t", vec![NewRecordJson::new("x")]).await.expect_err("no token");
+    assert_eq!(refused.kind(), Some(ErrorKind::Unauthorized));
+
+    let client = Client::builder(&url).token("t0ken").build().expect("client");
+    let missing = client.read("t", Start::Earliest).await.err().expect("no topic yet");
+    assert_eq!(missing.kind(), Some(ErrorKind::NotFound));
+    let first =
+        client.append("t", vec![NewRecordJson::new("a"), NewRecordJson::new("b")]).await.expect("append");
+    assert_eq!((first.start, first.end), (0, 2));
+    let mut follow = client.read("t", Start::Earliest).await.expect("follow");
+    for (offset, payload) in [(0, "a"), (1, "b")] {
+        let r = follow.next().await.expect("a record").expect("a record");
+        assert_eq!((r.offset, &r.payload[..]), (offset, payload.as_bytes()));
+    }
+    client.append_lines("t", "c\n").await.expect("append");
+    let r =
+        tokio::time::timeout(Duration::from_secs(30), follow.next()).await.expect("in time").expect("item");
+    assert_eq!(&r.expect("a record").payload[..], b"c");
+    let topics = client.topics().await.expect("topics");
+    assert_eq!((topics.len(), topics[0].committed, topics[0].cold), (1, 3, None));
+    let verify = client.verify("t").await.expect("verify");
+    assert_eq!((verify.records, verify.problems.len()), (3, 0));
+    let no_cold = client.export("t").await.expect_err("hot only: nothing to export to");
+    assert_eq!(no_cold.kind(), Some(ErrorKind::InvalidInput));
+
+    shutdown.shutdown();
+    let end = tokio::time::timeout(Duration::from_secs(30), follow.next()).await.expect("in time");
+    assert_eq!(end.expect("the drain's error item").expect_err("closed").kind(), Some(ErrorKind::Closed));
+    serving.await.expect("join").expect("the server drained");
+    store.close().await;
+}

@@ -1,0 +1,128 @@
+//! `POST /v1/topics/{topic}/records`: the three body formats, decoded into the records
+//! of one batch, and the append itself (answered once every enabled write tier holds
+//! the batch — the router's acknowledgement).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+use tier_router::NewRecord;
+use tierlog_api::frame::{Decoder, Frame, SERVER_CLOCK};
+use tierlog_api::{
+    AppendRequest, AppendResponse, CONTENT_TYPE_BATCH, CONTENT_TYPE_JSON, CONTENT_TYPE_LINES, ErrorKind,
+};
+
+use crate::AppState;
+use crate::error::HttpError;
+
+/// Now, in ms since the Unix epoch.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) async fn append(
+    State(state): State<AppState>,
+    Path(topic): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<AppendResponse>, HttpError> {
+    let body = body.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            HttpError::new(ErrorKind::TooLarge, format!("the body is larger than {} bytes", state.max_body))
+        } else {
+            HttpError::invalid(format!("reading the body: {e}"))
+        }
+    })?;
+    let records = decode(&headers, body)?;
+    if records.is_empty() {
+        return Err(HttpError::invalid("no records to append"));
+    }
+    let topic = state.store.topic(topic.as_str()).await?;
+    let offsets = topic.append(records).await?;
+    Ok(Json(AppendResponse { start: offsets.start, end: offsets.end }))
+}
+
+/// The records of a body, by its content type.
+fn decode(headers: &HeaderMap, body: Bytes) -> Result<Vec<NewRecord>, HttpError> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let now = now_ms();
+    match essence.as_str() {
+        CONTENT_TYPE_JSON => {
+            let request: AppendRequest = serde_json::from_slice(&body)
+                .map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))?;
+            request
+                .records
+                .into_iter()
+                .map(|r| {
+                    let mut record =
+                        NewRecord::new(r.timestamp.unwrap_or(now), r.payload.to_bytes().map_err(HttpError)?);
+                    if let Some(key) = r.key {
+                        record = record.with_key(key.to_bytes().map_err(HttpError)?);
+                    }
+                    for h in r.headers {
+                        record = record.with_header(
+                            h.name.to_bytes().map_err(HttpError)?,
+                            h.value.to_bytes().map_err(HttpError)?,
+                        );
+                    }
+                    Ok(record)
+                })
+                .collect()
+        }
+        CONTENT_TYPE_LINES => {
+            // One record per line, without its `\n` (and a `\r` before it); a final
+            // newline does not start another record.
+            if body.is_empty() {
+                return Ok(Vec::new());
+            }
+            let text = if body.ends_with(b"\n") { body.slice(..body.len() - 1) } else { body };
+            let line = |mut line: Bytes| {
+                if line.ends_with(b"\r") {
+                    line.truncate(line.len() - 1);
+                }
+                NewRecord::new(now, line)
+            };
+            let mut records = Vec::new();
+            let mut start = 0;
+            while let Some(i) = text[start..].iter().position(|b| *b == b'\n') {
+                records.push(line(text.slice(start..start + i)));
+                start += i + 1;
+            }
+            records.push(line(text.slice(start..)));
+            Ok(records)
+        }
+        CONTENT_TYPE_BATCH => {
+            let mut decoder = Decoder::new();
+            decoder.push(&body);
+            let mut records = Vec::new();
+            while let Some(frame) = decoder.next_frame().map_err(|e| HttpError::invalid(e.to_string()))? {
+                let Frame::Record(r) = frame else {
+                    return Err(HttpError::invalid("an append holds record frames only"));
+                };
+                let timestamp = if r.timestamp == SERVER_CLOCK { now } else { r.timestamp };
+                let mut record = NewRecord::new(timestamp, r.payload);
+                if let Some(key) = r.key {
+                    record = record.with_key(key);
+                }
+                for (name, value) in r.headers {
+                    record = record.with_header(name, value);
+                }
+                records.push(record);
+            }
+            decoder.finish().map_err(|e| HttpError::invalid(e.to_string()))?;
+            Ok(records)
+        }
+        _ => Err(HttpError::new(
+            ErrorKind::UnsupportedMediaType,
+            format!(
+                "Content-Type {content_type:?} is not one of {CONTENT_TYPE_JSON}, {CONTENT_TYPE_LINES}, {CONTENT_TYPE_BATCH}"
+            ),
+        )),
+    }
+}

@@ -1,0 +1,263 @@
+//! `produce` and `consume` against a running `tierlog serve` (`--server URL`, or the
+//! `[client]` table's `server`), through `tierlog-client`, instead of opening the store:
+//! the same arguments and output as the local commands (`produce.rs`, `consume.rs`, whose
+//! parsers and JSON form are used here), the records travelling in the binary framing.
+
+use std::io::{BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tier_core::{Header, OffsetRange, Record, Secret, StartPosition};
+use tierlog_client::{Client, Record as WireRecord, SERVER_CLOCK, Start};
+use tokio::sync::mpsc;
+
+use crate::cli::{Command, ConsumeArgs, Global, Output, ProduceArgs};
+use crate::cmd::Ctx;
+use crate::cmd::consume::{FromArg, parse_from, parse_time, record_json};
+use crate::cmd::produce::{Produced, open_acks, print_summary, synthetic_payload, write_ack};
+use crate::units::parse_size;
+use crate::{exit, store};
+
+/// The `[client]` table: where `produce` and `consume` find a server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct ClientConfig {
+    /// The server's URL (`http://127.0.0.1:7171`); `--server` overrides it.
+    pub(crate) server: Option<String>,
+    /// Bearer token sent to it (`Debug` prints `***`).
+    pub(crate) token: Option<Secret>,
+    /// CA certificate (PEM) to trust for an HTTPS server, e.g. a self-signed one.
+    pub(crate) ca_cert: Option<PathBuf>,
+}
+
+/// The client of the server named by `--server` or `client.server`, if any. `--server`
+/// with a command other than `produce` or `consume` is a usage error.
+pub(crate) fn client(
+    global: &Global,
+    command: &Command,
+    config: &ClientConfig,
+) -> anyhow::Result<Option<Client>> {
+    if global.server.is_some() && !matches!(command, Command::Produce(_) | Command::Consume(_)) {
+        return Err(exit::usage("--server is taken by produce and consume only"));
+    }
+    let Some(url) = global.server.as_deref().or(config.server.as_deref()) else { return Ok(None) };
+    let mut builder = Client::builder(url);
+    if let Some(token) = &config.token {
+        builder = builder.token(token.expose());
+    }
+    if let Some(path) = &config.ca_cert {
+        let pem =
+            std::fs::read(path).with_context(|| format!("cannot read client.ca_cert {}", path.display()))?;
+        builder = builder.ca_certificate_pem(pem);
+    }
+    Ok(Some(builder.build().with_context(|| format!("the client of {url}"))?))
+}
+
+/// `produce` through the server: batches of `--batch` records, appended in the binary
+/// framing, each acknowledged before the next.
+pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> anyhow::Result<u8> {
+    let name = store::topic_name(&args.topic)?;
+    let size = usize::try_from(parse_size(&args.size).map_err(exit::usage)?)
+        .map_err(|_| exit::usage("--size is too large"))?;
+    if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(exit::usage("--rate must be a positive number of records per second"));
+    }
+    let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
+    let mut batches = match args.count {
+        Some(count) => synthetic(count, size, batch),
+        None => lines(args.file.clone(), batch, !args.keep_cr)?,
+    };
+    let key = args.key.clone().map(Bytes::from);
+    let mut acks = open_acks(args.acks.as_deref())?;
+    let bar = ctx.progress.bar(args.count, "producing", "records");
+    let started = Instant::now();
+    let mut produced = Produced::default();
+    while let Some(payloads) = batches.recv().await {
+        let payloads = payloads.context("reading input")?;
+        let framed: Vec<WireRecord> = payloads
+            .into_iter()
+            .map(|payload| WireRecord {
+                timestamp: SERVER_CLOCK,
+                key: key.clone(),
+                payload,
+                ..WireRecord::default()
+            })
+            .collect();
+        let answer = client
+            .append_binary(name.as_str(), &framed)
+            .await
+            .with_context(|| format!("appending to {name}"))?;
+        produced.records += framed.len() as u64;
+        produced.bytes += framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
+        produced.range = Some(OffsetRange::new(produced.range.map_or(answer.start, |r| r.start), answer.end));
+        if let Some(out) = acks.as_mut() {
+            write_ack(out, OffsetRange::new(answer.start, answer.end)).context("writing --acks")?;
+        }
+        bar.inc(framed.len() as u64);
+        if let Some(rate) = args.rate {
+            // Pace: the records sent so far are due at `records / rate` seconds.
+            let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
+    }
+    bar.finish_and_clear();
+    // What is in cold is the server's business (`GET /v1/topics/{topic}`).
+    print_summary(&name, &produced, started.elapsed().as_secs_f64(), false, None, args.json)?;
+    Ok(exit::OK)
+}
+
+type Batches = mpsc::Receiver<std::io::Result<Vec<Bytes>>>;
+
+/// Batches of synthetic payloads.
+fn synthetic(count: u64, size: usize, batch: usize) -> Batches {
+    let (tx, rx) = mpsc::channel(2);
+    tokio::spawn(async move {
+        let mut next = 0;
+        while next < count {
+            let end = count.min(next + batch as u64);
+            if tx.send(Ok((next..end).map(|i| synthetic_payload(i, size)).collect())).await.is_err() {
+                return;
+            }
+            next = end;
+        }
+    });
+    rx
+}
+
+/// Batches of the lines of `file` or stdin (without their `\n`, and without a `\r` before
+/// it when `strip_cr`), read on a thread.
+fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<Batches> {
+    let source: Box<dyn Read + Send> = match &file {
+        Some(path) => Box::new(
+            std::fs::File::open(path)
+                .with_context(|| format!("cannot open input file {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdin()),
+    };
+    let (tx, rx) = mpsc::channel(2);
+    std::thread::spawn(move || {
+        let mut reader = BufReader::with_capacity(1 << 20, source);
+        let mut pending = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                        if strip_cr && line.last() == Some(&b'\r') {
+                            line.pop();
+                        }
+                    }
+                    pending.push(Bytes::from(line));
+                    if pending.len() >= batch && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            }
+        }
+        if !pending.is_empty() {
+            let _ = tx.blocking_send(Ok(pending));
+        }
+    });
+    Ok(rx)
+}
+
+/// `consume` through the server: the same start positions, output and `--follow`.
+pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> anyhow::Result<u8> {
+    let name = store::topic_name(&args.topic)?;
+    let start = match &args.at {
+        Some(at) => FromArg::At(StartPosition::Timestamp(parse_time(at)?)),
+        None => parse_from(&args.from)?,
+    };
+    let start = match start {
+        FromArg::At(StartPosition::Earliest) => Start::Earliest,
+        FromArg::At(StartPosition::Latest) => Start::Latest,
+        FromArg::At(StartPosition::Timestamp(t)) => Start::Time(t),
+        FromArg::At(StartPosition::Offset(o)) => {
+            let end = client.topic(name.as_str()).await.with_context(|| format!("reading {name}"))?.committed;
+            if o > end {
+                return Err(anyhow!(
+                    "offset {o} is beyond the end of topic {name} (the next offset is {end})"
+                ));
+            }
+            Start::Offset(o)
+        }
+        FromArg::Last(n) => {
+            let end = client.topic(name.as_str()).await.with_context(|| format!("reading {name}"))?.committed;
+            Start::Offset(end.saturating_sub(n))
+        }
+    };
+    let mut out: Box<dyn Write> = match &args.out {
+        Some(path) => Box::new(BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
+    };
+    let bar = ctx.progress.bar(None, "consuming", "records");
+    if args.out.is_none() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut records = client
+        .read_with(name.as_str(), start, args.follow, args.max)
+        .await
+        .with_context(|| format!("reading {name}"))?;
+    let mut count = 0u64;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let written: anyhow::Result<()> = async {
+        loop {
+            let item = tokio::select! {
+                item = records.next() => item,
+                _ = &mut ctrl_c => break,
+            };
+            let Some(item) = item else { break };
+            let record = item.with_context(|| format!("reading {name}"))?;
+            write_record(out.as_mut(), args.output, record)?;
+            count += 1;
+            bar.inc(1);
+            if args.follow {
+                out.flush()?;
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
+    .await;
+    bar.finish_and_clear();
+    match written {
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == ErrorKind::BrokenPipe) => {
+            return Ok(exit::OK);
+        }
+        other => other?,
+    }
+    if let Some(path) = &args.out {
+        println!("consumed {count} records from {name} into {}", path.display());
+    }
+    Ok(exit::OK)
+}
+
+fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::Result<()> {
+    match format {
+        Output::Raw => {
+            out.write_all(&r.payload)?;
+            out.write_all(b"\n")
+        }
+        Output::Json => {
+            let headers = r.headers.into_iter().map(|(name, value)| Header::new(name, value)).collect();
+            let record =
+                Record { offset: r.offset, timestamp: r.timestamp, key: r.key, headers, payload: r.payload };
+            serde_json::to_writer(&mut *out, &record_json(&record, None))?;
+            out.write_all(b"\n")
+        }
+    }
+}

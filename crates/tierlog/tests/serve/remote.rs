@@ -1,0 +1,119 @@
+//! `tierlog produce` and `tierlog consume` through a running server (`--server URL` or the
+//! `[client]` table): nothing is opened locally.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use crate::support::{serve, tree, workdir};
+
+/// Runs the CLI in `dir` (not the server's directory) with `args`.
+fn cli(dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tierlog"));
+    cmd.current_dir(dir).args(args).stdin(Stdio::null());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TIERLOG_") && k.contains("__") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.output().expect("tierlog runs")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = cli(dir, args);
+    assert!(out.status.success(), "tierlog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[tokio::test]
+async fn produce_and_consume_through_a_server_open_nothing_locally() {
+    let served = workdir();
+    let server = serve(served.path(), &[]);
+    let here = workdir();
+    // CRLF lines lose their `\r` as in embedded mode; --acks gets one line per batch.
+    std::fs::write(here.path().join("input"), "one\r\ntwo\nthree\r\nfour\nfive\n").expect("input");
+    let url = server.url.as_str();
+    let produced = ok(
+        here.path(),
+        &["--server", url, "produce", "remote", "--file", "input", "--batch", "2", "--acks", "acks"],
+    );
+    assert!(
+        produced.starts_with("produced 5 records") && produced.contains("at offsets [0, 5)"),
+        "{produced}"
+    );
+    let acks = std::fs::read_to_string(here.path().join("acks")).expect("acks file");
+    assert_eq!(
+        acks,
+        "{\"count\":2,\"end\":2,\"start\":0}\n{\"count\":2,\"end\":4,\"start\":2}\n{\"count\":1,\"end\":5,\"start\":4}\n"
+    );
+    let synthetic = ok(
+        here.path(),
+        &["produce", "remote", "--count", "3", "--size", "12", "--key", "k", "--server", url],
+    );
+    assert!(synthetic.contains("at offsets [5, 8)"), "{synthetic}");
+
+    let raw = ok(here.path(), &["--server", url, "consume", "remote", "--max", "5"]);
+    assert_eq!(raw, "one\ntwo\nthree\nfour\nfive\n");
+    let json = ok(here.path(), &["--server", url, "consume", "remote", "--from", "-2", "--output", "json"]);
+    let lines: Vec<serde_json::Value> =
+        json.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    assert_eq!(lines.len(), 2, "{json}");
+    assert_eq!(lines[0]["offset"], 6);
+    assert_eq!(lines[0]["key"], "k");
+    assert_eq!(lines[1]["payload"], "record-2 xxx");
+
+    // A follow from the end gets the record produced after it.
+    let end = "8";
+    let follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", url, "consume", "remote", "--from", end, "--follow", "--max", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("consume --follow");
+    std::fs::write(here.path().join("late"), "late\n").expect("input");
+    ok(here.path(), &["--server", url, "produce", "remote", "--file", "late"]);
+    let followed = tokio::task::spawn_blocking(move || follower.wait_with_output())
+        .await
+        .expect("join")
+        .expect("output");
+    assert!(followed.status.success());
+    assert_eq!(String::from_utf8_lossy(&followed.stdout), "late\n");
+
+    let beyond = cli(here.path(), &["--server", url, "consume", "remote", "--from", "99"]);
+    assert_eq!(beyond.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&beyond.stderr).contains("beyond the end"), "{beyond:?}");
+    let ghost = cli(here.path(), &["--server", url, "consume", "ghost"]);
+    assert_eq!(ghost.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&ghost.stderr).contains("not_found"), "{ghost:?}");
+    let misuse = cli(here.path(), &["--server", url, "status"]);
+    assert_eq!(misuse.status.code(), Some(2), "--server is for produce and consume");
+
+    let local: Vec<String> =
+        tree(here.path()).into_iter().filter(|p| !matches!(p.as_str(), "input" | "late" | "acks")).collect();
+    assert!(local.is_empty(), "nothing is opened locally: {local:?}");
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn the_client_table_names_the_server_and_its_token() {
+    let served = workdir();
+    std::fs::write(served.path().join("tokens"), "client-token-1234\n").expect("tokens");
+    let server = serve(served.path(), &["--token-file", "tokens"]);
+    let here = workdir();
+    std::fs::write(
+        here.path().join("tierlog.toml"),
+        format!(
+            "[hot]\ndata_dir = \"unused\"\n\n[client]\nserver = \"{}\"\ntoken = \"client-token-1234\"\n",
+            server.url
+        ),
+    )
+    .expect("config");
+    std::fs::write(here.path().join("input"), "configured\n").expect("input");
+    let produced = ok(here.path(), &["produce", "t", "--file", "input"]);
+    assert!(produced.contains("at offsets [0, 1)"), "{produced}");
+    assert_eq!(ok(here.path(), &["consume", "t"]), "configured\n");
+    assert!(!here.path().join("unused").exists(), "the local store was not opened");
+    let printed = ok(here.path(), &["config"]);
+    assert!(!printed.contains("client-token-1234"), "{printed}");
+    assert!(server.terminate().success());
+}
