@@ -51,7 +51,8 @@ pub(crate) struct Global {
     /// Never show progress bars (they are hidden anyway when stderr is not a terminal).
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) no_progress: bool,
-    /// produce and consume: talk to the `tierlog serve` at URL instead of opening the store.
+    /// produce, consume, status, export and verify: talk to the `tierlog serve` at URL
+    /// instead of opening the store.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) server: Option<String>,
 }
@@ -173,6 +174,8 @@ pub(crate) enum Output {
 /// `tierlog status`.
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
+    /// Only this topic (default: every topic).
+    pub(crate) topic: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

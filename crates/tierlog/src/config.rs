@@ -74,7 +74,8 @@ pub(crate) struct Loaded {
     pub(crate) origin: Origin,
     /// The `[server]` table (`tierlog serve`; tokens redacted in `Debug`).
     pub(crate) server: tierlog_server::ServerConfig,
-    /// The `[client]` table (`produce` and `consume` through a server).
+    /// The `[client]` table (`produce`, `consume`, `status`, `export`, `verify` through a
+    /// server).
     pub(crate) client: crate::cmd::remote::ClientConfig,
 }
 

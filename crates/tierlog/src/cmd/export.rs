@@ -56,9 +56,15 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs, mode: Mode) -> anyhow::Resu
     if config.cold.is_some() {
         println!("uploaded {}", format_size(stored_bytes));
     }
+    outcome(failed, topics.len())
+}
+
+/// The exit code of a command over `topics` topics that failed on `failed`: the error
+/// itself when the only topic failed, else each on stderr as `FAILED: …` and exit 3.
+pub(crate) fn outcome(failed: Vec<anyhow::Error>, topics: usize) -> anyhow::Result<u8> {
     match failed.len() {
         0 => Ok(exit::OK),
-        1 if topics.len() == 1 => Err(failed.into_iter().next().expect("one failure")),
+        1 if topics == 1 => Err(failed.into_iter().next().expect("one failure")),
         _ => {
             for e in &failed {
                 eprintln!("FAILED: {e:#}");

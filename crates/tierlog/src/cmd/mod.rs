@@ -3,7 +3,7 @@
 mod config;
 pub(crate) mod consume;
 mod demo;
-mod export;
+pub(crate) mod export;
 mod inspect;
 pub(crate) mod produce;
 mod recover;
@@ -47,6 +47,9 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
         match &cli.command {
             Command::Produce(args) => return remote::produce(&ctx, &client, args).await,
             Command::Consume(args) => return remote::consume(&ctx, &client, args).await,
+            Command::Status(args) => return remote::status(&client, args).await,
+            Command::Export(args) => return remote::export(&client, args).await,
+            Command::Verify(args) => return remote::verify(&client, args).await,
             _ => {}
         }
     }

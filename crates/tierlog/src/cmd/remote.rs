@@ -1,7 +1,9 @@
-//! `produce` and `consume` against a running `tierlog serve` (`--server URL`, or the
-//! `[client]` table's `server`), through `tierlog-client`, instead of opening the store:
-//! the same arguments and output as the local commands (`produce.rs`, `consume.rs`, whose
-//! parsers and JSON form are used here), the records travelling in the binary framing.
+//! `produce`, `consume`, `status`, `export` and `verify` against a running `tierlog serve`
+//! (`--server URL`, or the `[client]` table's `server`), through `tierlog-client`, instead
+//! of opening the store: the same arguments and output as the local commands
+//! (`produce.rs`, `consume.rs`, `status.rs`, `export.rs`, `verify.rs`, whose parsers, JSON
+//! form and table are used here) where the API's answers hold the data, the records
+//! travelling in the binary framing.
 
 use std::io::{BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::PathBuf;
@@ -12,17 +14,19 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tier_core::{Header, OffsetRange, Record, Secret, StartPosition};
-use tierlog_client::{Client, Record as WireRecord, SERVER_CLOCK, Start};
+use tierlog_client::{Client, RangeJson, Record as WireRecord, SERVER_CLOCK, Start, TopicInfo};
 use tokio::sync::mpsc;
 
-use crate::cli::{Command, ConsumeArgs, Global, Output, ProduceArgs};
+use crate::cli::{Command, ConsumeArgs, ExportArgs, Global, Output, ProduceArgs, StatusArgs, VerifyArgs};
 use crate::cmd::Ctx;
 use crate::cmd::consume::{FromArg, parse_from, parse_time, record_json};
 use crate::cmd::produce::{Produced, open_acks, print_summary, synthetic_payload, write_ack};
-use crate::units::parse_size;
+use crate::cmd::status::{TierStatus, TopicStatus, print_table};
+use crate::units::{count, parse_size};
 use crate::{exit, store};
 
-/// The `[client]` table: where `produce` and `consume` find a server.
+/// The `[client]` table: where `produce`, `consume`, `status`, `export` and `verify` find
+/// a server.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct ClientConfig {
@@ -34,15 +38,27 @@ pub(crate) struct ClientConfig {
     pub(crate) ca_cert: Option<PathBuf>,
 }
 
+/// Whether `command` can talk to a server.
+pub(crate) fn remote_capable(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Produce(_)
+            | Command::Consume(_)
+            | Command::Status(_)
+            | Command::Export(_)
+            | Command::Verify(_)
+    )
+}
+
 /// The client of the server named by `--server` or `client.server`, if any. `--server`
-/// with a command other than `produce` or `consume` is a usage error.
+/// with a command that cannot talk to a server is a usage error.
 pub(crate) fn client(
     global: &Global,
     command: &Command,
     config: &ClientConfig,
 ) -> anyhow::Result<Option<Client>> {
-    if global.server.is_some() && !matches!(command, Command::Produce(_) | Command::Consume(_)) {
-        return Err(exit::usage("--server is taken by produce and consume only"));
+    if global.server.is_some() && !remote_capable(command) {
+        return Err(exit::usage("--server is taken by produce, consume, status, export and verify only"));
     }
     let Some(url) = global.server.as_deref().or(config.server.as_deref()) else { return Ok(None) };
     let mut builder = Client::builder(url);
@@ -259,5 +275,115 @@ fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::
             serde_json::to_writer(&mut *out, &record_json(&record, None))?;
             out.write_all(b"\n")
         }
+    }
+}
+
+/// The topics a command names: `topic`, checked to exist, or every topic the server has
+/// open.
+async fn topics(client: &Client, topic: Option<&str>) -> anyhow::Result<Vec<TopicInfo>> {
+    match topic {
+        Some(t) => {
+            let name = store::topic_name(t)?;
+            let info = client.topic(name.as_str()).await.with_context(|| format!("reading {name}"))?;
+            Ok(vec![info])
+        }
+        None => client.topics().await.context("listing the server's topics"),
+    }
+}
+
+fn tier(range: RangeJson) -> TierStatus {
+    // The API gives ranges only: no segment counts or sizes.
+    TierStatus { start: range.start, end: range.end, segments: None, bytes: None }
+}
+
+/// `status` through the server (`GET /v1/topics`, `GET /v1/topics/{topic}`): the same
+/// table or JSON, without segment counts and sizes, which the API does not report.
+pub(crate) async fn status(client: &Client, args: &StatusArgs) -> anyhow::Result<u8> {
+    let rows: Vec<TopicStatus> = topics(client, args.topic.as_deref())
+        .await?
+        .into_iter()
+        .map(|t| TopicStatus {
+            topic: t.topic,
+            committed: t.committed,
+            hot: tier(t.hot),
+            warm: t.warm.map(tier),
+            cold: t.cold.map(tier),
+            export_lag: t.export_lag,
+        })
+        .collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print_table(&rows);
+    }
+    if !rows.is_empty() {
+        eprintln!("(through a server: segment counts and sizes are not shown; the API reports offsets only)");
+    }
+    Ok(exit::OK)
+}
+
+/// `export` through the server (`POST /v1/topics/{topic}/export`), per topic: the
+/// segments stored and cold's end, as the local command prints them; the bytes uploaded
+/// are not reported by the API.
+pub(crate) async fn export(client: &Client, args: &ExportArgs) -> anyhow::Result<u8> {
+    let infos = topics(client, args.topic.as_deref()).await?;
+    if infos.iter().any(|t| t.cold.is_none()) {
+        return Err(anyhow!(
+            "the server's store has no cold tier (no [cold] table), so there is nothing to export to"
+        ));
+    }
+    let mut segments = 0u64;
+    let mut failed = Vec::new();
+    for info in &infos {
+        let name = &info.topic;
+        match client.export(name).await {
+            Ok(answer) => {
+                let cold_end = answer.cold.map_or(0, |c| c.end);
+                println!(
+                    "{name}: exported {}, cold holds offsets up to {cold_end}",
+                    count(answer.segments.len() as u64, "segment")
+                );
+                for seg in &answer.segments {
+                    println!("  {name} {}", OffsetRange::new(seg.start, seg.end));
+                }
+                segments += answer.segments.len() as u64;
+            }
+            Err(e) => failed.push(anyhow::Error::new(e).context(format!("exporting {name}"))),
+        }
+    }
+    println!("uploaded {} (through a server: sizes are not reported)", count(segments, "segment"));
+    crate::cmd::export::outcome(failed, infos.len())
+}
+
+/// `verify` through the server (`GET /v1/topics/{topic}/verify`): the server's online
+/// check below each topic's commit point — every batch's CRC and records read through
+/// the stitched reader, and no hole between the tiers — not the local command's file by
+/// file check. One line per problem on stdout (`<topic>: <what>`), exit 3 when any.
+pub(crate) async fn verify(client: &Client, args: &VerifyArgs) -> anyhow::Result<u8> {
+    let infos = topics(client, args.topic.as_deref()).await?;
+    let (mut records, mut batches) = (0u64, 0u64);
+    let mut problems = Vec::new();
+    for info in &infos {
+        let report = client.verify(&info.topic).await.with_context(|| format!("verifying {}", info.topic))?;
+        records += report.records;
+        batches += report.batches;
+        problems.extend(report.problems.into_iter().map(|p| format!("{}: {p}", report.topic)));
+    }
+    for p in &problems {
+        println!("{p}");
+    }
+    let summary = format!(
+        "verified {} in {} of {} online, below each topic's commit point (through a server: \
+         records read through the tiers, not WAL files and cold objects one by one)",
+        count(records, "record"),
+        if batches == 1 { "1 batch".to_owned() } else { format!("{batches} batches") },
+        count(infos.len() as u64, "topic")
+    );
+    if problems.is_empty() {
+        println!("{summary}: no problems");
+        Ok(exit::OK)
+    } else {
+        eprintln!("{summary}: {}", count(problems.len() as u64, "problem"));
+        Ok(exit::PROBLEMS)
     }
 }

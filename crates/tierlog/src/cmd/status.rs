@@ -22,25 +22,25 @@ use crate::{exit, store};
 
 /// One tier of one topic.
 #[derive(Debug, Serialize)]
-struct TierStatus {
-    start: u64,
-    end: u64,
+pub(crate) struct TierStatus {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    segments: Option<usize>,
+    pub(crate) segments: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    bytes: Option<u64>,
+    pub(crate) bytes: Option<u64>,
 }
 
 /// One topic.
 #[derive(Debug, Serialize)]
-struct TopicStatus {
-    topic: String,
-    committed: u64,
-    hot: TierStatus,
-    warm: Option<TierStatus>,
-    cold: Option<TierStatus>,
+pub(crate) struct TopicStatus {
+    pub(crate) topic: String,
+    pub(crate) committed: u64,
+    pub(crate) hot: TierStatus,
+    pub(crate) warm: Option<TierStatus>,
+    pub(crate) cold: Option<TierStatus>,
     /// Committed records cold does not hold (null without cold).
-    export_lag: Option<u64>,
+    pub(crate) export_lag: Option<u64>,
 }
 
 fn tier(range: OffsetRange, segments: Option<usize>, bytes: Option<u64>) -> TierStatus {
@@ -70,6 +70,13 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     }
     names.sort();
     names.dedup();
+    if let Some(topic) = &args.topic {
+        let name = store::topic_name(topic)?;
+        if !names.contains(&name) {
+            return Err(anyhow::anyhow!("topic '{name}' does not exist: no tier holds any of it"));
+        }
+        names = vec![name];
+    }
     let warm = match &config.warm {
         Some(w) => Some(WarmTier::connect(w.clone()).await.context("connecting to the warm tier")?),
         None => None,
@@ -199,7 +206,7 @@ fn cell(t: Option<&TierStatus>) -> [String; 3] {
     }
 }
 
-fn print_table(rows: &[TopicStatus]) {
+pub(crate) fn print_table(rows: &[TopicStatus]) {
     if rows.is_empty() {
         println!("no topics");
         return;

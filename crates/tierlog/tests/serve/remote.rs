@@ -1,5 +1,5 @@
-//! `tierlog produce` and `tierlog consume` through a running server (`--server URL` or the
-//! `[client]` table): nothing is opened locally.
+//! `tierlog produce`, `consume`, `status`, `export` and `verify` through a running server
+//! (`--server URL` or the `[client]` table): nothing is opened locally.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -85,8 +85,12 @@ async fn produce_and_consume_through_a_server_open_nothing_locally() {
     let ghost = cli(here.path(), &["--server", url, "consume", "ghost"]);
     assert_eq!(ghost.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&ghost.stderr).contains("not_found"), "{ghost:?}");
-    let misuse = cli(here.path(), &["--server", url, "status"]);
-    assert_eq!(misuse.status.code(), Some(2), "--server is for produce and consume");
+    for command in [&["recover"][..], &["maintain"], &["config"], &["demo"], &["serve"]] {
+        let args: Vec<&str> = ["--server", url].iter().chain(command).copied().collect();
+        let misuse = cli(here.path(), &args);
+        assert_eq!(misuse.status.code(), Some(2), "--server {command:?} is a usage error: {misuse:?}");
+        assert!(String::from_utf8_lossy(&misuse.stderr).contains("--server is taken by"), "{misuse:?}");
+    }
 
     let local: Vec<String> =
         tree(here.path()).into_iter().filter(|p| !matches!(p.as_str(), "input" | "late" | "acks")).collect();
@@ -116,4 +120,83 @@ async fn the_client_table_names_the_server_and_its_token() {
     let printed = ok(here.path(), &["config"]);
     assert!(!printed.contains("client-token-1234"), "{printed}");
     assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn status_export_and_verify_through_a_server() {
+    let served = workdir();
+    let server = serve(served.path(), &[]);
+    let url = server.url.as_str();
+    let here = workdir();
+    std::fs::write(here.path().join("input"), "a\nb\nc\nd\ne\n").expect("input");
+    ok(here.path(), &["--server", url, "produce", "orders", "--file", "input"]);
+    ok(here.path(), &["--server", url, "produce", "other", "--file", "input"]);
+
+    // The local table's columns; what the API does not report is `-` and said so.
+    let out = cli(here.path(), &["--server", url, "status"]);
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[0].starts_with("topic") && lines[0].contains("hot segs") && lines[0].contains("export lag")
+    );
+    let row: Vec<&str> = lines[1].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(row[..5], ["orders", "5", "[0, 5)", "-", "-"], "{table}");
+    assert_eq!(row.last(), Some(&"5"), "export lag before export: {table}");
+    assert!(lines[2].starts_with("other"), "{table}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("segment counts and sizes are not shown"),
+        "{out:?}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(here.path(), &["--server", url, "status", "orders", "--json"]))
+            .expect("json");
+    assert_eq!(json.as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(json[0]["topic"], "orders");
+    assert_eq!(json[0]["committed"], 5);
+    assert_eq!(json[0]["hot"], serde_json::json!({"start": 0, "end": 5}));
+    assert_eq!(json[0]["warm"], serde_json::Value::Null);
+    assert_eq!(json[0]["export_lag"], 5);
+    let ghost = cli(here.path(), &["--server", url, "status", "ghost"]);
+    assert_eq!(ghost.status.code(), Some(1), "{ghost:?}");
+    assert!(String::from_utf8_lossy(&ghost.stderr).contains("not_found"), "{ghost:?}");
+
+    // The background exporter may store the segment first (the answer then lists none).
+    let exported = ok(here.path(), &["--server", url, "export", "orders"]);
+    let by_export = "orders: exported 1 segment, cold holds offsets up to 5\n  orders [0, 5)\n\
+                     uploaded 1 segment (through a server: sizes are not reported)\n";
+    let by_exporter = "orders: exported 0 segments, cold holds offsets up to 5\n\
+                       uploaded 0 segments (through a server: sizes are not reported)\n";
+    assert!(exported == by_export || exported == by_exporter, "{exported}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(here.path(), &["--server", url, "status", "--json"])).expect("json");
+    assert_eq!(json[0]["cold"], serde_json::json!({"start": 0, "end": 5}), "{json}");
+    assert_eq!(json[0]["export_lag"], 0);
+    let all = ok(here.path(), &["--server", url, "export"]);
+    assert!(all.contains("orders: exported 0 segments, cold holds offsets up to 5\n"), "{all}");
+    assert!(
+        all.contains("other: exported ")
+            && all.contains("other: exported 1 segment, cold holds offsets up to 5\n  other [0, 5)\n")
+            || all.contains("other: exported 0 segments, cold holds offsets up to 5\n"),
+        "{all}"
+    );
+
+    let verified = ok(here.path(), &["--server", url, "verify"]);
+    assert!(verified.starts_with("verified 10 records in "), "{verified}");
+    assert!(verified.trim_end().ends_with("of 2 topics online, below each topic's commit point (through a server: records read through the tiers, not WAL files and cold objects one by one): no problems"), "{verified}");
+    let ghost = cli(here.path(), &["--server", url, "verify", "ghost"]);
+    assert_eq!(ghost.status.code(), Some(1), "{ghost:?}");
+
+    let local: Vec<String> = tree(here.path()).into_iter().filter(|p| p != "input").collect();
+    assert!(local.is_empty(), "nothing is opened locally: {local:?}");
+    assert!(server.terminate().success());
+
+    // The local status takes a topic too.
+    let table = ok(served.path(), &["--data-dir", "data", "status", "other"]);
+    assert_eq!(table.lines().count(), 2, "{table}");
+    assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("other ")), "{table}");
+    let ghost = cli(served.path(), &["--data-dir", "data", "status", "ghost"]);
+    assert_eq!(ghost.status.code(), Some(1), "{ghost:?}");
+    assert!(String::from_utf8_lossy(&ghost.stderr).contains("topic 'ghost' does not exist"), "{ghost:?}");
 }
