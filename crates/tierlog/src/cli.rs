@@ -151,6 +151,10 @@ pub(crate) struct ConsumeArgs {
     /// Keep waiting for new records at the end (until Ctrl-C or --max).
     #[arg(long)]
     pub(crate) follow: bool,
+    /// With --follow and --server: wait for a topic that does not exist yet (polled every
+    /// 200 ms; Ctrl-C ends the wait), then follow it from the start asked.
+    #[arg(long, requires = "follow")]
+    pub(crate) wait: bool,
     /// Stop after this many records.
     #[arg(long, value_name = "N")]
     pub(crate) max: Option<u64>,

@@ -94,6 +94,14 @@ fn write_record(out: &mut dyn Write, format: Output, record: &Record, source: So
 /// Runs the command.
 pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
+    if args.wait {
+        // This process holds the data directory's lock while it reads, so no producer or
+        // server could create the topic: the wait would never end.
+        return Err(exit::usage(
+            "--wait needs --server: a local consume holds the data directory's lock, so nothing \
+             else can create the topic it would wait for",
+        ));
+    }
     let start = match &args.at {
         Some(at) => FromArg::At(StartPosition::Timestamp(parse_time(at)?)),
         None => parse_from(&args.from)?,

@@ -13,8 +13,10 @@ use anyhow::{Context, anyhow};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use tier_core::{Header, OffsetRange, Record, Secret, StartPosition};
-use tierlog_client::{Client, RangeJson, Record as WireRecord, SERVER_CLOCK, Start, TopicInfo};
+use tier_core::{Header, OffsetRange, Record, Secret, StartPosition, TopicName};
+use tierlog_client::{
+    Client, ErrorKind as ApiKind, RangeJson, Record as WireRecord, SERVER_CLOCK, Start, TopicInfo,
+};
 use tokio::sync::mpsc;
 
 use crate::cli::{Command, ConsumeArgs, ExportArgs, Global, Output, ProduceArgs, StatusArgs, VerifyArgs};
@@ -194,6 +196,9 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
         Some(at) => FromArg::At(StartPosition::Timestamp(parse_time(at)?)),
         None => parse_from(&args.from)?,
     };
+    if args.wait && !wait_for_topic(client, &name).await? {
+        return Ok(exit::OK);
+    }
     let start = match start {
         FromArg::At(StartPosition::Earliest) => Start::Earliest,
         FromArg::At(StartPosition::Latest) => Start::Latest,
@@ -260,6 +265,32 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
         println!("consumed {count} records from {name} into {}", path.display());
     }
     Ok(exit::OK)
+}
+
+/// How often `consume --wait` asks whether the topic exists.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// Polls `GET /v1/topics/{name}` every [`WAIT_POLL`] until the topic exists (true) or
+/// Ctrl-C (false). Any answer but `not_found` ends the wait with an error.
+async fn wait_for_topic(client: &Client, name: &TopicName) -> anyhow::Result<bool> {
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut said = false;
+    loop {
+        match client.topic(name.as_str()).await {
+            Ok(_) => return Ok(true),
+            Err(e) if e.kind() == Some(ApiKind::NotFound) => {}
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {name}"))),
+        }
+        if !said {
+            eprintln!("waiting for topic {name} to exist (Ctrl-C to stop)");
+            said = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(WAIT_POLL) => {}
+            _ = &mut ctrl_c => return Ok(false),
+        }
+    }
 }
 
 fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::Result<()> {

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::{serve, tree, workdir};
+use crate::support::{Served, serve, tree, workdir};
 
 /// Runs the CLI in `dir` (not the server's directory) with `args`.
 fn cli(dir: &Path, args: &[&str]) -> Output {
@@ -122,12 +122,17 @@ async fn the_client_table_names_the_server_and_its_token() {
     assert!(server.terminate().success());
 }
 
-#[tokio::test]
-async fn status_export_and_verify_through_a_server() {
+/// A server's directory, the server (default configuration) and a directory for the CLI.
+fn served_and_here() -> (tempfile::TempDir, Served, tempfile::TempDir) {
     let served = workdir();
     let server = serve(served.path(), &[]);
+    (served, server, workdir())
+}
+
+#[tokio::test]
+async fn status_export_and_verify_through_a_server() {
+    let (served, server, here) = served_and_here();
     let url = server.url.as_str();
-    let here = workdir();
     std::fs::write(here.path().join("input"), "a\nb\nc\nd\ne\n").expect("input");
     ok(here.path(), &["--server", url, "produce", "orders", "--file", "input"]);
     ok(here.path(), &["--server", url, "produce", "other", "--file", "input"]);
@@ -199,4 +204,66 @@ async fn status_export_and_verify_through_a_server() {
     let ghost = cli(served.path(), &["--data-dir", "data", "status", "ghost"]);
     assert_eq!(ghost.status.code(), Some(1), "{ghost:?}");
     assert!(String::from_utf8_lossy(&ghost.stderr).contains("topic 'ghost' does not exist"), "{ghost:?}");
+}
+
+/// Starts `tierlog ARGS…` in `dir` with its stdout piped, and returns once its stderr
+/// says it waits for the topic (the line is checked here).
+fn spawn_waiting(dir: &Path, args: &[&str]) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tierlog starts");
+    let mut line = String::new();
+    let stderr = child.stderr.take().expect("piped stderr");
+    std::io::BufReader::new(stderr).read_line(&mut line).expect("its stderr");
+    assert!(line.starts_with("waiting for topic ") && line.contains(" to exist"), "{line:?}");
+    // Past the first poll: Ctrl-C is handled, and it keeps waiting.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(child.try_wait().expect("try_wait").is_none(), "it waits for the topic instead of failing");
+    child
+}
+
+#[tokio::test]
+async fn consume_follow_wait_waits_for_the_topic_to_exist() {
+    let (_served, server, here) = served_and_here();
+    let url = server.url.as_str();
+
+    let waiting = spawn_waiting(
+        here.path(),
+        &["--server", url, "consume", "fresh", "--follow", "--wait", "--max", "2"],
+    );
+    std::fs::write(here.path().join("input"), "first\nsecond\n").expect("input");
+    ok(here.path(), &["--server", url, "produce", "fresh", "--file", "input"]);
+    let out =
+        tokio::task::spawn_blocking(move || waiting.wait_with_output()).await.expect("join").expect("output");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "first\nsecond\n", "followed from earliest");
+
+    // Ctrl-C ends the wait, as it ends a follow.
+    let never = spawn_waiting(here.path(), &["--server", url, "consume", "never", "--follow", "--wait"]);
+    let status = Command::new("kill").args(["-INT", &never.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let out =
+        tokio::task::spawn_blocking(move || never.wait_with_output()).await.expect("join").expect("output");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+
+    // Without --wait an unknown topic stays an error, with --follow too.
+    let ghost = cli(here.path(), &["--server", url, "consume", "never", "--follow"]);
+    assert_eq!(ghost.status.code(), Some(1), "{ghost:?}");
+    assert!(String::from_utf8_lossy(&ghost.stderr).contains("not_found"), "{ghost:?}");
+    // --wait is for --follow, and over a server only: a local consume holds the data
+    // directory's lock, so nothing else could create the topic.
+    let alone = cli(here.path(), &["--server", url, "consume", "never", "--wait"]);
+    assert_eq!(alone.status.code(), Some(2), "{alone:?}");
+    let local = cli(here.path(), &["--data-dir", "data", "consume", "never", "--follow", "--wait"]);
+    assert_eq!(local.status.code(), Some(2), "{local:?}");
+    assert!(String::from_utf8_lossy(&local.stderr).contains("--wait needs --server"), "{local:?}");
+    assert!(!here.path().join("data").exists(), "the refused local consume opened nothing");
+    assert!(server.terminate().success());
 }
