@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::{Served, serve, tree, workdir};
+use crate::support::{Served, serve, serve_with_env, tree, workdir};
 
 /// Runs the CLI in `dir` (not the server's directory) with `args`.
 fn cli(dir: &Path, args: &[&str]) -> Output {
@@ -265,5 +265,52 @@ async fn consume_follow_wait_waits_for_the_topic_to_exist() {
     assert_eq!(local.status.code(), Some(2), "{local:?}");
     assert!(String::from_utf8_lossy(&local.stderr).contains("--wait needs --server"), "{local:?}");
     assert!(!here.path().join("data").exists(), "the refused local consume opened nothing");
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn verify_through_a_server_exits_3_on_damage_and_export_needs_cold() {
+    // No WAL cache: the damage is read from the files.
+    let served = workdir();
+    let server = serve_with_env(served.path(), &[], &[("TIERLOG_HOT__CACHE_BYTES", "0")]);
+    let url = server.url.as_str();
+    let here = workdir();
+    std::fs::write(here.path().join("input"), "payload-1\npayload-2\n").expect("input");
+    ok(here.path(), &["--server", url, "produce", "damaged", "--file", "input"]);
+    ok(here.path(), &["--server", url, "export", "damaged"]);
+    // The second record's payload, in place, in the WAL's sealed segment and in cold.
+    let mut damaged = 0;
+    for file in tree(served.path()) {
+        if file.contains("/damaged/") && file.ends_with(".seg") {
+            let path = served.path().join(&file);
+            let mut bytes = std::fs::read(&path).expect("segment");
+            if let Some(at) = bytes.windows(9).position(|w| w == b"payload-2") {
+                bytes[at] = b'P';
+                let mut f = std::fs::OpenOptions::new().write(true).open(&path).expect("open");
+                std::io::Write::write_all(&mut f, &bytes).expect("damage");
+                damaged += 1;
+            }
+        }
+    }
+    assert_eq!(damaged, 2, "the WAL's segment and the cold object");
+    let out = cli(here.path(), &["--server", url, "verify", "damaged"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("damaged: ") && stdout.contains("CRC mismatch"), "{out:?}");
+    assert_eq!(stdout.lines().count(), 1, "one line per problem: {out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(": 1 problem"), "{out:?}");
+    assert!(server.terminate().success());
+
+    // A server without cold: export says so, as the local command does.
+    let hot_only = workdir();
+    std::fs::write(hot_only.path().join("tierlog.toml"), "[hot]\n").expect("config");
+    let server = serve(hot_only.path(), &[]);
+    let url = server.url.as_str();
+    ok(here.path(), &["--server", url, "produce", "t", "--file", "input"]);
+    let out = cli(here.path(), &["--server", url, "export"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no cold tier"), "{out:?}");
+    let table = ok(here.path(), &["--server", url, "status"]);
+    assert!(table.lines().nth(1).is_some_and(|l| l.contains("disabled")), "{table}");
     assert!(server.terminate().success());
 }
