@@ -41,7 +41,7 @@ pub(crate) struct ClientConfig {
 }
 
 /// Whether `command` can talk to a server.
-pub(crate) fn remote_capable(command: &Command) -> bool {
+fn remote_capable(command: &Command) -> bool {
     matches!(
         command,
         Command::Produce(_)
