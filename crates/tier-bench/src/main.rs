@@ -14,6 +14,7 @@ mod hot;
 mod open;
 mod peak;
 mod report;
+mod soak;
 mod tail;
 mod util;
 mod warm;
@@ -41,7 +42,7 @@ struct Cli {
     /// Smaller data sets and shorter cases (finishes in about 3 minutes).
     #[arg(long, global = true)]
     quick: bool,
-    /// Run only these workloads (numbers 1-9, comma-separated).
+    /// Run only these workloads (numbers 1-10, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u32>,
     /// Directory for the JSON results (default `<workspace>/target/bench`).
@@ -79,6 +80,13 @@ enum Child {
         /// The record cache's budget.
         #[arg(long)]
         cache_bytes: u64,
+    },
+    /// Internal: workload 10 (the server soak) in this process, rows as JSON on stdout.
+    #[command(hide = true)]
+    ServerSoak {
+        /// Scratch directory.
+        #[arg(long)]
+        dir: PathBuf,
     },
     /// Internal: one catch-up read of workload 4, result as JSON on stdout.
     #[command(hide = true)]
@@ -165,6 +173,11 @@ fn main() -> Result<()> {
             let case = peak::Case { size: *size, batch: *batch, always: *always };
             let out = runtime.block_on(peak::run_case(&settings, dir, case, *cache_bytes))?;
             println!("{}", serde_json::to_string(&out)?);
+            Ok(())
+        }
+        Some(Child::ServerSoak { dir }) => {
+            let rows = runtime.block_on(soak::server_soak(&settings, dir))?;
+            println!("{}", serde_json::to_string(&rows)?);
             Ok(())
         }
         Some(Child::CatchUp { backend, mode }) => {
@@ -272,6 +285,11 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         for segments in [10, 100, 1000] {
             rows.extend(cold::scale_segments(dir, segments, settings.seek_points).await?);
         }
+    }
+    if want(10) {
+        note("workload 10: server soak (child process: its memory is its own)");
+        let out: Vec<Row> = run_child(settings, &["server-soak", "--dir", d])?;
+        rows.extend(out);
     }
 
     let table = report::markdown(&rows);
