@@ -14,6 +14,7 @@ mod hot;
 mod open;
 mod peak;
 mod report;
+mod server;
 mod tail;
 mod util;
 mod warm;
@@ -41,7 +42,7 @@ struct Cli {
     /// Smaller data sets and shorter cases (finishes in about 3 minutes).
     #[arg(long, global = true)]
     quick: bool,
-    /// Run only these workloads (numbers 1-9, comma-separated).
+    /// Run only these workloads (numbers 1-10, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u32>,
     /// Directory for the JSON results (default `<workspace>/target/bench`).
@@ -272,6 +273,12 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         for segments in [10, 100, 1000] {
             rows.extend(cold::scale_segments(dir, segments, settings.seek_points).await?);
         }
+    }
+
+    if want(10) {
+        note("workload 10: server loopback");
+        rows.push(server::append(settings, dir).await?);
+        rows.push(server::live_tail(settings, dir).await?);
     }
 
     let table = report::markdown(&rows);
