@@ -50,10 +50,20 @@ impl ChaosArgs {
 /// "compound damaged-topic" (case 9) pass since their fixes.
 pub(crate) const KNOWN_FAILING: &[&str] = &[];
 
-/// Builds the runner and the producer, then runs the scenarios from `root`; returns the
+/// Builds the runner, the producer and `tierlog`, then runs the scenarios from `root`; returns the
 /// runner's captured output (the table is its last lines).
 pub(crate) fn run(root: &Path, args: &ChaosArgs) -> Result<Captured> {
-    cmd::run(cmd::cargo().current_dir(root).args(["build", "-p", "tier-chaos", "--bins"]))?;
+    // `tierlog` is the server `server-kill hot` starts (found beside the runner).
+    cmd::run(cmd::cargo().current_dir(root).args([
+        "build",
+        "-p",
+        "tier-chaos",
+        "--bins",
+        "-p",
+        "tierlog",
+        "--bin",
+        "tierlog",
+    ]))?;
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
     let mut runner = Command::new(Path::new(&target).join("debug/chaos-runner"));
     runner.current_dir(root);

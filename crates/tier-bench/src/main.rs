@@ -14,6 +14,7 @@ mod hot;
 mod open;
 mod peak;
 mod report;
+mod server;
 mod soak;
 mod tail;
 mod util;
@@ -42,7 +43,7 @@ struct Cli {
     /// Smaller data sets and shorter cases (finishes in about 3 minutes).
     #[arg(long, global = true)]
     quick: bool,
-    /// Run only these workloads (numbers 1-10, comma-separated).
+    /// Run only these workloads (numbers 1-11, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u32>,
     /// Directory for the JSON results (default `<workspace>/target/bench`).
@@ -81,7 +82,7 @@ enum Child {
         #[arg(long)]
         cache_bytes: u64,
     },
-    /// Internal: workload 10 (the server soak) in this process, rows as JSON on stdout.
+    /// Internal: workload 11 (the server soak) in this process, rows as JSON on stdout.
     #[command(hide = true)]
     ServerSoak {
         /// Scratch directory.
@@ -287,7 +288,12 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         }
     }
     if want(10) {
-        note("workload 10: server soak (child process: its memory is its own)");
+        note("workload 10: server loopback");
+        rows.push(server::append(settings, dir).await?);
+        rows.push(server::live_tail(settings, dir).await?);
+    }
+    if want(11) {
+        note("workload 11: server soak (child process: its memory is its own)");
         let out: Vec<Row> = run_child(settings, &["server-soak", "--dir", d])?;
         rows.extend(out);
     }

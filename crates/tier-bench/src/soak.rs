@@ -1,4 +1,4 @@
-//! Workload 10: a server soak. `tierlog-server` in this process over a hot + cold store
+//! Workload 11: a server soak. `tierlog-server` in this process over a hot + cold store
 //! (cold on a local directory), with small, short-lived segments so that rotation, export
 //! and WAL retention run all along; 50 producer clients and 50 follower clients over
 //! loopback HTTP on 100 topics — each producer appends to two topics in turn, each
@@ -27,7 +27,7 @@ use tierlog_server::{Server, ServerConfig};
 
 use crate::{Settings, report::Row};
 
-const SOAK: &str = "10 server soak";
+const SOAK: &str = "11 server soak";
 const PRODUCERS: usize = 50;
 const FOLLOWERS: usize = 50;
 const TOPICS: usize = 100;

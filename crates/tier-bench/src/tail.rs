@@ -23,7 +23,7 @@ const TAIL: &str = "6 live tail";
 
 /// Latencies in ms (receipt minus append return, 0 when the record arrived first) and
 /// how many arrived before their append returned.
-fn latencies(returned: &[Instant], received: &[Instant]) -> (Vec<f64>, usize) {
+pub(crate) fn latencies(returned: &[Instant], received: &[Instant]) -> (Vec<f64>, usize) {
     let mut early = 0;
     let mut out: Vec<f64> = returned
         .iter()

@@ -69,7 +69,7 @@ pub fn sibling_binary(name: &str) -> Result<PathBuf, ChaosError> {
         Ok(path)
     } else {
         Err(ChaosError::Other(format!(
-            "{} not found: build it with `cargo build -p tier-chaos --bins`",
+            "{} not found: build it with `cargo build -p tier-chaos --bins -p tierlog --bin tierlog`",
             path.display()
         )))
     }

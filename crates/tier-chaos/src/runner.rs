@@ -12,7 +12,9 @@ use tier_router::WarmFailurePolicy;
 use crate::{
     ChaosError, ScenarioResult,
     deploy::{Deployment, Servers},
-    scenarios::{bad_input, compound, corruption, crash, load, lost_disk, objstore_faults, valkey_faults},
+    scenarios::{
+        bad_input, compound, corruption, crash, load, lost_disk, objstore_faults, server_kill, valkey_faults,
+    },
 };
 
 /// How much to run.
@@ -26,14 +28,14 @@ pub struct Plan {
     pub only: Option<String>,
     /// Leave out scenarios whose name contains any of these (each is printed as not run).
     pub skip: Vec<String>,
-    /// Overrides the number of kills per crash configuration.
+    /// Overrides the number of kills per crash configuration (and of the server).
     pub kills: Option<u64>,
     /// Overrides the load scenario's duration in seconds (default 20 quick, 240 full).
     pub load_secs: Option<u64>,
 }
 
 impl Plan {
-    /// Kills per crash configuration.
+    /// Kills per crash configuration, and of the tierlog server in `server-kill hot`.
     pub fn kills(&self) -> u64 {
         self.kills.unwrap_or(if self.quick { 50 } else { 500 })
     }
@@ -101,6 +103,19 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
         };
         let outcome = crash::run(deployment, &servers, base, producer, &opts).await;
         push(or_failed(format!("crash {}", deployment.label()), outcome), started);
+    }
+    if plan.wants(server_kill::NAME) {
+        let started = Instant::now();
+        let opts = server_kill::ServerKillOptions {
+            kills: plan.kills(),
+            uptime_ms: (100, 400),
+            seed: plan.seed.wrapping_add(50),
+        };
+        let outcome = match server_kill::tierlog_binary() {
+            Ok(tierlog) => server_kill::run(&servers, base, &tierlog, &opts).await,
+            Err(e) => Err(e),
+        };
+        push(or_failed(server_kill::NAME.into(), outcome), started);
     }
     for (i, deployment) in Deployment::ALL.into_iter().enumerate() {
         if !plan.wants(&format!("lost-disk {}", deployment.label())) {

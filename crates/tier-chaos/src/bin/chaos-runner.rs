@@ -28,7 +28,7 @@ struct Args {
     /// NOT RUN so a partial run is never mistaken for a full one.
     #[arg(long)]
     skip: Vec<String>,
-    /// Kills per crash configuration (default 50 quick, 500 full).
+    /// Kills per crash configuration and of the server (default 50 quick, 500 full).
     #[arg(long)]
     kills: Option<u64>,
     /// Duration of the load scenario in seconds (default 20 quick, 240 full).

@@ -6,6 +6,8 @@
 //! - [`valkey_faults`]: replica stopped, primary killed and restarted, both policies.
 //! - [`objstore_faults`]: failing, slow and stopped object storage.
 //! - [`load`]: 8 producers and 8 consumers over 100 topics; memory stays flat.
+//! - [`server_kill`]: SIGKILL the real `tierlog serve` under 8 client producers and 8
+//!   followers, restart it, verify through the client.
 //! - [`bad_input`]: invalid names, oversized records, bad configuration, bad credentials.
 //! - [`compound`]: two faults in a row (issue 15): a lost WAL after an unconfirmed batch
 //!   was rotated, a power cut past a stale checkpoint, a lost data directory, a warm
@@ -19,6 +21,7 @@ mod inproc;
 pub mod load;
 pub mod lost_disk;
 pub mod objstore_faults;
+pub mod server_kill;
 pub mod valkey_faults;
 
 use std::path::Path;
