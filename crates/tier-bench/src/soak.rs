@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use bytes::Bytes;
 use futures::StreamExt;
 use tier_cold::{BackendConfig, ColdConfig};
@@ -25,7 +25,7 @@ use tier_router::{RouterConfig, StoreConfig, TieredStore};
 use tierlog_client::{Client, Record, SERVER_CLOCK, Start};
 use tierlog_server::{Server, ServerConfig};
 
-use crate::{Settings, report::Row};
+use crate::{Settings, report::Row, util::vm_rss_kib};
 
 const SOAK: &str = "11 server soak";
 const PRODUCERS: usize = 50;
@@ -42,13 +42,6 @@ const APPENDS_PER_SEC: u64 = 20;
 struct Counts {
     acked_end: AtomicU64,
     delivered: AtomicU64,
-}
-
-/// This process's resident set size in KiB (`VmRSS`).
-fn vm_rss_kib() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS in /proc/self/status")?;
-    Ok(line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse()?)
 }
 
 fn topic_name(i: usize) -> String {

@@ -49,9 +49,22 @@ pub(crate) fn secs(d: Duration) -> f64 {
 
 /// This process's peak resident set size in KiB (`VmHWM` of `/proc/self/status`).
 pub(crate) fn vm_hwm_kib() -> Result<u64> {
+    proc_status_kib("VmHWM")
+}
+
+/// This process's resident set size now in KiB (`VmRSS` of `/proc/self/status`).
+pub(crate) fn vm_rss_kib() -> Result<u64> {
+    proc_status_kib("VmRSS")
+}
+
+/// A `kB` field of `/proc/self/status`.
+fn proc_status_kib(field: &str) -> Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).context("no VmHWM in /proc/self/status")?;
-    let kib = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim();
+    let line = status
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))
+        .with_context(|| format!("no {field} in /proc/self/status"))?;
+    let kib = line[field.len() + 1..].trim().trim_end_matches("kB").trim();
     kib.parse().with_context(|| format!("parsing {line:?}"))
 }
 
