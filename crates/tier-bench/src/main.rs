@@ -289,7 +289,7 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
     }
     if want(10) {
         note("workload 10: server loopback");
-        rows.push(server::append(settings, dir).await?);
+        rows.extend(server::append(settings, dir).await?);
         rows.push(server::live_tail(settings, dir).await?);
     }
     if want(11) {

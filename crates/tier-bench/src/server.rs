@@ -1,9 +1,10 @@
 //! Workload 10, server loopback: `tierlog-server` serving a hot-only store (fsync never)
 //! in this process on 127.0.0.1, driven by `tierlog-client`.
 //!
-//! - Append: 1 KiB x 100-record batches through the client's binary append, one batch in
-//!   flight, against `Topic::append` of the same batches in process on the same
-//!   deployment; rounds alternate, best of each kept.
+//! - Append: 1 KiB x 100-record batches through the client's binary append against
+//!   `Topic::append` of the same batches in process on the same deployment, one batch in
+//!   flight and eight; rounds alternate, best of each kept. A server that reads each
+//!   body and answers without storing it gives the floor: the HTTP round trip alone.
 //! - Live tail: single 100 B records appended through the client at a fixed rate, a
 //!   follower (the client's `read` from the first offset, following); latency from just
 //!   before the append is sent to the follower holding the record.
@@ -65,12 +66,9 @@ async fn stop(
     Ok(())
 }
 
-/// Seconds `batches` appends of 1 KiB x 100 take through the client.
-async fn append_over_loopback(dir: &Path, batches: u64, payload: &Bytes) -> Result<f64> {
-    let store = store(dir).await?;
-    let (url, shutdown, serving) = serve(&store).await?;
-    let client = Client::new(&url)?;
-    let records: Vec<Record> = (0..BATCH)
+/// The 1 KiB x 100 batch of the append cases, as the client frames it.
+fn client_batch(payload: &Bytes) -> Vec<Record> {
+    (0..BATCH)
         .map(|_| Record {
             offset: 0,
             timestamp: SERVER_CLOCK,
@@ -78,57 +76,147 @@ async fn append_over_loopback(dir: &Path, batches: u64, payload: &Bytes) -> Resu
             headers: Vec::new(),
             payload: payload.clone(),
         })
+        .collect()
+}
+
+/// Seconds `batches` appends of `records` take through `client`, `in_flight` at a time
+/// (that many tasks, each appending its share one batch after another). The tasks run
+/// on the runtime's workers, as a program's would.
+async fn client_appends(client: &Client, records: &[Record], batches: u64, in_flight: u64) -> Result<f64> {
+    let records: std::sync::Arc<[Record]> = records.into();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let (client, records) = (client.clone(), records.clone());
+            tokio::spawn(async move {
+                for _ in 0..batches / in_flight {
+                    client.append_binary("bench", &records).await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            })
+        })
         .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(util::secs(started.elapsed()))
+}
+
+/// Seconds `batches` appends of 1 KiB x 100 take through the client, `in_flight` at a
+/// time.
+async fn append_over_loopback(dir: &Path, batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
+    let store = store(dir).await?;
+    let (url, shutdown, serving) = serve(&store).await?;
+    let client = Client::new(&url)?;
+    let records = client_batch(payload);
     // The first batch creates the topic and opens the connection; not timed.
     client.append_binary("bench", &records).await?;
-    let started = Instant::now();
-    for _ in 0..batches {
-        client.append_binary("bench", &records).await?;
-    }
-    let secs = util::secs(started.elapsed());
+    let secs = client_appends(&client, &records, batches, in_flight).await?;
     drop(client);
     stop(store, shutdown, serving).await?;
     Ok(secs)
 }
 
-/// Seconds `batches` appends of 1 KiB x 100 take through `Topic::append` in process.
-async fn append_in_process(dir: &Path, batches: u64, payload: &Bytes) -> Result<f64> {
+/// Seconds `batches` appends of 1 KiB x 100 take through a server that reads each body
+/// and answers without decoding or storing it: the HTTP round trip over loopback alone
+/// (one batch in flight).
+async fn append_to_null_server(batches: u64, payload: &Bytes) -> Result<f64> {
+    let app = axum::Router::new().route(
+        "/v1/topics/{topic}/records",
+        axum::routing::post(|body: Bytes| async move {
+            axum::Json(tierlog_client::AppendResponse { start: 0, end: body.len() as u64 })
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let client = Client::new(&format!("http://{}", listener.local_addr()?))?;
+    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+    let records = client_batch(payload);
+    client.append_binary("bench", &records).await?;
+    let secs = client_appends(&client, &records, batches, 1).await;
+    serving.abort();
+    secs
+}
+
+/// Seconds `batches` appends of 1 KiB x 100 take through `Topic::append` in process,
+/// `in_flight` tasks appending at a time.
+async fn append_in_process(dir: &Path, batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
     let store = store(dir).await?;
     let topic = store.topic("bench").await?;
-    let batch = |i: u64| -> Vec<NewRecord> {
-        (0..BATCH as u64)
-            .map(|j| NewRecord::new(BASE_TS + (i * BATCH as u64 + j) as i64, payload.clone()))
-            .collect()
+    let batch = |payload: &Bytes| -> Vec<NewRecord> {
+        (0..BATCH as u64).map(|j| NewRecord::new(BASE_TS + j as i64, payload.clone())).collect()
     };
-    topic.append(batch(0)).await?;
+    topic.append(batch(payload)).await?;
     let started = Instant::now();
-    for i in 1..=batches {
-        topic.append(batch(i)).await?;
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let (topic, payload) = (topic.clone(), payload.clone());
+            tokio::spawn(async move {
+                for _ in 0..batches / in_flight {
+                    topic.append(batch(&payload)).await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
     }
     let secs = util::secs(started.elapsed());
     store.close().await;
     Ok(secs)
 }
 
-/// The append row: client over loopback against `Topic::append` in process.
-pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Row> {
+/// Batches in flight in the pipelined append case.
+const PIPELINED: u64 = 8;
+
+/// The append rows: client over loopback against `Topic::append` in process, one batch
+/// in flight and [`PIPELINED`], with the round trip to a server that stores nothing as
+/// the floor of the first.
+pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> {
     let payload = Bytes::from(util::payload(SIZE));
-    let batches = (settings.append_bytes / (SIZE * BATCH) as u64).max(10);
-    let (mut server, mut inproc) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..settings.rounds {
-        let case = tempfile::tempdir_in(dir)?;
-        inproc = inproc.min(append_in_process(&case.path().join("inproc"), batches, &payload).await?);
-        server = server.min(append_over_loopback(&case.path().join("server"), batches, &payload).await?);
-    }
+    let batches = (settings.append_bytes / (SIZE * BATCH) as u64).max(PIPELINED).next_multiple_of(PIPELINED);
     let records = batches * BATCH as u64;
     let bytes = records * SIZE as u64;
-    Ok(Row::new(WORKLOAD, "append, 1 KiB x100, fsync=never, client binary append vs Topic::append")
-        .throughput(records, bytes, server, Some(inproc))
-        .target_at_least(0.8, ">= 0.8x in-process append")
-        .detail(format!(
-            "{batches} batches one at a time; baseline = Topic::append in process on the same deployment (hot only); best of {}",
-            settings.rounds
-        )))
+    let mut rows = Vec::new();
+    for in_flight in [1, PIPELINED] {
+        let (mut server, mut inproc, mut null) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+        for _ in 0..settings.rounds {
+            let case = tempfile::tempdir_in(dir)?;
+            inproc = inproc
+                .min(append_in_process(&case.path().join("inproc"), batches, in_flight, &payload).await?);
+            server = server
+                .min(append_over_loopback(&case.path().join("server"), batches, in_flight, &payload).await?);
+            if in_flight == 1 {
+                null = null.min(append_to_null_server(batches, &payload).await?);
+            }
+        }
+        let per_batch = |secs: f64| secs * 1e6 / batches as f64;
+        let mut detail = format!(
+            "{batches} batches, {in_flight} in flight (as many tasks, each appending one batch after another; the in-process baseline the same); \
+             baseline = Topic::append in process on the same deployment (hot only); best of {}; \
+             {:.0} us per batch over loopback, {:.0} us in process",
+            settings.rounds,
+            per_batch(server),
+            per_batch(inproc),
+        );
+        if in_flight == 1 {
+            detail.push_str(&format!(
+                "; floor: a server that stores nothing takes {:.0} us per batch ({:.2}x in-process)",
+                per_batch(null),
+                inproc / null,
+            ));
+        }
+        rows.push(
+            Row::new(
+                WORKLOAD,
+                format!("append, 1 KiB x100, {in_flight} in flight, fsync=never, client binary append vs Topic::append"),
+            )
+            .throughput(records, bytes, server, Some(inproc))
+            .target_at_least(0.8, ">= 0.8x in-process append")
+            .detail(detail),
+        );
+    }
+    Ok(rows)
 }
 
 /// The live-tail row: p99 from just before a client append to a following client
@@ -159,13 +247,18 @@ pub(crate) async fn live_tail(settings: &Settings, dir: &Path) -> Result<Row> {
         Ok::<_, anyhow::Error>(received)
     });
     let rate = settings.tail_rate;
-    let start = tokio::time::Instant::now();
-    let mut sent = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate as f64)).await;
-        sent.push(Instant::now());
-        client.append_binary("tail", &[record(i + 1)]).await?;
-    }
+    // The producer runs on the runtime's workers, as a program's would.
+    let producer = tokio::spawn(async move {
+        let start = tokio::time::Instant::now();
+        let mut sent = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate as f64)).await;
+            sent.push(Instant::now());
+            client.append_binary("tail", &[record(i + 1)]).await?;
+        }
+        Ok::<_, anyhow::Error>((sent, client))
+    });
+    let (sent, client) = producer.await??;
     let received = tokio::time::timeout(Duration::from_secs(60), consumer)
         .await
         .context("the follower did not receive every record in 60 s")???;
