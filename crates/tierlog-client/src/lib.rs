@@ -17,6 +17,8 @@
 //!
 //! Reads use the binary framing (`tierlog_api::frame`), decoded as the body arrives: a
 //! stream that follows the live tail holds about one response chunk, however long it runs.
+//! [`Client::read_with_tiers`] reads JSON lines instead, whose records say which tier
+//! served them (the framing's version 1 has no field for it).
 
 use std::fmt;
 
@@ -29,7 +31,7 @@ use tierlog_api::frame::{Decoder, Frame, FrameError, encode_magic, encode_record
 pub use tierlog_api::frame::{FrameRecord as Record, SERVER_CLOCK};
 pub use tierlog_api::{
     ApiError, AppendRequest, AppendResponse, Data, ErrorKind, ExportResponse, Format, HeaderJson,
-    NewRecordJson, RangeJson, RecoveryList, Start, TopicInfo, TopicList, VerifyReport,
+    NewRecordJson, RangeJson, RecordJson, RecoveryList, Start, Tier, TopicInfo, TopicList, VerifyReport,
 };
 use tierlog_api::{CONTENT_TYPE_BATCH, CONTENT_TYPE_LINES};
 
@@ -52,6 +54,15 @@ pub enum Error {
     /// A read's body was not valid binary framing.
     #[error("reading the server's records")]
     Frame(#[from] FrameError),
+    /// A read's JSON lines were not what the API says (a malformed line, a body cut
+    /// inside one).
+    #[error("reading the server's JSON records, line {line}: {message}")]
+    Json {
+        /// The line, from 1.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
     /// An answer that is not what the API says it is.
     #[error("unexpected answer: {0}")]
     Unexpected(String),
@@ -141,6 +152,111 @@ pub struct Client {
 /// done, and with an error the server ended the read with.
 pub type RecordStream = BoxStream<'static, Result<Record, Error>>;
 
+/// A record read and the tier that served it (`None` when the read did not say: a
+/// binary read, or a server that predates the field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The record.
+    pub record: Record,
+    /// Which part of the store served it.
+    pub tier: Option<Tier>,
+}
+
+/// A stream of [`Served`] records, as [`RecordStream`].
+pub type ServedStream = BoxStream<'static, Result<Served, Error>>;
+
+/// How a read's records travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire {
+    /// The binary framing: bytes as they are, no tier.
+    Binary,
+    /// JSON lines: bytes as text or base64, each record's tier.
+    Json,
+}
+
+/// A read started: its records.
+struct OpenRead {
+    records: ServedStream,
+}
+
+/// The body of a read, decoded incrementally in its format.
+enum BodyDecoder {
+    Binary(Decoder),
+    Json {
+        pending: BytesMut,
+        /// Lines decoded so far, for messages.
+        lines: u64,
+    },
+}
+
+impl BodyDecoder {
+    fn new(wire: Wire) -> Self {
+        match wire {
+            Wire::Binary => Self::Binary(Decoder::new()),
+            Wire::Json => Self::Json { pending: BytesMut::new(), lines: 0 },
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        match self {
+            Self::Binary(decoder) => decoder.push(chunk),
+            Self::Json { pending, .. } => pending.extend_from_slice(chunk),
+        }
+    }
+
+    /// The next record, or the error the server ended the read with; `None` until more
+    /// bytes are pushed.
+    fn next_item(&mut self) -> Result<Option<Result<Served, ApiError>>, Error> {
+        match self {
+            Self::Binary(decoder) => Ok(match decoder.next_frame()? {
+                None => None,
+                Some(Frame::Record(record)) => Some(Ok(Served { record, tier: None })),
+                Some(Frame::Error(error)) => Some(Err(error)),
+            }),
+            Self::Json { pending, lines } => {
+                let Some(end) = pending.iter().position(|b| *b == b'\n') else { return Ok(None) };
+                let line = pending.split_to(end + 1);
+                *lines += 1;
+                let bad = |message: String| Error::Json { line: *lines, message };
+                match serde_json::from_slice::<RecordJson>(&line) {
+                    Ok(json) => Ok(Some(Ok(served(json).map_err(|e| bad(e.error.message))?))),
+                    Err(e) => match serde_json::from_slice::<ApiError>(&line) {
+                        Ok(error) => Ok(Some(Err(error))),
+                        Err(_) => Err(bad(e.to_string())),
+                    },
+                }
+            }
+        }
+    }
+
+    /// Checks that the body ended between two records.
+    fn finish(&self) -> Result<(), Error> {
+        match self {
+            Self::Binary(decoder) => Ok(decoder.finish()?),
+            Self::Json { pending, lines } if !pending.is_empty() => {
+                Err(Error::Json { line: lines + 1, message: "the body ended inside the line".into() })
+            }
+            Self::Json { .. } => Ok(()),
+        }
+    }
+}
+
+/// A JSON record as the binary framing's record and its tier.
+fn served(json: RecordJson) -> Result<Served, ApiError> {
+    let record = Record {
+        offset: json.offset,
+        timestamp: json.timestamp,
+        key: json.key.as_ref().map(Data::to_bytes).transpose()?,
+        headers: json
+            .headers
+            .iter()
+            .map(|h| Ok((h.name.to_bytes()?, h.value.to_bytes()?)))
+            .collect::<Result<_, ApiError>>()?,
+        payload: json.payload.to_bytes()?,
+    };
+    Ok(Served { record, tier: json.tier })
+}
+
 impl Client {
     /// A client of the server at `url` (`http://host:port` or `https://…`).
     pub fn new(url: &str) -> Result<Self, Error> {
@@ -222,8 +338,38 @@ impl Client {
         follow: bool,
         limit: Option<u64>,
     ) -> Result<RecordStream, Error> {
+        let read = self.open_read(topic, from, follow, limit, Wire::Binary).await?;
+        Ok(read.records.map(|r| r.map(|served| served.record)).boxed())
+    }
+
+    /// [`read_with`](Self::read_with), each record with the tier that served it: the read
+    /// travels as JSON lines (`format=json`, whose records say their `tier`; the binary
+    /// framing has no field for it). `tier` is `None` from a server that predates it.
+    pub async fn read_with_tiers(
+        &self,
+        topic: &str,
+        from: Start,
+        follow: bool,
+        limit: Option<u64>,
+    ) -> Result<ServedStream, Error> {
+        Ok(self.open_read(topic, from, follow, limit, Wire::Json).await?.records)
+    }
+
+    /// Starts a read: its records, decoded as the body arrives.
+    async fn open_read(
+        &self,
+        topic: &str,
+        from: Start,
+        follow: bool,
+        limit: Option<u64>,
+        wire: Wire,
+    ) -> Result<OpenRead, Error> {
         // Every value is made of characters a query takes as they are.
-        let mut path = format!("{}?format=binary&from={}", records_path(topic), from.to_query());
+        let format = match wire {
+            Wire::Binary => Format::Binary,
+            Wire::Json => Format::Json,
+        };
+        let mut path = format!("{}?format={}&from={}", records_path(topic), format.as_str(), from.to_query());
         if follow {
             path.push_str("&follow=true");
         }
@@ -232,19 +378,19 @@ impl Client {
         }
         let response = Self::check(self.request(Method::GET, &path).send().await?).await?;
         let chunks = response.bytes_stream();
-        let state = (chunks, Decoder::new(), false);
+        let state = (chunks, BodyDecoder::new(wire), false);
         let stream = futures::stream::unfold(state, |(mut chunks, mut decoder, mut done)| async move {
             loop {
                 if done {
                     return None;
                 }
-                match decoder.next_frame() {
+                match decoder.next_item() {
                     Err(e) => {
                         done = true;
-                        return Some((Err(Error::Frame(e)), (chunks, decoder, done)));
+                        return Some((Err(e), (chunks, decoder, done)));
                     }
-                    Ok(Some(Frame::Record(r))) => return Some((Ok(r), (chunks, decoder, done))),
-                    Ok(Some(Frame::Error(error))) => {
+                    Ok(Some(Ok(served))) => return Some((Ok(served), (chunks, decoder, done))),
+                    Ok(Some(Err(error))) => {
                         done = true;
                         return Some((Err(Error::Api { status: 200, error }), (chunks, decoder, done)));
                     }
@@ -258,15 +404,12 @@ impl Client {
                     }
                     None => {
                         done = true;
-                        return decoder
-                            .finish()
-                            .err()
-                            .map(|e| (Err(Error::Frame(e)), (chunks, decoder, done)));
+                        return decoder.finish().err().map(|e| (Err(e), (chunks, decoder, done)));
                     }
                 }
             }
         });
-        Ok(stream.boxed())
+        Ok(OpenRead { records: stream.boxed() })
     }
 
     /// Every topic's tier ranges and commit point.

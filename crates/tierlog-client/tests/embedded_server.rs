@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tier_router::{StoreConfig, TieredStore};
-use tierlog_client::{Client, ErrorKind, NewRecordJson, Start};
+use tierlog_client::{Client, ErrorKind, NewRecordJson, Start, Tier};
 use tierlog_server::{Server, ServerConfig, Token};
 
 #[tokio::test]
@@ -38,6 +38,19 @@ async fn append_follow_and_drain_against_an_embedded_server() {
     let r =
         tokio::time::timeout(Duration::from_secs(30), follow.next()).await.expect("in time").expect("item");
     assert_eq!(&r.expect("a record").payload[..], b"c");
+    // A JSON read says which tier served each record: the WAL, all of it here.
+    let served: Vec<_> = client
+        .read_with_tiers("t", Start::Earliest, false, None)
+        .await
+        .expect("read")
+        .map(|r| r.expect("a record"))
+        .collect()
+        .await;
+    let got: Vec<_> = served.iter().map(|s| (s.record.offset, &s.record.payload[..], s.tier)).collect();
+    assert_eq!(
+        got,
+        [(0, &b"a"[..], Some(Tier::Hot)), (1, b"b", Some(Tier::Hot)), (2, b"c", Some(Tier::Hot))]
+    );
     let topics = client.topics().await.expect("topics");
     assert_eq!((topics.len(), topics[0].committed, topics[0].cold), (1, 3, None));
     let verify = client.verify("t").await.expect("verify");

@@ -14,8 +14,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tier_core::{Header, OffsetRange, Record, Secret, StartPosition, TopicName};
+use tier_router::Source;
 use tierlog_client::{
-    Client, ErrorKind as ApiKind, RangeJson, Record as WireRecord, SERVER_CLOCK, Start, TopicInfo,
+    Client, ErrorKind as ApiKind, RangeJson, Record as WireRecord, SERVER_CLOCK, Served, Start, Tier,
+    TopicInfo,
 };
 use tokio::sync::mpsc;
 
@@ -228,10 +230,15 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
     if args.out.is_none() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let mut records = client
-        .read_with(name.as_str(), start, args.follow, args.max)
-        .await
-        .with_context(|| format!("reading {name}"))?;
+    // JSON output says which tier served each record: only a JSON read carries that.
+    let read = match args.output {
+        Output::Json => client.read_with_tiers(name.as_str(), start, args.follow, args.max).await,
+        Output::Raw => client
+            .read_with(name.as_str(), start, args.follow, args.max)
+            .await
+            .map(|records| records.map(|r| r.map(|record| Served { record, tier: None })).boxed()),
+    };
+    let mut records = read.with_context(|| format!("reading {name}"))?;
     let mut count = 0u64;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -293,7 +300,8 @@ async fn wait_for_topic(client: &Client, name: &TopicName) -> anyhow::Result<boo
     }
 }
 
-fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::Result<()> {
+fn write_record(out: &mut dyn Write, format: Output, served: Served) -> std::io::Result<()> {
+    let r = served.record;
     match format {
         Output::Raw => {
             out.write_all(&r.payload)?;
@@ -303,9 +311,21 @@ fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::
             let headers = r.headers.into_iter().map(|(name, value)| Header::new(name, value)).collect();
             let record =
                 Record { offset: r.offset, timestamp: r.timestamp, key: r.key, headers, payload: r.payload };
-            serde_json::to_writer(&mut *out, &record_json(&record, None))?;
+            serde_json::to_writer(&mut *out, &record_json(&record, served.tier.and_then(source)))?;
             out.write_all(b"\n")
         }
+    }
+}
+
+/// The store's name for the tier the API says served a record (`None` for a tier this
+/// program does not know).
+fn source(tier: Tier) -> Option<Source> {
+    match tier {
+        Tier::Cold => Some(Source::Cold),
+        Tier::Warm => Some(Source::Warm),
+        Tier::Hot => Some(Source::Hot),
+        Tier::Live => Some(Source::Live),
+        _ => None,
     }
 }
 

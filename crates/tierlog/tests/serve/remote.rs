@@ -314,3 +314,63 @@ async fn verify_through_a_server_exits_3_on_damage_and_export_needs_cold() {
     assert!(table.lines().nth(1).is_some_and(|l| l.contains("disabled")), "{table}");
     assert!(server.terminate().success());
 }
+
+/// The `(offset, tier)` of each JSON line of a `consume --output json`.
+fn tiers_of(json: &str) -> Vec<(u64, String)> {
+    json.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a JSON record");
+            let tier = v["tier"].as_str().unwrap_or_else(|| panic!("no tier in {l}")).to_owned();
+            (v["offset"].as_u64().expect("an offset"), tier)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn consume_json_through_a_server_says_which_tier_served_each_record() {
+    // Offsets 0..10 in cold only (exported, then deleted from the WAL by retention),
+    // 10..15 in the WAL.
+    let served = workdir();
+    std::fs::write(
+        served.path().join("tierlog.toml"),
+        "[hot]\ndata_dir = \"data/hot\"\nretention_bytes = 1\n\n\
+         [cold]\nbackend = { kind = \"local\", path = \"data/cold\" }\n\n[router]\nstate_dir = \"data/router\"\n",
+    )
+    .expect("config");
+    ok(served.path(), &["produce", "tiered", "--count", "10", "--size", "20"]);
+    ok(served.path(), &["maintain", "tiered"]);
+    ok(served.path(), &["produce", "tiered", "--count", "5", "--size", "20"]);
+    let local = ok(served.path(), &["consume", "tiered", "--output", "json"]);
+    let expected: Vec<(u64, String)> =
+        (0..15).map(|o| (o, if o < 10 { "cold" } else { "hot" }.to_owned())).collect();
+    assert_eq!(tiers_of(&local), expected, "the local consume: {local}");
+
+    let server = serve(served.path(), &[]);
+    let url = server.url.as_str();
+    let here = workdir();
+    let remote = ok(here.path(), &["--server", url, "consume", "tiered", "--output", "json"]);
+    assert_eq!(tiers_of(&remote), expected, "{remote}");
+    // The same lines as the local consume, tier included.
+    assert_eq!(remote, local);
+
+    // A follow says `live` for a record it gets from the WAL's tail.
+    let follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", url, "consume", "tiered", "--from", "13", "--follow", "--max", "3"])
+        .args(["--output", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("consume --follow");
+    ok(here.path(), &["--server", url, "produce", "tiered", "--count", "1"]);
+    let followed = tokio::task::spawn_blocking(move || follower.wait_with_output())
+        .await
+        .expect("join")
+        .expect("output");
+    assert!(followed.status.success(), "{followed:?}");
+    let tiers = tiers_of(&String::from_utf8_lossy(&followed.stdout));
+    assert_eq!(tiers[..2], [(13, "hot".to_owned()), (14, "hot".to_owned())], "{tiers:?}");
+    assert_eq!(tiers[2].0, 15);
+    assert!(matches!(tiers[2].1.as_str(), "live" | "hot"), "{tiers:?}");
+    assert!(server.terminate().success());
+}
