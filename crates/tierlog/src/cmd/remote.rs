@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tier_core::{Header, OffsetRange, Record, Secret, StartPosition, TopicName};
 use tier_router::Source;
@@ -78,7 +78,9 @@ pub(crate) fn client(
 }
 
 /// `produce` through the server: batches of `--batch` records, appended in the binary
-/// framing, each acknowledged before the next.
+/// framing, each acknowledged before the next. Ctrl-C stops between batches (an append
+/// under way is awaited), prints the summary and what was acknowledged, and exits 130, as
+/// the local command does.
 pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
     let size = usize::try_from(parse_size(&args.size).map_err(exit::usage)?)
@@ -87,46 +89,84 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
         return Err(exit::usage("--rate must be a positive number of records per second"));
     }
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
+    let mut acks = open_acks(args.acks.as_deref())?;
+    // Polled once here so the handler is installed before the first record is read:
+    // from now on Ctrl-C ends the run with a report instead of killing the process.
+    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    if let Some(result) = (&mut ctrl_c).now_or_never() {
+        result.context("installing the Ctrl-C handler")?;
+    }
     let mut batches = match args.count {
         Some(count) => synthetic(count, size, batch),
         None => lines(args.file.clone(), batch, !args.keep_cr)?,
     };
     let key = args.key.clone().map(Bytes::from);
-    let mut acks = open_acks(args.acks.as_deref())?;
     let bar = ctx.progress.bar(args.count, "producing", "records");
     let started = Instant::now();
     let mut produced = Produced::default();
-    while let Some(payloads) = batches.recv().await {
-        let payloads = payloads.context("reading input")?;
-        let framed: Vec<WireRecord> = payloads
-            .into_iter()
-            .map(|payload| WireRecord {
-                timestamp: SERVER_CLOCK,
-                key: key.clone(),
-                payload,
-                ..WireRecord::default()
-            })
-            .collect();
-        let answer = client
-            .append_binary(name.as_str(), &framed)
-            .await
-            .with_context(|| format!("appending to {name}"))?;
-        produced.records += framed.len() as u64;
-        produced.bytes += framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
-        produced.range = Some(OffsetRange::new(produced.range.map_or(answer.start, |r| r.start), answer.end));
-        if let Some(out) = acks.as_mut() {
-            write_ack(out, OffsetRange::new(answer.start, answer.end)).context("writing --acks")?;
-        }
-        bar.inc(framed.len() as u64);
-        if let Some(rate) = args.rate {
-            // Pace: the records sent so far are due at `records / rate` seconds.
-            let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
-            tokio::time::sleep_until(due.into()).await;
+    let mut interrupted = false;
+    let run: anyhow::Result<()> = async {
+        loop {
+            let payloads = tokio::select! {
+                biased;
+                _ = &mut ctrl_c => {
+                    interrupted = true;
+                    return Ok(());
+                }
+                payloads = batches.recv() => payloads,
+            };
+            let Some(payloads) = payloads else { return Ok(()) };
+            let payloads = payloads.context("reading input")?;
+            let framed: Vec<WireRecord> = payloads
+                .into_iter()
+                .map(|payload| WireRecord {
+                    timestamp: SERVER_CLOCK,
+                    key: key.clone(),
+                    payload,
+                    ..WireRecord::default()
+                })
+                .collect();
+            let answer = client
+                .append_binary(name.as_str(), &framed)
+                .await
+                .with_context(|| format!("appending to {name}"))?;
+            produced.records += framed.len() as u64;
+            produced.bytes += framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
+            produced.range =
+                Some(OffsetRange::new(produced.range.map_or(answer.start, |r| r.start), answer.end));
+            if let Some(out) = acks.as_mut() {
+                write_ack(out, OffsetRange::new(answer.start, answer.end)).context("writing --acks")?;
+            }
+            bar.inc(framed.len() as u64);
+            if let Some(rate) = args.rate {
+                // Pace: the records sent so far are due at `records / rate` seconds.
+                let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
+                tokio::select! {
+                    biased;
+                    _ = &mut ctrl_c => {
+                        interrupted = true;
+                        return Ok(());
+                    }
+                    () = tokio::time::sleep_until(due.into()) => {}
+                }
+            }
         }
     }
+    .await;
     bar.finish_and_clear();
+    let stored = match produced.range {
+        Some(r) => format!("{} acknowledged at offsets {r}", count(produced.records, "record")),
+        None => "no records acknowledged".to_owned(),
+    };
+    if let Err(e) = run {
+        return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
+    }
     // What is in cold is the server's business (`GET /v1/topics/{topic}`).
-    print_summary(&name, &produced, started.elapsed().as_secs_f64(), false, None, args.json)?;
+    print_summary(&name, &produced, started.elapsed().as_secs_f64(), interrupted, None, args.json)?;
+    if interrupted {
+        eprintln!("interrupted: {stored}");
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(exit::OK)
 }
 
@@ -149,7 +189,10 @@ fn synthetic(count: u64, size: usize, batch: usize) -> Batches {
 }
 
 /// Batches of the lines of `file` or stdin (without their `\n`, and without a `\r` before
-/// it when `strip_cr`), read on a thread.
+/// it when `strip_cr`), read on a thread: a batch is sent when it holds `batch` lines or
+/// when no more input is at hand (reading on would wait), so lines already read are
+/// appended at once rather than waiting for a full batch — a pipe fed slowly is produced
+/// as it comes.
 fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<Batches> {
     let source: Box<dyn Read + Send> = match &file {
         Some(path) => Box::new(
@@ -174,7 +217,10 @@ fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<
                         }
                     }
                     pending.push(Bytes::from(line));
-                    if pending.len() >= batch && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err() {
+                    let at_hand = !reader.buffer().is_empty();
+                    if (pending.len() >= batch || !at_hand)
+                        && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err()
+                    {
                         return;
                     }
                 }

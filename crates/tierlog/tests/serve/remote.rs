@@ -374,3 +374,55 @@ async fn consume_json_through_a_server_says_which_tier_served_each_record() {
     assert!(matches!(tiers[2].1.as_str(), "live" | "hot"), "{tiers:?}");
     assert!(server.terminate().success());
 }
+
+#[tokio::test]
+async fn ctrl_c_on_a_remote_produce_reports_what_was_acknowledged_and_exits_130() {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    let (_served, server, here) = served_and_here();
+    let url = server.url.as_str();
+    let mut producer = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", url, "produce", "t", "--acks", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("produce");
+    let mut stdin = producer.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(producer.stdout.take().expect("stdout"));
+    stdin.write_all(b"a\nb\nc\n").expect("write lines");
+    stdin.flush().expect("flush");
+    // Wait until all three are acknowledged (lines read are sent without waiting for a
+    // full batch); stdin stays open.
+    let mut stdout = crate::within(
+        "the acknowledgement of the three lines",
+        tokio::task::spawn_blocking(move || {
+            let mut acked = 0;
+            while acked < 3 {
+                let mut line = String::new();
+                assert!(stdout.read_line(&mut line).expect("read an ack") > 0, "produce ended early");
+                let ack: serde_json::Value = serde_json::from_str(&line).expect("a JSON ack");
+                acked = ack["end"].as_u64().expect("end");
+            }
+            stdout
+        }),
+    )
+    .await
+    .expect("join");
+    let status = Command::new("kill").args(["-INT", &producer.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || producer.wait_with_output())
+        .await
+        .expect("join")
+        .expect("produce ends");
+    drop(stdin);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted: 3 records acknowledged at offsets [0, 3)"), "{err}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("the rest of stdout");
+    assert!(rest.contains("produced 3 records") && rest.contains("at offsets [0, 3)"), "{rest}");
+    assert_eq!(ok(here.path(), &["--server", url, "consume", "t"]), "a\nb\nc\n");
+    assert!(server.terminate().success());
+}
