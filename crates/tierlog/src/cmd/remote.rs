@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use tier_core::{Header, OffsetRange, Record, Secret, StartPosition, TopicName};
 use tier_router::Source;
 use tierlog_client::{
-    Client, ErrorKind as ApiKind, RangeJson, Record as WireRecord, SERVER_CLOCK, Served, Start, Tier,
-    TopicInfo,
+    Client, ErrorKind as ApiKind, FollowEvent, FollowStream, RangeJson, Reconnect, Record as WireRecord,
+    SERVER_CLOCK, Served, ServedStream, Start, Tier, TopicInfo,
 };
 use tokio::sync::mpsc;
 
@@ -277,12 +277,18 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     // JSON output says which tier served each record: only a JSON read carries that.
-    let read = match args.output {
-        Output::Json => client.read_with_tiers(name.as_str(), start, args.follow, args.max).await,
-        Output::Raw => client
-            .read_with(name.as_str(), start, args.follow, args.max)
+    let tiers = args.output == Output::Json;
+    // A follow outlives the server going away (a restart): it reconnects and resumes
+    // after the last record printed, saying so on stderr.
+    let read = if args.follow {
+        client.follow(name.as_str(), start, args.max, tiers, Reconnect::default()).await
+    } else if tiers {
+        client.read_with_tiers(name.as_str(), start, false, args.max).await.map(events)
+    } else {
+        client
+            .read_with(name.as_str(), start, false, args.max)
             .await
-            .map(|records| records.map(|r| r.map(|record| Served { record, tier: None })).boxed()),
+            .map(|records| events(records.map(|r| r.map(|record| Served { record, tier: None })).boxed()))
     };
     let mut records = read.with_context(|| format!("reading {name}"))?;
     let mut count = 0u64;
@@ -295,7 +301,23 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
                 _ = &mut ctrl_c => break,
             };
             let Some(item) = item else { break };
-            let record = item.with_context(|| format!("reading {name}"))?;
+            let record = match item.with_context(|| format!("reading {name}"))? {
+                FollowEvent::Record(record) => record,
+                FollowEvent::Disconnected { error, next, give_up_after } => {
+                    eprintln!(
+                        "the server went away ({:#}): reconnecting, resuming at offset {next} \
+                         (for up to {} s; Ctrl-C to stop)",
+                        anyhow::Error::new(error),
+                        give_up_after.as_secs()
+                    );
+                    continue;
+                }
+                FollowEvent::Resumed { next } => {
+                    eprintln!("reconnected: resuming at offset {next}");
+                    continue;
+                }
+                _ => continue,
+            };
             write_record(out.as_mut(), args.output, record)?;
             count += 1;
             bar.inc(1);
@@ -318,6 +340,11 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
         println!("consumed {count} records from {name} into {}", path.display());
     }
     Ok(exit::OK)
+}
+
+/// A read's records as the events of a follow (a read without follow never reconnects).
+fn events(records: ServedStream) -> FollowStream {
+    records.map(|r| r.map(FollowEvent::Record)).boxed()
 }
 
 /// How often `consume --wait` asks whether the topic exists.

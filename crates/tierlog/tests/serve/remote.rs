@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::{Served, serve, serve_with_env, tree, workdir};
+use crate::support::{Served, serve, serve_on, serve_with_env, tree, workdir};
 
 /// Runs the CLI in `dir` (not the server's directory) with `args`.
 fn cli(dir: &Path, args: &[&str]) -> Output {
@@ -424,5 +424,70 @@ async fn ctrl_c_on_a_remote_produce_reports_what_was_acknowledged_and_exits_130(
     stdout.read_to_string(&mut rest).expect("the rest of stdout");
     assert!(rest.contains("produced 3 records") && rest.contains("at offsets [0, 3)"), "{rest}");
     assert_eq!(ok(here.path(), &["--server", url, "consume", "t"]), "a\nb\nc\n");
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn a_remote_follower_resumes_after_the_server_restarts() {
+    use std::io::{BufRead, BufReader, Read};
+
+    let (served, server, here) = served_and_here();
+    let url = server.url.clone();
+    let (before, after) = (40, 25);
+    let lines = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}-{i}\n")).collect::<String>();
+    std::fs::write(here.path().join("before"), lines("before", before)).expect("input");
+    std::fs::write(here.path().join("after"), lines("after", after)).expect("input");
+    ok(here.path(), &["--server", &url, "produce", "t", "--file", "before", "--batch", "7"]);
+
+    let total = (before + after).to_string();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", &url, "consume", "t", "--follow", "--max", &total])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("consume --follow");
+    // Every record produced so far is printed before the server goes away.
+    let mut stdout = BufReader::new(follower.stdout.take().expect("stdout"));
+    let (stdout, mut printed) = crate::within(
+        "the follower printing the first records",
+        tokio::task::spawn_blocking(move || {
+            let mut printed = String::new();
+            for _ in 0..before {
+                assert!(stdout.read_line(&mut printed).expect("a line") > 0, "the follower ended early");
+            }
+            (stdout, printed)
+        }),
+    )
+    .await
+    .expect("join");
+    assert_eq!(printed, lines("before", before));
+
+    // A drain ends the follow with `closed`; the follower waits for the server to come
+    // back at the same address, over the same data.
+    let listen = url.trim_start_matches("http://").to_owned();
+    let status = tokio::task::spawn_blocking(move || server.terminate()).await.expect("join");
+    assert!(status.success(), "{status:?}");
+    let server = serve_on(served.path(), &listen, &[], &[]);
+    assert_eq!(server.url, url);
+    ok(here.path(), &["--server", &url, "produce", "t", "--file", "after", "--batch", "4"]);
+
+    let out = crate::within(
+        "the follower printing every record and ending at --max",
+        tokio::task::spawn_blocking(move || {
+            let mut stdout = stdout;
+            stdout.read_to_string(&mut printed).expect("the rest of stdout");
+            let out = follower.wait_with_output().expect("the follower ends");
+            (printed, out)
+        }),
+    )
+    .await
+    .expect("join");
+    let (printed, out) = out;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(printed, lines("before", before) + &lines("after", after), "no record lost or printed twice");
+    assert!(stderr.contains("reconnecting") && stderr.contains("resuming at offset 40"), "{stderr}");
     assert!(server.terminate().success());
 }
