@@ -3,7 +3,9 @@
 //! of opening the store: the same arguments and output as the local commands
 //! (`produce.rs`, `consume.rs`, `status.rs`, `export.rs`, `verify.rs`, whose parsers, JSON
 //! form and table are used here) where the API's answers hold the data, the records
-//! travelling in the binary framing.
+//! travelling in the binary framing (JSON lines for `consume --output json`, which say
+//! each record's tier). A `consume --follow` reconnects when the server goes away and
+//! resumes after the last record it printed.
 
 use std::io::{BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::PathBuf;

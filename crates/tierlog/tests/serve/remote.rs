@@ -428,7 +428,18 @@ async fn ctrl_c_on_a_remote_produce_reports_what_was_acknowledged_and_exits_130(
 }
 
 #[tokio::test]
-async fn a_remote_follower_resumes_after_the_server_restarts() {
+async fn a_remote_follower_resumes_after_the_server_drains_and_restarts() {
+    follower_survives_a_restart("TERM").await;
+}
+
+#[tokio::test]
+async fn a_remote_follower_resumes_after_the_server_is_killed_and_restarts() {
+    follower_survives_a_restart("KILL").await;
+}
+
+/// A `consume --follow` through a server that `signal` stops and that restarts on the
+/// same address and data prints every record once, in order, and says it reconnected.
+async fn follower_survives_a_restart(signal: &'static str) {
     use std::io::{BufRead, BufReader, Read};
 
     let (served, server, here) = served_and_here();
@@ -464,11 +475,16 @@ async fn a_remote_follower_resumes_after_the_server_restarts() {
     .expect("join");
     assert_eq!(printed, lines("before", before));
 
-    // A drain ends the follow with `closed`; the follower waits for the server to come
-    // back at the same address, over the same data.
+    // A drain ends the follow with `closed`, a kill cuts its connection; either way the
+    // follower waits for the server to come back at the same address, over the same data.
     let listen = url.trim_start_matches("http://").to_owned();
-    let status = tokio::task::spawn_blocking(move || server.terminate()).await.expect("join");
-    assert!(status.success(), "{status:?}");
+    if signal == "TERM" {
+        let status = tokio::task::spawn_blocking(move || server.terminate()).await.expect("join");
+        assert!(status.success(), "{status:?}");
+    } else {
+        server.signal(signal);
+        tokio::task::spawn_blocking(move || drop(server)).await.expect("join");
+    }
     let server = serve_on(served.path(), &listen, &[], &[]);
     assert_eq!(server.url, url);
     ok(here.path(), &["--server", &url, "produce", "t", "--file", "after", "--batch", "4"]);
