@@ -119,11 +119,43 @@ pub struct AppendResponse {
     pub end: u64,
 }
 
+/// Which part of the store served a record read: the label `tierlog consume --output
+/// json` prints and the `tier` label of `tierlog_read_records_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Tier {
+    /// The cold tier (object storage).
+    Cold,
+    /// The warm tier (Valkey).
+    Warm,
+    /// The WAL, read as history.
+    Hot,
+    /// The WAL's live tail (a follow that caught up).
+    Live,
+}
+
+impl Tier {
+    /// The name as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Cold => "cold",
+            Tier::Warm => "warm",
+            Tier::Hot => "hot",
+            Tier::Live => "live",
+        }
+    }
+}
+
 /// A record read (one NDJSON line of a read in `format=json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordJson {
     /// Its offset.
     pub offset: u64,
+    /// Which tier served it. Absent from servers that predate it (the field was added
+    /// compatibly); the binary framing does not carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
     /// Publish time, ms since the Unix epoch.
     pub timestamp: i64,
     /// Its key (`null`: none).

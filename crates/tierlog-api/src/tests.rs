@@ -1,7 +1,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::frame::{Decoder, Frame, FrameRecord, MAGIC, encode_error, encode_magic, encode_record};
-use crate::{ApiError, Data, ErrorKind, NewRecordJson, Start};
+use crate::{ApiError, Data, ErrorKind, NewRecordJson, RecordJson, Start, Tier};
 
 fn record() -> FrameRecord {
     FrameRecord {
@@ -158,5 +158,21 @@ fn start_positions_parse_and_print() {
     }
     for start in [Start::Earliest, Start::Latest, Start::Offset(7), Start::Time(9)] {
         assert_eq!(Start::parse(&start.to_query()), Ok(start));
+    }
+}
+
+#[test]
+fn a_json_record_carries_its_tier_and_reads_without_one() {
+    let line = r#"{"offset":3,"tier":"cold","timestamp":5,"key":null,"headers":[],"payload":"p"}"#;
+    let record: RecordJson = serde_json::from_str(line).expect("a record with a tier");
+    assert_eq!(record.tier, Some(Tier::Cold));
+    assert_eq!(serde_json::to_string(&record).expect("serialises"), line);
+    // A server that predates the field: no tier, and nothing else changes.
+    let old = r#"{"offset":3,"timestamp":5,"key":null,"headers":[],"payload":"p"}"#;
+    let record: RecordJson = serde_json::from_str(old).expect("a record without a tier");
+    assert_eq!(record.tier, None);
+    assert_eq!(serde_json::to_string(&record).expect("serialises"), old);
+    for tier in [Tier::Cold, Tier::Warm, Tier::Hot, Tier::Live] {
+        assert_eq!(serde_json::to_value(tier).expect("serialises"), tier.as_str());
     }
 }

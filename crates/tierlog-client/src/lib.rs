@@ -17,8 +17,11 @@
 //!
 //! Reads use the binary framing (`tierlog_api::frame`), decoded as the body arrives: a
 //! stream that follows the live tail holds about one response chunk, however long it runs.
+//! [`Client::read_with_tiers`] reads JSON lines instead, whose records say which tier
+//! served them (the framing's version 1 has no field for it).
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures::stream::{BoxStream, StreamExt};
@@ -29,7 +32,7 @@ use tierlog_api::frame::{Decoder, Frame, FrameError, encode_magic, encode_record
 pub use tierlog_api::frame::{FrameRecord as Record, SERVER_CLOCK};
 pub use tierlog_api::{
     ApiError, AppendRequest, AppendResponse, Data, ErrorKind, ExportResponse, Format, HeaderJson,
-    NewRecordJson, RangeJson, RecoveryList, Start, TopicInfo, TopicList, VerifyReport,
+    NewRecordJson, RangeJson, RecordJson, RecoveryList, Start, Tier, TopicInfo, TopicList, VerifyReport,
 };
 use tierlog_api::{CONTENT_TYPE_BATCH, CONTENT_TYPE_LINES};
 
@@ -52,6 +55,25 @@ pub enum Error {
     /// A read's body was not valid binary framing.
     #[error("reading the server's records")]
     Frame(#[from] FrameError),
+    /// A read's JSON lines were not what the API says (a malformed line, a body cut
+    /// inside one).
+    #[error("reading the server's JSON records, line {line}: {message}")]
+    Json {
+        /// The line, from 1.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// A follow gave up reconnecting: the server stayed away ([`Reconnect`]); `source` is
+    /// the last attempt's error.
+    #[error("the server did not come back within {} s", waited.as_secs())]
+    GaveUp {
+        /// How long the follow tried.
+        waited: Duration,
+        /// The last attempt's error.
+        #[source]
+        source: Box<Error>,
+    },
     /// An answer that is not what the API says it is.
     #[error("unexpected answer: {0}")]
     Unexpected(String),
@@ -141,6 +163,247 @@ pub struct Client {
 /// done, and with an error the server ended the read with.
 pub type RecordStream = BoxStream<'static, Result<Record, Error>>;
 
+/// A record read and the tier that served it (`None` when the read did not say: a
+/// binary read, or a server that predates the field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The record.
+    pub record: Record,
+    /// Which part of the store served it.
+    pub tier: Option<Tier>,
+}
+
+/// A stream of [`Served`] records, as [`RecordStream`].
+pub type ServedStream = BoxStream<'static, Result<Served, Error>>;
+
+/// How [`Client::follow`] reconnects: it waits `first_delay`, doubling each time up to
+/// `max_delay`, between attempts, and gives up once the server has been away for
+/// `give_up_after`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reconnect {
+    /// The wait before the first attempt.
+    pub first_delay: Duration,
+    /// The longest wait between two attempts.
+    pub max_delay: Duration,
+    /// How long the server may stay away before the follow gives up.
+    pub give_up_after: Duration,
+}
+
+impl Default for Reconnect {
+    /// 100 ms, doubling up to 2 s, for at most 60 s.
+    fn default() -> Self {
+        Self {
+            first_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(2),
+            give_up_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a [`Client::follow`] stream yields.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FollowEvent {
+    /// The next record.
+    Record(Served),
+    /// The stream broke (`error` says how); the follow reconnects and will resume at
+    /// offset `next`, for at most `give_up_after`.
+    Disconnected {
+        /// Why the stream broke.
+        error: Error,
+        /// The offset the follow resumes at.
+        next: u64,
+        /// How long it tries.
+        give_up_after: Duration,
+    },
+    /// The follow reconnected and goes on at offset `next`.
+    Resumed {
+        /// The offset it resumed at.
+        next: u64,
+    },
+}
+
+/// A [`Client::follow`] stream: records, and when it broke and resumed.
+pub type FollowStream = BoxStream<'static, Result<FollowEvent, Error>>;
+
+/// Whether a follow whose stream ended with `e` should reconnect: the connection failed
+/// or broke, or the server is draining or did not answer in time. Anything else (an
+/// unknown topic, trimmed offsets, a malformed body, a refused token) would fail again.
+fn reconnects(e: &Error) -> bool {
+    match e {
+        Error::Http(_) => true,
+        Error::Api { error, .. } => matches!(error.kind(), ErrorKind::Closed | ErrorKind::Unavailable),
+        _ => false,
+    }
+}
+
+/// The state of a [`Client::follow`].
+struct Follow {
+    client: Client,
+    topic: String,
+    wire: Wire,
+    reconnect: Reconnect,
+    /// The offset after the last record delivered (the read's start before the first).
+    next: u64,
+    /// Records still to deliver (`None`: no limit).
+    remaining: Option<u64>,
+    /// The read under way; `None` while reconnecting.
+    records: Option<ServedStream>,
+    /// While reconnecting: when the stream broke, and the next wait.
+    outage: Option<(Instant, Duration)>,
+}
+
+impl Follow {
+    /// The next event; `None` once done (the limit reached, or after the error that
+    /// ended the follow).
+    async fn next_event(&mut self) -> Option<Result<FollowEvent, Error>> {
+        if self.remaining == Some(0) {
+            return None;
+        }
+        loop {
+            if let Some(records) = &mut self.records {
+                let broke = match records.next().await {
+                    Some(Ok(served)) => {
+                        self.next = served.record.offset + 1;
+                        self.remaining = self.remaining.map(|n| n - 1);
+                        return Some(Ok(FollowEvent::Record(served)));
+                    }
+                    Some(Err(e)) if reconnects(&e) => e,
+                    Some(Err(e)) => {
+                        self.remaining = Some(0);
+                        return Some(Err(e));
+                    }
+                    // A follow ends only with an error; a body that simply stops is a
+                    // connection closed under it.
+                    None => Error::Unexpected("the server ended the follow without an error".into()),
+                };
+                self.records = None;
+                self.outage = Some((Instant::now(), self.reconnect.first_delay));
+                return Some(Ok(FollowEvent::Disconnected {
+                    error: broke,
+                    next: self.next,
+                    give_up_after: self.reconnect.give_up_after,
+                }));
+            }
+            let (since, delay) = self.outage.expect("a follow without a read is reconnecting");
+            let left = self.reconnect.give_up_after.saturating_sub(since.elapsed());
+            tokio::time::sleep(delay.min(left)).await;
+            let from = Start::Offset(self.next);
+            match self.client.open_read(&self.topic, from, true, self.remaining, self.wire).await {
+                Ok(read) => {
+                    self.records = Some(read.records);
+                    self.outage = None;
+                    return Some(Ok(FollowEvent::Resumed { next: self.next }));
+                }
+                Err(e) if reconnects(&e) && since.elapsed() < self.reconnect.give_up_after => {
+                    self.outage = Some((since, (delay * 2).min(self.reconnect.max_delay)));
+                }
+                Err(e) if reconnects(&e) => {
+                    self.remaining = Some(0);
+                    return Some(Err(Error::GaveUp { waited: since.elapsed(), source: Box::new(e) }));
+                }
+                Err(e) => {
+                    self.remaining = Some(0);
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// How a read's records travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire {
+    /// The binary framing: bytes as they are, no tier.
+    Binary,
+    /// JSON lines: bytes as text or base64, each record's tier.
+    Json,
+}
+
+/// A read started: its first offset and its records.
+struct OpenRead {
+    start: u64,
+    records: ServedStream,
+}
+
+/// The body of a read, decoded incrementally in its format.
+enum BodyDecoder {
+    Binary(Decoder),
+    Json {
+        pending: BytesMut,
+        /// Lines decoded so far, for messages.
+        lines: u64,
+    },
+}
+
+impl BodyDecoder {
+    fn new(wire: Wire) -> Self {
+        match wire {
+            Wire::Binary => Self::Binary(Decoder::new()),
+            Wire::Json => Self::Json { pending: BytesMut::new(), lines: 0 },
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        match self {
+            Self::Binary(decoder) => decoder.push(chunk),
+            Self::Json { pending, .. } => pending.extend_from_slice(chunk),
+        }
+    }
+
+    /// The next record, or the error the server ended the read with; `None` until more
+    /// bytes are pushed.
+    fn next_item(&mut self) -> Result<Option<Result<Served, ApiError>>, Error> {
+        match self {
+            Self::Binary(decoder) => Ok(match decoder.next_frame()? {
+                None => None,
+                Some(Frame::Record(record)) => Some(Ok(Served { record, tier: None })),
+                Some(Frame::Error(error)) => Some(Err(error)),
+            }),
+            Self::Json { pending, lines } => {
+                let Some(end) = pending.iter().position(|b| *b == b'\n') else { return Ok(None) };
+                let line = pending.split_to(end + 1);
+                *lines += 1;
+                let bad = |message: String| Error::Json { line: *lines, message };
+                match serde_json::from_slice::<RecordJson>(&line) {
+                    Ok(json) => Ok(Some(Ok(served(json).map_err(|e| bad(e.error.message))?))),
+                    Err(e) => match serde_json::from_slice::<ApiError>(&line) {
+                        Ok(error) => Ok(Some(Err(error))),
+                        Err(_) => Err(bad(e.to_string())),
+                    },
+                }
+            }
+        }
+    }
+
+    /// Checks that the body ended between two records.
+    fn finish(&self) -> Result<(), Error> {
+        match self {
+            Self::Binary(decoder) => Ok(decoder.finish()?),
+            Self::Json { pending, lines } if !pending.is_empty() => {
+                Err(Error::Json { line: lines + 1, message: "the body ended inside the line".into() })
+            }
+            Self::Json { .. } => Ok(()),
+        }
+    }
+}
+
+/// A JSON record as the binary framing's record and its tier.
+fn served(json: RecordJson) -> Result<Served, ApiError> {
+    let record = Record {
+        offset: json.offset,
+        timestamp: json.timestamp,
+        key: json.key.as_ref().map(Data::to_bytes).transpose()?,
+        headers: json
+            .headers
+            .iter()
+            .map(|h| Ok((h.name.to_bytes()?, h.value.to_bytes()?)))
+            .collect::<Result<_, ApiError>>()?,
+        payload: json.payload.to_bytes()?,
+    };
+    Ok(Served { record, tier: json.tier })
+}
+
 impl Client {
     /// A client of the server at `url` (`http://host:port` or `https://…`).
     pub fn new(url: &str) -> Result<Self, Error> {
@@ -222,8 +485,39 @@ impl Client {
         follow: bool,
         limit: Option<u64>,
     ) -> Result<RecordStream, Error> {
+        let read = self.open_read(topic, from, follow, limit, Wire::Binary).await?;
+        Ok(read.records.map(|r| r.map(|served| served.record)).boxed())
+    }
+
+    /// [`read_with`](Self::read_with), each record with the tier that served it: the read
+    /// travels as JSON lines (`format=json`, whose records say their `tier`; the binary
+    /// framing has no field for it). `tier` is `None` from a server that predates it.
+    pub async fn read_with_tiers(
+        &self,
+        topic: &str,
+        from: Start,
+        follow: bool,
+        limit: Option<u64>,
+    ) -> Result<ServedStream, Error> {
+        Ok(self.open_read(topic, from, follow, limit, Wire::Json).await?.records)
+    }
+
+    /// Starts a read: its first offset (`x-tierlog-start`) and its records, decoded as
+    /// the body arrives.
+    async fn open_read(
+        &self,
+        topic: &str,
+        from: Start,
+        follow: bool,
+        limit: Option<u64>,
+        wire: Wire,
+    ) -> Result<OpenRead, Error> {
         // Every value is made of characters a query takes as they are.
-        let mut path = format!("{}?format=binary&from={}", records_path(topic), from.to_query());
+        let format = match wire {
+            Wire::Binary => Format::Binary,
+            Wire::Json => Format::Json,
+        };
+        let mut path = format!("{}?format={}&from={}", records_path(topic), format.as_str(), from.to_query());
         if follow {
             path.push_str("&follow=true");
         }
@@ -231,20 +525,26 @@ impl Client {
             path.push_str(&format!("&limit={limit}"));
         }
         let response = Self::check(self.request(Method::GET, &path).send().await?).await?;
+        let start = response
+            .headers()
+            .get("x-tierlog-start")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| Error::Unexpected("a read's answer without its x-tierlog-start header".into()))?;
         let chunks = response.bytes_stream();
-        let state = (chunks, Decoder::new(), false);
+        let state = (chunks, BodyDecoder::new(wire), false);
         let stream = futures::stream::unfold(state, |(mut chunks, mut decoder, mut done)| async move {
             loop {
                 if done {
                     return None;
                 }
-                match decoder.next_frame() {
+                match decoder.next_item() {
                     Err(e) => {
                         done = true;
-                        return Some((Err(Error::Frame(e)), (chunks, decoder, done)));
+                        return Some((Err(e), (chunks, decoder, done)));
                     }
-                    Ok(Some(Frame::Record(r))) => return Some((Ok(r), (chunks, decoder, done))),
-                    Ok(Some(Frame::Error(error))) => {
+                    Ok(Some(Ok(served))) => return Some((Ok(served), (chunks, decoder, done))),
+                    Ok(Some(Err(error))) => {
                         done = true;
                         return Some((Err(Error::Api { status: 200, error }), (chunks, decoder, done)));
                     }
@@ -258,15 +558,51 @@ impl Client {
                     }
                     None => {
                         done = true;
-                        return decoder
-                            .finish()
-                            .err()
-                            .map(|e| (Err(Error::Frame(e)), (chunks, decoder, done)));
+                        return decoder.finish().err().map(|e| (Err(e), (chunks, decoder, done)));
                     }
                 }
             }
         });
-        Ok(stream.boxed())
+        Ok(OpenRead { start, records: stream.boxed() })
+    }
+
+    /// Follows `topic` from `from` into the live tail, as [`read_with`](Self::read_with)
+    /// with `follow` (or [`read_with_tiers`](Self::read_with_tiers) with `tiers`), and
+    /// survives the server going away: when the stream breaks — the connection reset or
+    /// closed, the server draining (`closed`) or not answering (`unavailable`) — it
+    /// reconnects with backoff and resumes at the offset after the last record it
+    /// delivered, so no record is lost or delivered twice. [`FollowEvent`]s say when the
+    /// stream broke and when it resumed. It gives up, ending with [`Error::GaveUp`],
+    /// once the server stayed away for [`Reconnect::give_up_after`]; any other error ends
+    /// it as is. At most `limit` records in all.
+    ///
+    /// The first request is made here: an error answer (`not_found`, …) is returned
+    /// without retrying.
+    pub async fn follow(
+        &self,
+        topic: &str,
+        from: Start,
+        limit: Option<u64>,
+        tiers: bool,
+        reconnect: Reconnect,
+    ) -> Result<FollowStream, Error> {
+        let wire = if tiers { Wire::Json } else { Wire::Binary };
+        let first = self.open_read(topic, from, true, limit, wire).await?;
+        let state = Follow {
+            client: self.clone(),
+            topic: topic.to_owned(),
+            wire,
+            reconnect,
+            next: first.start,
+            remaining: limit,
+            records: Some(first.records),
+            outage: None,
+        };
+        Ok(futures::stream::unfold(state, |mut state| async move {
+            let item = state.next_event().await?;
+            Some((item, state))
+        })
+        .boxed())
     }
 
     /// Every topic's tier ranges and commit point.

@@ -9,7 +9,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
-use tier_router::NewRecord;
+use tier_core::batch::MAX_BATCH_LEN;
+use tier_router::{IntoTopicName, NewRecord, RecordBatchBuilder, TopicName};
 use tierlog_api::frame::{Decoder, Frame, SERVER_CLOCK};
 use tierlog_api::{
     AppendRequest, AppendResponse, CONTENT_TYPE_BATCH, CONTENT_TYPE_JSON, CONTENT_TYPE_LINES, ErrorKind,
@@ -42,9 +43,35 @@ pub(crate) async fn append(
     if records.is_empty() {
         return Err(HttpError::invalid("no records to append"));
     }
-    let topic = state.store.topic(topic.as_str()).await?;
-    let offsets = topic.append(records).await?;
+    // The batch is built before the topic is opened: opening creates a topic that does
+    // not exist yet (its state file, its cold marker), and a refused append must leave
+    // nothing behind.
+    let name = topic.into_topic_name()?;
+    let batch = build(&name, &records)?;
+    drop(records);
+    let topic = state.store.topic(name).await?;
+    let offsets = topic.append_batch(batch).await?;
     Ok(Json(AppendResponse { start: offsets.start, end: offsets.end }))
+}
+
+/// The records as one batch, the check [`Topic::append`](tier_router::Topic::append)
+/// makes: `413 too_large` when they do not fit in one (at most 64 MiB encoded, whatever
+/// `max_body_bytes` allows).
+fn build(topic: &TopicName, records: &[NewRecord]) -> Result<RecordBatchBuilder, HttpError> {
+    let mut builder = RecordBatchBuilder::new();
+    for (i, r) in records.iter().enumerate() {
+        builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload).map_err(|_| {
+            HttpError::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "appending to {topic}: refused, nothing was written: the {} records do not fit in one \
+                     batch of at most {MAX_BATCH_LEN} bytes encoded (it is full before record {i})",
+                    records.len()
+                ),
+            )
+        })?;
+    }
+    Ok(builder)
 }
 
 /// The records of a body, by its content type.

@@ -42,6 +42,9 @@ pub use crate::listen::load_tls;
 /// Where `tierlog serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
 
+/// How long a drain waits for in-flight requests by default.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The largest request body accepted by default (an append): 64 MiB, the largest record
 /// batch.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
@@ -84,6 +87,16 @@ impl fmt::Debug for ServerConfig {
 }
 
 impl ServerConfig {
+    /// This configuration with the defaults of the keys it leaves out filled in: what a
+    /// [`Server`] uses (`listen`, `drain_timeout`, `max_body_bytes`).
+    pub fn with_defaults(&self) -> Self {
+        let mut config = self.clone();
+        config.listen.get_or_insert_with(|| DEFAULT_LISTEN.parse().expect("the default address parses"));
+        config.drain_timeout.get_or_insert(DEFAULT_DRAIN_TIMEOUT);
+        config.max_body_bytes.get_or_insert(MAX_BODY_BYTES);
+        config
+    }
+
     /// Every token: [`tokens`](Self::tokens) and the lines of
     /// [`token_file`](Self::token_file).
     pub fn all_tokens(&self) -> anyhow::Result<Vec<Token>> {
@@ -210,7 +223,7 @@ impl Server {
         Ok(Self {
             state,
             tls,
-            drain_timeout: config.drain_timeout.unwrap_or(Duration::from_secs(30)),
+            drain_timeout: config.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
             shutdown_tx,
         })
     }

@@ -20,9 +20,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::Deserialize;
-use tier_router::{ReadBatch, Record, StartPosition, TierError};
+use tier_router::{ReadBatch, Record, Source, StartPosition, TierError};
 use tierlog_api::frame::{FrameRecord, encode_error, encode_magic, encode_record};
-use tierlog_api::{ApiError, Data, ErrorKind, Format, HeaderJson, RecordJson, Start};
+use tierlog_api::{ApiError, Data, ErrorKind, Format, HeaderJson, RecordJson, Start, Tier};
 use tokio::sync::watch;
 
 use crate::AppState;
@@ -80,6 +80,16 @@ pub(crate) async fn read(
     Ok(response)
 }
 
+/// The API's name for the part of the store that served a batch.
+fn tier_of(source: Source) -> Tier {
+    match source {
+        Source::Cold => Tier::Cold,
+        Source::Warm => Tier::Warm,
+        Source::Hot => Tier::Hot,
+        Source::Live => Tier::Live,
+    }
+}
+
 /// The state of one streamed read.
 struct RecordStream {
     /// `None` once finished (or for an empty read).
@@ -122,12 +132,13 @@ impl RecordStream {
             }
             Some(Ok(batch)) => {
                 let mut finished = false;
+                let tier = tier_of(batch.source);
                 for record in batch.records() {
                     if self.end.is_some_and(|end| record.offset >= end) || self.remaining == 0 {
                         finished = true;
                         break;
                     }
-                    self.encode(&mut buf, &record);
+                    self.encode(&mut buf, &record, tier);
                     self.remaining -= 1;
                 }
                 if finished
@@ -152,11 +163,14 @@ impl RecordStream {
         Some(Ok(buf.freeze()))
     }
 
-    fn encode(&self, buf: &mut BytesMut, record: &Record) {
+    /// One record in the read's format; `tier` (the batch's source) in `json` only: the
+    /// line format has no room for it and the binary framing's version 1 no field.
+    fn encode(&self, buf: &mut BytesMut, record: &Record, tier: Tier) {
         match self.format {
             Format::Json => {
                 let json = RecordJson {
                     offset: record.offset,
+                    tier: Some(tier),
                     timestamp: record.timestamp,
                     key: record.key.as_deref().map(Data::from_bytes),
                     headers: record

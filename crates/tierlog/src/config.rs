@@ -51,7 +51,7 @@ pub(crate) const SIZE_KEYS: &[&str] = &[
 ];
 
 /// Keys whose values are secrets, printed as `***`.
-const SECRET_KEYS: &[&str] = &["password", "secret_access_key", "access_key"];
+const SECRET_KEYS: &[&str] = &["password", "secret_access_key", "access_key", "tokens", "token"];
 
 /// Top-level tables a configuration may have.
 const SECTIONS: &[&str] = &["hot", "warm", "cold", "router", "server", "client"];
@@ -237,9 +237,22 @@ fn apply_data_dir(config: &mut StoreConfig, dir: &Path) {
     config.router.state_dir = Some(dir.join("router"));
 }
 
-/// The configuration as TOML with every secret replaced by `***`.
-pub(crate) fn to_redacted_toml(config: &StoreConfig) -> anyhow::Result<String> {
+/// The whole effective configuration as TOML — the store's tables, then `[server]` (its
+/// defaults filled in) and `[client]` — with every secret replaced by `***`: passwords,
+/// secret keys, each of `server.tokens` and `client.token`. `server.token_file` is a path
+/// and is printed; the file's tokens are not read.
+pub(crate) fn to_redacted_toml(
+    config: &StoreConfig,
+    server: &tierlog_server::ServerConfig,
+    client: &crate::cmd::remote::ClientConfig,
+) -> anyhow::Result<String> {
     let mut value = Value::try_from(config).context("serializing the configuration")?;
+    let server = Value::try_from(server.with_defaults()).context("serializing the [server] table")?;
+    let client = Value::try_from(client).context("serializing the [client] table")?;
+    if let Value::Table(t) = &mut value {
+        t.insert("server".into(), server);
+        t.insert("client".into(), client);
+    }
     redact(&mut value, "");
     toml::to_string_pretty(&value).context("serializing the configuration")
 }
@@ -249,7 +262,7 @@ fn redact(value: &mut Value, key: &str) {
         Value::Table(t) => {
             for (k, v) in t.iter_mut() {
                 if SECRET_KEYS.contains(&k.as_str()) {
-                    *v = Value::String("***".into());
+                    redact_all(v);
                 } else {
                     redact(v, k);
                 }
@@ -258,6 +271,15 @@ fn redact(value: &mut Value, key: &str) {
         Value::Array(items) => items.iter_mut().for_each(|v| redact(v, key)),
         Value::String(s) if key == "urls" || key == "endpoint" => *s = redact_url(s),
         _ => {}
+    }
+}
+
+/// Replaces a secret with `***`; each of a list of secrets (`server.tokens`), so that
+/// the output keeps its shape and still parses.
+fn redact_all(value: &mut Value) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(redact_all),
+        _ => *value = Value::String("***".into()),
     }
 }
 

@@ -1,4 +1,5 @@
-//! `tierlog config`: the effective configuration as TOML, secrets redacted.
+//! `tierlog config`: the effective configuration as TOML — the store's tables, `[server]`
+//! and `[client]` — secrets (passwords, keys, tokens) redacted.
 
 use crate::cmd::Ctx;
 use crate::config::{Origin, to_redacted_toml};
@@ -11,6 +12,7 @@ pub(crate) fn run(ctx: &Ctx) -> anyhow::Result<u8> {
         Origin::File(p) => p.display().to_string(),
     };
     println!("# effective configuration (from {origin}, with environment and command-line overrides)");
-    print!("{}", to_redacted_toml(ctx.config())?);
+    let loaded = &ctx.loaded;
+    print!("{}", to_redacted_toml(&loaded.config, &loaded.server, &loaded.client)?);
     Ok(exit::OK)
 }

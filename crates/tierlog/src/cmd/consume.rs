@@ -62,8 +62,8 @@ fn bytes_json(b: &[u8]) -> Value {
     }
 }
 
-/// One record as a JSON object; `tier` is the tier that served it, when known (a
-/// server's read stream does not say: `--server` output has no `tier` field).
+/// One record as a JSON object; `tier` is the tier that served it, when known (over a
+/// server, from the JSON read's `tier`; a server that predates it does not say).
 pub(crate) fn record_json(record: &Record, source: Option<Source>) -> Value {
     let mut value = json!({
         "offset": record.offset,

@@ -3,7 +3,9 @@
 //! of opening the store: the same arguments and output as the local commands
 //! (`produce.rs`, `consume.rs`, `status.rs`, `export.rs`, `verify.rs`, whose parsers, JSON
 //! form and table are used here) where the API's answers hold the data, the records
-//! travelling in the binary framing.
+//! travelling in the binary framing (JSON lines for `consume --output json`, which say
+//! each record's tier). A `consume --follow` reconnects when the server goes away and
+//! resumes after the last record it printed.
 
 use std::io::{BufRead, BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::PathBuf;
@@ -11,11 +13,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tier_core::{Header, OffsetRange, Record, Secret, StartPosition, TopicName};
+use tier_router::Source;
 use tierlog_client::{
-    Client, ErrorKind as ApiKind, RangeJson, Record as WireRecord, SERVER_CLOCK, Start, TopicInfo,
+    Client, ErrorKind as ApiKind, FollowEvent, FollowStream, RangeJson, Reconnect, Record as WireRecord,
+    SERVER_CLOCK, Served, ServedStream, Start, Tier, TopicInfo,
 };
 use tokio::sync::mpsc;
 
@@ -76,7 +80,9 @@ pub(crate) fn client(
 }
 
 /// `produce` through the server: batches of `--batch` records, appended in the binary
-/// framing, each acknowledged before the next.
+/// framing, each acknowledged before the next. Ctrl-C stops between batches (an append
+/// under way is awaited), prints the summary and what was acknowledged, and exits 130, as
+/// the local command does.
 pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
     let size = usize::try_from(parse_size(&args.size).map_err(exit::usage)?)
@@ -85,46 +91,84 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
         return Err(exit::usage("--rate must be a positive number of records per second"));
     }
     let batch = usize::try_from(args.batch).unwrap_or(usize::MAX);
+    let mut acks = open_acks(args.acks.as_deref())?;
+    // Polled once here so the handler is installed before the first record is read:
+    // from now on Ctrl-C ends the run with a report instead of killing the process.
+    let mut ctrl_c = Box::pin(tokio::signal::ctrl_c());
+    if let Some(result) = (&mut ctrl_c).now_or_never() {
+        result.context("installing the Ctrl-C handler")?;
+    }
     let mut batches = match args.count {
         Some(count) => synthetic(count, size, batch),
         None => lines(args.file.clone(), batch, !args.keep_cr)?,
     };
     let key = args.key.clone().map(Bytes::from);
-    let mut acks = open_acks(args.acks.as_deref())?;
     let bar = ctx.progress.bar(args.count, "producing", "records");
     let started = Instant::now();
     let mut produced = Produced::default();
-    while let Some(payloads) = batches.recv().await {
-        let payloads = payloads.context("reading input")?;
-        let framed: Vec<WireRecord> = payloads
-            .into_iter()
-            .map(|payload| WireRecord {
-                timestamp: SERVER_CLOCK,
-                key: key.clone(),
-                payload,
-                ..WireRecord::default()
-            })
-            .collect();
-        let answer = client
-            .append_binary(name.as_str(), &framed)
-            .await
-            .with_context(|| format!("appending to {name}"))?;
-        produced.records += framed.len() as u64;
-        produced.bytes += framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
-        produced.range = Some(OffsetRange::new(produced.range.map_or(answer.start, |r| r.start), answer.end));
-        if let Some(out) = acks.as_mut() {
-            write_ack(out, OffsetRange::new(answer.start, answer.end)).context("writing --acks")?;
-        }
-        bar.inc(framed.len() as u64);
-        if let Some(rate) = args.rate {
-            // Pace: the records sent so far are due at `records / rate` seconds.
-            let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
-            tokio::time::sleep_until(due.into()).await;
+    let mut interrupted = false;
+    let run: anyhow::Result<()> = async {
+        loop {
+            let payloads = tokio::select! {
+                biased;
+                _ = &mut ctrl_c => {
+                    interrupted = true;
+                    return Ok(());
+                }
+                payloads = batches.recv() => payloads,
+            };
+            let Some(payloads) = payloads else { return Ok(()) };
+            let payloads = payloads.context("reading input")?;
+            let framed: Vec<WireRecord> = payloads
+                .into_iter()
+                .map(|payload| WireRecord {
+                    timestamp: SERVER_CLOCK,
+                    key: key.clone(),
+                    payload,
+                    ..WireRecord::default()
+                })
+                .collect();
+            let answer = client
+                .append_binary(name.as_str(), &framed)
+                .await
+                .with_context(|| format!("appending to {name}"))?;
+            produced.records += framed.len() as u64;
+            produced.bytes += framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
+            produced.range =
+                Some(OffsetRange::new(produced.range.map_or(answer.start, |r| r.start), answer.end));
+            if let Some(out) = acks.as_mut() {
+                write_ack(out, OffsetRange::new(answer.start, answer.end)).context("writing --acks")?;
+            }
+            bar.inc(framed.len() as u64);
+            if let Some(rate) = args.rate {
+                // Pace: the records sent so far are due at `records / rate` seconds.
+                let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
+                tokio::select! {
+                    biased;
+                    _ = &mut ctrl_c => {
+                        interrupted = true;
+                        return Ok(());
+                    }
+                    () = tokio::time::sleep_until(due.into()) => {}
+                }
+            }
         }
     }
+    .await;
     bar.finish_and_clear();
+    let stored = match produced.range {
+        Some(r) => format!("{} acknowledged at offsets {r}", count(produced.records, "record")),
+        None => "no records acknowledged".to_owned(),
+    };
+    if let Err(e) = run {
+        return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
+    }
     // What is in cold is the server's business (`GET /v1/topics/{topic}`).
-    print_summary(&name, &produced, started.elapsed().as_secs_f64(), false, None, args.json)?;
+    print_summary(&name, &produced, started.elapsed().as_secs_f64(), interrupted, None, args.json)?;
+    if interrupted {
+        eprintln!("interrupted: {stored}");
+        return Ok(exit::INTERRUPTED);
+    }
     Ok(exit::OK)
 }
 
@@ -147,7 +191,10 @@ fn synthetic(count: u64, size: usize, batch: usize) -> Batches {
 }
 
 /// Batches of the lines of `file` or stdin (without their `\n`, and without a `\r` before
-/// it when `strip_cr`), read on a thread.
+/// it when `strip_cr`), read on a thread: a batch is sent when it holds `batch` lines or
+/// when no more input is at hand (reading on would wait), so lines already read are
+/// appended at once rather than waiting for a full batch — a pipe fed slowly is produced
+/// as it comes.
 fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<Batches> {
     let source: Box<dyn Read + Send> = match &file {
         Some(path) => Box::new(
@@ -172,7 +219,10 @@ fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<
                         }
                     }
                     pending.push(Bytes::from(line));
-                    if pending.len() >= batch && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err() {
+                    let at_hand = !reader.buffer().is_empty();
+                    if (pending.len() >= batch || !at_hand)
+                        && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err()
+                    {
                         return;
                     }
                 }
@@ -228,10 +278,21 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
     if args.out.is_none() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let mut records = client
-        .read_with(name.as_str(), start, args.follow, args.max)
-        .await
-        .with_context(|| format!("reading {name}"))?;
+    // JSON output says which tier served each record: only a JSON read carries that.
+    let tiers = args.output == Output::Json;
+    // A follow outlives the server going away (a restart): it reconnects and resumes
+    // after the last record printed, saying so on stderr.
+    let read = if args.follow {
+        client.follow(name.as_str(), start, args.max, tiers, Reconnect::default()).await
+    } else if tiers {
+        client.read_with_tiers(name.as_str(), start, false, args.max).await.map(events)
+    } else {
+        client
+            .read_with(name.as_str(), start, false, args.max)
+            .await
+            .map(|records| events(records.map(|r| r.map(|record| Served { record, tier: None })).boxed()))
+    };
+    let mut records = read.with_context(|| format!("reading {name}"))?;
     let mut count = 0u64;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -242,7 +303,23 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
                 _ = &mut ctrl_c => break,
             };
             let Some(item) = item else { break };
-            let record = item.with_context(|| format!("reading {name}"))?;
+            let record = match item.with_context(|| format!("reading {name}"))? {
+                FollowEvent::Record(record) => record,
+                FollowEvent::Disconnected { error, next, give_up_after } => {
+                    eprintln!(
+                        "the server went away ({:#}): reconnecting, resuming at offset {next} \
+                         (for up to {} s; Ctrl-C to stop)",
+                        anyhow::Error::new(error),
+                        give_up_after.as_secs()
+                    );
+                    continue;
+                }
+                FollowEvent::Resumed { next } => {
+                    eprintln!("reconnected: resuming at offset {next}");
+                    continue;
+                }
+                _ => continue,
+            };
             write_record(out.as_mut(), args.output, record)?;
             count += 1;
             bar.inc(1);
@@ -265,6 +342,11 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
         println!("consumed {count} records from {name} into {}", path.display());
     }
     Ok(exit::OK)
+}
+
+/// A read's records as the events of a follow (a read without follow never reconnects).
+fn events(records: ServedStream) -> FollowStream {
+    records.map(|r| r.map(FollowEvent::Record)).boxed()
 }
 
 /// How often `consume --wait` asks whether the topic exists.
@@ -293,7 +375,8 @@ async fn wait_for_topic(client: &Client, name: &TopicName) -> anyhow::Result<boo
     }
 }
 
-fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::Result<()> {
+fn write_record(out: &mut dyn Write, format: Output, served: Served) -> std::io::Result<()> {
+    let r = served.record;
     match format {
         Output::Raw => {
             out.write_all(&r.payload)?;
@@ -303,9 +386,21 @@ fn write_record(out: &mut dyn Write, format: Output, r: WireRecord) -> std::io::
             let headers = r.headers.into_iter().map(|(name, value)| Header::new(name, value)).collect();
             let record =
                 Record { offset: r.offset, timestamp: r.timestamp, key: r.key, headers, payload: r.payload };
-            serde_json::to_writer(&mut *out, &record_json(&record, None))?;
+            serde_json::to_writer(&mut *out, &record_json(&record, served.tier.and_then(source)))?;
             out.write_all(b"\n")
         }
+    }
+}
+
+/// The store's name for the tier the API says served a record (`None` for a tier this
+/// program does not know).
+fn source(tier: Tier) -> Option<Source> {
+    match tier {
+        Tier::Cold => Some(Source::Cold),
+        Tier::Warm => Some(Source::Warm),
+        Tier::Hot => Some(Source::Hot),
+        Tier::Live => Some(Source::Live),
+        _ => None,
     }
 }
 

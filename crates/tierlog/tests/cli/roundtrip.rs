@@ -120,6 +120,42 @@ fn config_prints_the_effective_configuration_with_overrides() {
 }
 
 #[test]
+fn config_prints_the_server_and_client_tables_without_their_tokens() {
+    let dir = workdir();
+    std::fs::write(dir.path().join("tokens"), "file-token-4b1d\n").expect("token file");
+    std::fs::write(
+        dir.path().join("tierlog.toml"),
+        "[hot]\n\n[server]\nlisten = \"127.0.0.1:9000\"\ntokens = [\"server-token-7e3a\", \"server-token-9c2f\"]\n\
+         token_file = \"tokens\"\n\n[client]\nserver = \"http://127.0.0.1:9000\"\ntoken = \"client-token-5d6e\"\n",
+    )
+    .expect("write config");
+    let text = ok(dir.path(), &["config"]);
+    for token in ["server-token-7e3a", "server-token-9c2f", "file-token-4b1d", "client-token-5d6e"] {
+        assert!(!text.contains(token), "tierlog config printed a token:\n{text}");
+    }
+    let printed: toml::Table =
+        toml::from_str(text.split_once('\n').expect("a comment line").1).expect("TOML");
+    let server = printed["server"].as_table().unwrap_or_else(|| panic!("a [server] table:\n{text}"));
+    assert_eq!(server["listen"].as_str(), Some("127.0.0.1:9000"), "{text}");
+    assert_eq!(server["tokens"], toml::Value::Array(vec!["***".into(), "***".into()]), "{text}");
+    assert_eq!(server["token_file"].as_str(), Some("tokens"), "the token file's path is shown:\n{text}");
+    // The effective values of what the file leaves out.
+    assert_eq!(server["drain_timeout"].as_str(), Some("30s"), "{text}");
+    assert_eq!(server["max_body_bytes"].as_integer(), Some(64 << 20), "{text}");
+    let client = printed["client"].as_table().unwrap_or_else(|| panic!("a [client] table:\n{text}"));
+    assert_eq!(client["server"].as_str(), Some("http://127.0.0.1:9000"), "{text}");
+    assert_eq!(client["token"].as_str(), Some("***"), "{text}");
+
+    // The defaults: both tables, with what `serve` and the client would use.
+    std::fs::remove_file(dir.path().join("tierlog.toml")).expect("remove config");
+    let text = ok(dir.path(), &["config"]);
+    let printed: toml::Table =
+        toml::from_str(text.split_once('\n').expect("a comment line").1).expect("TOML");
+    assert_eq!(printed["server"]["listen"].as_str(), Some("127.0.0.1:7171"), "{text}");
+    assert!(printed["client"].as_table().is_some_and(toml::Table::is_empty), "{text}");
+}
+
+#[test]
 fn demo_completes_and_prints_the_tier_table() {
     let dir = workdir();
     let out = run(dir.path(), &["demo"]);

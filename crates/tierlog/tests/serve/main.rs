@@ -214,6 +214,33 @@ async fn an_oversized_append_is_413_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_batch_over_the_largest_record_batch_is_refused_and_creates_no_topic() {
+    let dir = workdir();
+    // A body limit above the 64 MiB batch limit: the body is read, and the batch it
+    // holds is what gets refused.
+    let server = serve_with_env(dir.path(), &[], &[("TIERLOG_SERVER__MAX_BODY_BYTES", "104857600")]);
+    let http = reqwest::Client::new();
+    let line = format!("{}\n", "x".repeat((1 << 20) - 1));
+    let response = http
+        .post(format!("{}/v1/topics/oversized/records", server.url))
+        .header("content-type", "text/plain")
+        .body(line.repeat(65))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(response.status().as_u16(), 413);
+    let error: ApiError = response.json().await.expect("an error body");
+    assert_eq!(error.kind(), ErrorKind::TooLarge);
+    let message = &error.error.message;
+    assert!(message.contains("oversized") && message.contains("67108864 bytes"), "{message}");
+    let stray: Vec<String> = tree(dir.path()).into_iter().filter(|p| p.contains("oversized")).collect();
+    assert!(stray.is_empty(), "the refused append left files for the topic: {stray:?}");
+    let client = Client::new(&server.url).expect("client");
+    assert_eq!(client.topic("oversized").await.err().and_then(|e| e.kind()), Some(ErrorKind::NotFound));
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
 async fn a_follow_receives_a_record_appended_after_it_started() {
     let dir = workdir();
     let server = serve(dir.path(), &[]);

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::support::{Served, serve, serve_with_env, tree, workdir};
+use crate::support::{Served, serve, serve_on, serve_with_env, tree, workdir};
 
 /// Runs the CLI in `dir` (not the server's directory) with `args`.
 fn cli(dir: &Path, args: &[&str]) -> Output {
@@ -312,5 +312,198 @@ async fn verify_through_a_server_exits_3_on_damage_and_export_needs_cold() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("has no cold tier"), "{out:?}");
     let table = ok(here.path(), &["--server", url, "status"]);
     assert!(table.lines().nth(1).is_some_and(|l| l.contains("disabled")), "{table}");
+    assert!(server.terminate().success());
+}
+
+/// The `(offset, tier)` of each JSON line of a `consume --output json`.
+fn tiers_of(json: &str) -> Vec<(u64, String)> {
+    json.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a JSON record");
+            let tier = v["tier"].as_str().unwrap_or_else(|| panic!("no tier in {l}")).to_owned();
+            (v["offset"].as_u64().expect("an offset"), tier)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn consume_json_through_a_server_says_which_tier_served_each_record() {
+    // Offsets 0..10 in cold only (exported, then deleted from the WAL by retention),
+    // 10..15 in the WAL.
+    let served = workdir();
+    std::fs::write(
+        served.path().join("tierlog.toml"),
+        "[hot]\ndata_dir = \"data/hot\"\nretention_bytes = 1\n\n\
+         [cold]\nbackend = { kind = \"local\", path = \"data/cold\" }\n\n[router]\nstate_dir = \"data/router\"\n",
+    )
+    .expect("config");
+    ok(served.path(), &["produce", "tiered", "--count", "10", "--size", "20"]);
+    ok(served.path(), &["maintain", "tiered"]);
+    ok(served.path(), &["produce", "tiered", "--count", "5", "--size", "20"]);
+    let local = ok(served.path(), &["consume", "tiered", "--output", "json"]);
+    let expected: Vec<(u64, String)> =
+        (0..15).map(|o| (o, if o < 10 { "cold" } else { "hot" }.to_owned())).collect();
+    assert_eq!(tiers_of(&local), expected, "the local consume: {local}");
+
+    let server = serve(served.path(), &[]);
+    let url = server.url.as_str();
+    let here = workdir();
+    let remote = ok(here.path(), &["--server", url, "consume", "tiered", "--output", "json"]);
+    assert_eq!(tiers_of(&remote), expected, "{remote}");
+    // The same lines as the local consume, tier included.
+    assert_eq!(remote, local);
+
+    // A follow says `live` for a record it gets from the WAL's tail.
+    let follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", url, "consume", "tiered", "--from", "13", "--follow", "--max", "3"])
+        .args(["--output", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("consume --follow");
+    ok(here.path(), &["--server", url, "produce", "tiered", "--count", "1"]);
+    let followed = tokio::task::spawn_blocking(move || follower.wait_with_output())
+        .await
+        .expect("join")
+        .expect("output");
+    assert!(followed.status.success(), "{followed:?}");
+    let tiers = tiers_of(&String::from_utf8_lossy(&followed.stdout));
+    assert_eq!(tiers[..2], [(13, "hot".to_owned()), (14, "hot".to_owned())], "{tiers:?}");
+    assert_eq!(tiers[2].0, 15);
+    assert!(matches!(tiers[2].1.as_str(), "live" | "hot"), "{tiers:?}");
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn ctrl_c_on_a_remote_produce_reports_what_was_acknowledged_and_exits_130() {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    let (_served, server, here) = served_and_here();
+    let url = server.url.as_str();
+    let mut producer = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", url, "produce", "t", "--acks", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("produce");
+    let mut stdin = producer.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(producer.stdout.take().expect("stdout"));
+    stdin.write_all(b"a\nb\nc\n").expect("write lines");
+    stdin.flush().expect("flush");
+    // Wait until all three are acknowledged (lines read are sent without waiting for a
+    // full batch); stdin stays open.
+    let mut stdout = crate::within(
+        "the acknowledgement of the three lines",
+        tokio::task::spawn_blocking(move || {
+            let mut acked = 0;
+            while acked < 3 {
+                let mut line = String::new();
+                assert!(stdout.read_line(&mut line).expect("read an ack") > 0, "produce ended early");
+                let ack: serde_json::Value = serde_json::from_str(&line).expect("a JSON ack");
+                acked = ack["end"].as_u64().expect("end");
+            }
+            stdout
+        }),
+    )
+    .await
+    .expect("join");
+    let status = Command::new("kill").args(["-INT", &producer.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let out = tokio::task::spawn_blocking(move || producer.wait_with_output())
+        .await
+        .expect("join")
+        .expect("produce ends");
+    drop(stdin);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted: 3 records acknowledged at offsets [0, 3)"), "{err}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("the rest of stdout");
+    assert!(rest.contains("produced 3 records") && rest.contains("at offsets [0, 3)"), "{rest}");
+    assert_eq!(ok(here.path(), &["--server", url, "consume", "t"]), "a\nb\nc\n");
+    assert!(server.terminate().success());
+}
+
+#[tokio::test]
+async fn a_remote_follower_resumes_after_the_server_drains_and_restarts() {
+    follower_survives_a_restart("TERM").await;
+}
+
+#[tokio::test]
+async fn a_remote_follower_resumes_after_the_server_is_killed_and_restarts() {
+    follower_survives_a_restart("KILL").await;
+}
+
+/// A `consume --follow` through a server that `signal` stops and that restarts on the
+/// same address and data prints every record once, in order, and says it reconnected.
+async fn follower_survives_a_restart(signal: &'static str) {
+    use std::io::{BufRead, BufReader, Read};
+
+    let (served, server, here) = served_and_here();
+    let url = server.url.clone();
+    let (before, after) = (40, 25);
+    let lines = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}-{i}\n")).collect::<String>();
+    std::fs::write(here.path().join("before"), lines("before", before)).expect("input");
+    std::fs::write(here.path().join("after"), lines("after", after)).expect("input");
+    ok(here.path(), &["--server", &url, "produce", "t", "--file", "before", "--batch", "7"]);
+
+    let total = (before + after).to_string();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(here.path())
+        .args(["--server", &url, "consume", "t", "--follow", "--max", &total])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("consume --follow");
+    // Every record produced so far is printed before the server goes away.
+    let mut stdout = BufReader::new(follower.stdout.take().expect("stdout"));
+    let (stdout, mut printed) = crate::within(
+        "the follower printing the first records",
+        tokio::task::spawn_blocking(move || {
+            let mut printed = String::new();
+            for _ in 0..before {
+                assert!(stdout.read_line(&mut printed).expect("a line") > 0, "the follower ended early");
+            }
+            (stdout, printed)
+        }),
+    )
+    .await
+    .expect("join");
+    assert_eq!(printed, lines("before", before));
+
+    // A drain ends the follow with `closed`, a kill cuts its connection; either way the
+    // follower waits for the server to come back at the same address, over the same data.
+    let listen = url.trim_start_matches("http://").to_owned();
+    if signal == "TERM" {
+        let status = tokio::task::spawn_blocking(move || server.terminate()).await.expect("join");
+        assert!(status.success(), "{status:?}");
+    } else {
+        server.signal(signal);
+        tokio::task::spawn_blocking(move || drop(server)).await.expect("join");
+    }
+    let server = serve_on(served.path(), &listen, &[], &[]);
+    assert_eq!(server.url, url);
+    ok(here.path(), &["--server", &url, "produce", "t", "--file", "after", "--batch", "4"]);
+
+    let out = crate::within(
+        "the follower printing every record and ending at --max",
+        tokio::task::spawn_blocking(move || {
+            let mut stdout = stdout;
+            stdout.read_to_string(&mut printed).expect("the rest of stdout");
+            let out = follower.wait_with_output().expect("the follower ends");
+            (printed, out)
+        }),
+    )
+    .await
+    .expect("join");
+    let (printed, out) = out;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(printed, lines("before", before) + &lines("after", after), "no record lost or printed twice");
+    assert!(stderr.contains("reconnecting") && stderr.contains("resuming at offset 40"), "{stderr}");
     assert!(server.terminate().success());
 }

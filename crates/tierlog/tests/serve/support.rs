@@ -22,10 +22,16 @@ pub(crate) fn serve(dir: &Path, args: &[&str]) -> Served {
 
 /// [`serve`] with environment overrides (`TIERLOG_…`).
 pub(crate) fn serve_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
+    serve_on(dir, "127.0.0.1:0", args, env)
+}
+
+/// [`serve_with_env`] listening on `listen` (e.g. the address of a server stopped before,
+/// to restart it where its clients look for it).
+pub(crate) fn serve_on(dir: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
     let log = unique(dir.join("server.log"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tierlog"));
     cmd.current_dir(dir)
-        .args(["--data-dir", "data", "serve", "--listen", "127.0.0.1:0"])
+        .args(["--data-dir", "data", "serve", "--listen", listen])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
