@@ -54,18 +54,8 @@ pub(crate) const KNOWN_FAILING: &[&str] = &[];
 /// runner's captured output (the table is its last lines).
 pub(crate) fn run(root: &Path, args: &ChaosArgs) -> Result<Captured> {
     // `tierlog` is the server `server-kill hot` starts (found beside the runner).
-    cmd::run(cmd::cargo().current_dir(root).args([
-        "build",
-        "-p",
-        "tier-chaos",
-        "--bins",
-        "-p",
-        "tierlog",
-        "--bin",
-        "tierlog",
-    ]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
-    let mut runner = Command::new(Path::new(&target).join("debug/chaos-runner"));
+    cmd::build_workspace_bins(root)?;
+    let mut runner = Command::new(cmd::target_dir(root).join("debug/chaos-runner"));
     runner.current_dir(root);
     if args.quick {
         runner.arg("--quick");

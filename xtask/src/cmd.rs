@@ -13,7 +13,6 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-/// A command line as a user would type it (arguments with spaces or quotes are quoted).
 /// A `cargo` command without the package variables `cargo run` set for xtask itself.
 ///
 /// `cargo xtask` runs under `cargo run`, which exports xtask's `CARGO_PKG_*`,
@@ -30,6 +29,22 @@ pub(crate) fn cargo() -> Command {
         }
     }
     cargo
+}
+
+/// Builds every binary and example of the workspace (dev profile) from `root`.
+///
+/// One build over the whole workspace resolves features as the workspace test build does,
+/// so after the tests it reuses their artifacts (seconds); a per-package build
+/// (`-p tier-sim`) unifies features differently and recompiles the shared dependencies
+/// (over a minute each for the simulation, the chaos runner and the examples in CI).
+pub(crate) fn build_workspace_bins(root: &Path) -> Result<()> {
+    run(cargo().current_dir(root).args(["build", "--workspace", "--bins", "--examples"]))?;
+    Ok(())
+}
+
+/// The build's target directory: `CARGO_TARGET_DIR`, else `<root>/target`.
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
 pub(crate) fn display(cmd: &Command) -> String {

@@ -73,18 +73,20 @@ impl SimArgs {
 
 /// Builds the runner and runs it from `root`; returns its captured output.
 pub(crate) fn run(root: &Path, args: &SimArgs) -> Result<Captured> {
-    let profile = if args.optimized { "sim" } else { "dev" };
-    cmd::run(cmd::cargo().current_dir(root).args([
-        "build",
-        "--profile",
-        profile,
-        "-p",
-        "tier-sim",
-        "--bins",
-    ]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into);
+    if args.optimized {
+        cmd::run(cmd::cargo().current_dir(root).args([
+            "build",
+            "--profile",
+            "sim",
+            "-p",
+            "tier-sim",
+            "--bins",
+        ]))?;
+    } else {
+        cmd::build_workspace_bins(root)?;
+    }
     let dir = if args.optimized { "sim" } else { "debug" };
-    let mut runner = Command::new(Path::new(&target).join(dir).join("sim-runner"));
+    let mut runner = Command::new(cmd::target_dir(root).join(dir).join("sim-runner"));
     runner.current_dir(root).arg("--secs").arg(args.secs.to_string());
     if let Some(n) = args.seeds {
         runner.arg("--seeds").arg(n.to_string());
