@@ -113,7 +113,7 @@ pub(crate) struct ProduceArgs {
     /// At most this many records per second.
     #[arg(long, value_name = "R")]
     pub(crate) rate: Option<f64>,
-    /// Records per appended batch.
+    /// Records per appended batch (a batch is cut earlier at 8 MiB of payload).
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) batch: u64,
     /// Key of every record.

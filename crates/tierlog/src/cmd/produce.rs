@@ -21,6 +21,18 @@ use crate::{exit, store};
 /// Lines buffered between the reading thread and the appender.
 const LINE_QUEUE: usize = 16 * 1024;
 
+/// Payload bytes at which a batch is cut before `--batch` records: well under the largest
+/// record batch (64 MiB, `tier_core::MAX_BATCH_LEN`) and the server's default body limit,
+/// so large records are sent in several batches instead of one that is refused. A single
+/// record larger than this still goes alone (and is refused only over the limit).
+pub(crate) const BATCH_BYTES: usize = 8 << 20;
+
+/// Records per batch for synthetic records of `size` bytes: `batch`, fewer when that many
+/// would pass [`BATCH_BYTES`], at least one.
+pub(crate) fn synthetic_batch(batch: usize, size: usize) -> usize {
+    batch.min((BATCH_BYTES / size.max(1)).max(1))
+}
+
 /// Milliseconds since the Unix epoch.
 pub(crate) fn now_ms() -> Timestamp {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as Timestamp)
@@ -28,8 +40,9 @@ pub(crate) fn now_ms() -> Timestamp {
 
 /// Where the records come from.
 enum Input {
-    /// Lines read by a thread from stdin or a file.
-    Lines(mpsc::Receiver<std::io::Result<Vec<u8>>>),
+    /// Lines read by a thread from stdin or a file, and a line held back because it
+    /// would have taken the previous batch past [`BATCH_BYTES`].
+    Lines(mpsc::Receiver<std::io::Result<Vec<u8>>>, Option<Vec<u8>>),
     /// Synthetic records `next..count` of `size` bytes.
     Synthetic { next: u64, count: u64, size: usize },
 }
@@ -59,7 +72,7 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
             count,
             size: usize::try_from(size).map_err(|_| exit::usage("--size is too large"))?,
         },
-        None => Input::Lines(spawn_line_reader(args.file.clone(), !args.keep_cr)?),
+        None => Input::Lines(spawn_line_reader(args.file.clone(), !args.keep_cr)?, None),
     };
     // Polled once here so the handler is installed before the first record is read:
     // from now on Ctrl-C ends the run with a report instead of killing the process.
@@ -198,22 +211,35 @@ fn spawn_line_reader(
     Ok(rx)
 }
 
-/// The next batch of at most `max` payloads; empty at the end of the input. Lines
-/// already read are appended at once rather than waiting for a full batch.
+/// The next batch of at most `max` payloads and, unless one payload alone is larger, at
+/// most [`BATCH_BYTES`]; empty at the end of the input. Lines already read are appended
+/// at once rather than waiting for a full batch.
 async fn next_batch(input: &mut Input, max: usize) -> anyhow::Result<Vec<Bytes>> {
     let mut batch = Vec::new();
     match input {
-        Input::Lines(rx) => {
-            let Some(first) = rx.recv().await else { return Ok(batch) };
-            batch.push(Bytes::from(first.context("reading input")?));
+        Input::Lines(rx, held) => {
+            let first = match held.take() {
+                Some(line) => line,
+                None => match rx.recv().await {
+                    Some(line) => line.context("reading input")?,
+                    None => return Ok(batch),
+                },
+            };
+            let mut bytes = first.len();
+            batch.push(Bytes::from(first));
             while batch.len() < max {
-                match rx.try_recv() {
-                    Ok(line) => batch.push(Bytes::from(line.context("reading input")?)),
-                    Err(_) => break,
+                let Ok(line) = rx.try_recv() else { break };
+                let line = line.context("reading input")?;
+                if bytes + line.len() > BATCH_BYTES {
+                    *held = Some(line);
+                    break;
                 }
+                bytes += line.len();
+                batch.push(Bytes::from(line));
             }
         }
         Input::Synthetic { next, count, size } => {
+            let max = synthetic_batch(max, *size);
             while batch.len() < max && *next < *count {
                 batch.push(synthetic_payload(*next, *size));
                 *next += 1;

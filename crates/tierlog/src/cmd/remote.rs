@@ -26,7 +26,9 @@ use tokio::sync::mpsc;
 use crate::cli::{Command, ConsumeArgs, ExportArgs, Global, Output, ProduceArgs, StatusArgs, VerifyArgs};
 use crate::cmd::Ctx;
 use crate::cmd::consume::{FromArg, parse_from, parse_time, record_json};
-use crate::cmd::produce::{Produced, open_acks, print_summary, synthetic_payload, write_ack};
+use crate::cmd::produce::{
+    BATCH_BYTES, Produced, open_acks, print_summary, synthetic_batch, synthetic_payload, write_ack,
+};
 use crate::cmd::status::{TierStatus, TopicStatus, print_table};
 use crate::units::{count, parse_size};
 use crate::{exit, store};
@@ -178,6 +180,7 @@ type Batches = mpsc::Receiver<std::io::Result<Vec<Bytes>>>;
 fn synthetic(count: u64, size: usize, batch: usize) -> Batches {
     let (tx, rx) = mpsc::channel(2);
     tokio::spawn(async move {
+        let batch = synthetic_batch(batch, size);
         let mut next = 0;
         while next < count {
             let end = count.min(next + batch as u64);
@@ -191,8 +194,8 @@ fn synthetic(count: u64, size: usize, batch: usize) -> Batches {
 }
 
 /// Batches of the lines of `file` or stdin (without their `\n`, and without a `\r` before
-/// it when `strip_cr`), read on a thread: a batch is sent when it holds `batch` lines or
-/// when no more input is at hand (reading on would wait), so lines already read are
+/// it when `strip_cr`), read on a thread: a batch is sent when it holds `batch` lines, when
+/// the next line would take it past [`BATCH_BYTES`], or when no more input is at hand (reading on would wait), so lines already read are
 /// appended at once rather than waiting for a full batch — a pipe fed slowly is produced
 /// as it comes.
 fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<Batches> {
@@ -206,7 +209,7 @@ fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<
     let (tx, rx) = mpsc::channel(2);
     std::thread::spawn(move || {
         let mut reader = BufReader::with_capacity(1 << 20, source);
-        let mut pending = Vec::new();
+        let (mut pending, mut pending_bytes) = (Vec::new(), 0);
         loop {
             let mut line = Vec::new();
             match reader.read_until(b'\n', &mut line) {
@@ -218,6 +221,16 @@ fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<
                             line.pop();
                         }
                     }
+                    if !pending.is_empty()
+                        && pending_bytes + line.len() > BATCH_BYTES
+                        && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err()
+                    {
+                        return;
+                    }
+                    if pending.is_empty() {
+                        pending_bytes = 0;
+                    }
+                    pending_bytes += line.len();
                     pending.push(Bytes::from(line));
                     let at_hand = !reader.buffer().is_empty();
                     if (pending.len() >= batch || !at_hand)

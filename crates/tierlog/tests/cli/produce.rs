@@ -106,3 +106,36 @@ fn an_unknown_topic_is_an_error_and_neither_a_read_nor_a_refused_write_leaves_fi
     assert!(err.contains("refused, nothing was written"), "{err}");
     assert_eq!(data_files(dir.path()), Vec::<String>::new());
 }
+
+/// The offsets of each acknowledged batch in an `--acks` file, in order.
+fn ack_counts(path: &std::path::Path) -> Vec<u64> {
+    let acks = json_lines(&std::fs::read_to_string(path).expect("acks file"));
+    acks.iter().map(|a| a["count"].as_u64().expect("count")).collect()
+}
+
+#[test]
+fn large_records_are_cut_into_batches_under_the_batch_limit() {
+    // 1,000 records per batch (the default) of 1 MiB would be a 1,000 MiB batch, far over
+    // the largest record batch (64 MiB): produce cuts batches by bytes too.
+    let dir = workdir();
+    let out =
+        ok(dir.path(), &["produce", "synthetic", "--count", "80", "--size", "1MiB", "--acks", "a.jsonl"]);
+    assert!(out.contains("produced 80 records"), "{out}");
+    let counts = ack_counts(&dir.path().join("a.jsonl"));
+    assert!(counts.len() > 1 && counts.iter().sum::<u64>() == 80, "{counts:?}");
+
+    let line = vec![b'x'; 1 << 20];
+    let mut input = Vec::new();
+    for _ in 0..80 {
+        input.extend_from_slice(&line);
+        input.push(b'\n');
+    }
+    std::fs::write(dir.path().join("big.txt"), &input).expect("write");
+    let out = ok(dir.path(), &["produce", "lines", "--file", "big.txt", "--acks", "b.jsonl"]);
+    assert!(out.contains("produced 80 records"), "{out}");
+    let counts = ack_counts(&dir.path().join("b.jsonl"));
+    assert!(counts.len() > 1 && counts.iter().sum::<u64>() == 80, "{counts:?}");
+    let read = ok(dir.path(), &["consume", "lines"]);
+    assert_eq!(read.len(), input.len(), "every line back, with its bytes");
+    assert!(read.as_bytes() == input.as_slice());
+}

@@ -507,3 +507,31 @@ async fn follower_survives_a_restart(signal: &'static str) {
     assert!(stderr.contains("reconnecting") && stderr.contains("resuming at offset 40"), "{stderr}");
     assert!(server.terminate().success());
 }
+
+#[tokio::test]
+async fn large_records_are_sent_in_batches_the_server_accepts() {
+    // 1,000 records of 1 MiB per batch (the default --batch) would be a 1,000 MiB body,
+    // over the server's 64 MiB limit: remote produce cuts batches by bytes too.
+    let served = workdir();
+    let server = serve(served.path(), &[]);
+    let here = workdir();
+    let url = server.url.as_str();
+    let out = ok(
+        here.path(),
+        &["--server", url, "produce", "big", "--count", "80", "--size", "1MiB", "--acks", "acks"],
+    );
+    assert!(out.contains("produced 80 records") && out.contains("at offsets [0, 80)"), "{out}");
+    let acks = std::fs::read_to_string(here.path().join("acks")).expect("acks file");
+    assert!(acks.lines().count() > 1, "{acks}");
+    let mut input = Vec::new();
+    for i in 0..80u8 {
+        input.extend(std::iter::repeat_n(b'a' + i % 26, 1 << 20));
+        input.push(b'\n');
+    }
+    std::fs::write(here.path().join("input"), &input).expect("input");
+    let out = ok(here.path(), &["--server", url, "produce", "lines", "--file", "input"]);
+    assert!(out.contains("produced 80 records"), "{out}");
+    let read = cli(here.path(), &["--server", url, "consume", "lines"]);
+    assert!(read.status.success());
+    assert!(read.stdout == input, "every line back, with its bytes");
+}
