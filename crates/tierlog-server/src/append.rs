@@ -32,6 +32,24 @@ pub(crate) async fn append(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AppendResponse>, HttpError> {
+    // A request refused here never reaches the router, which counts the appends it
+    // refuses itself: count it as the failed append it is.
+    let (name, batch) = checked(&state, topic, &headers, body)
+        .inspect_err(|_| metrics::counter!(tier_core::metrics::APPEND_ERRORS).increment(1))?;
+    let topic = state.store.topic(name).await?;
+    let offsets = topic.append_batch(batch).await?;
+    Ok(Json(AppendResponse { start: offsets.start, end: offsets.end }))
+}
+
+/// The topic and the batch of a request, or why it is refused. The batch is built before
+/// the topic is opened: opening creates a topic that does not exist yet (its state file,
+/// its cold marker), and a refused append must leave nothing behind.
+fn checked(
+    state: &AppState,
+    topic: String,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(TopicName, RecordBatchBuilder), HttpError> {
     let body = body.map_err(|e| {
         if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
             HttpError::new(ErrorKind::TooLarge, format!("the body is larger than {} bytes", state.max_body))
@@ -39,19 +57,13 @@ pub(crate) async fn append(
             HttpError::invalid(format!("reading the body: {e}"))
         }
     })?;
-    let records = decode(&headers, body)?;
+    let records = decode(headers, body)?;
     if records.is_empty() {
         return Err(HttpError::invalid("no records to append"));
     }
-    // The batch is built before the topic is opened: opening creates a topic that does
-    // not exist yet (its state file, its cold marker), and a refused append must leave
-    // nothing behind.
     let name = topic.into_topic_name()?;
     let batch = build(&name, &records)?;
-    drop(records);
-    let topic = state.store.topic(name).await?;
-    let offsets = topic.append_batch(batch).await?;
-    Ok(Json(AppendResponse { start: offsets.start, end: offsets.end }))
+    Ok((name, batch))
 }
 
 /// The records as one batch, the check [`Topic::append`](tier_router::Topic::append)

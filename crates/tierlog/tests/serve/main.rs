@@ -237,6 +237,10 @@ async fn a_batch_over_the_largest_record_batch_is_refused_and_creates_no_topic()
     assert!(stray.is_empty(), "the refused append left files for the topic: {stray:?}");
     let client = Client::new(&server.url).expect("client");
     assert_eq!(client.topic("oversized").await.err().and_then(|e| e.kind()), Some(ErrorKind::NotFound));
+    // The refusal is a failed append in the metrics, as the router counts its own.
+    let metrics = http.get(format!("{}/metrics", server.url)).send().await.expect("metrics");
+    let text = metrics.text().await.expect("metrics text");
+    assert!(text.lines().any(|l| l == "tierlog_append_errors_total 1"), "{text}");
     assert!(server.terminate().success());
 }
 
