@@ -104,7 +104,7 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
         return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
     }
     let secs = started.elapsed().as_secs_f64();
-    print_summary(&name, produced, secs, run.interrupted, not_in_cold, args.json)?;
+    print_summary(&name, produced, secs, run.interrupted, not_in_cold, LOCAL_EXPORT_HINT, args.json)?;
     if run.interrupted {
         eprintln!("interrupted: {stored}; the store was closed");
         return Ok(exit::INTERRUPTED);
@@ -112,13 +112,18 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// Prints what a run stored, as text or one JSON object.
+/// What uploads the records a local run leaves out of cold.
+pub(crate) const LOCAL_EXPORT_HINT: &str = "`tierlog export` or `tierlog maintain` uploads them";
+
+/// Prints what a run stored, as text or one JSON object; `export_hint` says what uploads
+/// the `not_in_cold` records.
 pub(crate) fn print_summary(
     name: &TopicName,
     produced: &Produced,
     secs: f64,
     interrupted: bool,
     not_in_cold: Option<u64>,
+    export_hint: &str,
     json: bool,
 ) -> anyhow::Result<()> {
     let (rps, mbps) = rates(produced.records, produced.bytes, secs);
@@ -139,10 +144,7 @@ pub(crate) fn print_summary(
     let offsets = produced.range.map_or_else(|| "none".to_owned(), |r| r.to_string());
     let cold = match not_in_cold {
         Some(0) | None => String::new(),
-        Some(n) => format!(
-            "; {} not yet in cold (`tierlog export` or `tierlog maintain` uploads them)",
-            count(n, "record")
-        ),
+        Some(n) => format!("; {} not yet in cold ({export_hint})", count(n, "record")),
     };
     println!(
         "produced {} ({}) to {name} at offsets {offsets} in {secs:.2} s: {rps:.0} records/s, {mbps:.2} MB/s{cold}",

@@ -165,8 +165,15 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
     if let Err(e) = run {
         return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
     }
-    // What is in cold is the server's business (`GET /v1/topics/{topic}`).
-    print_summary(&name, &produced, started.elapsed().as_secs_f64(), interrupted, None, args.json)?;
+    let secs = started.elapsed().as_secs_f64();
+    // Committed records the server's cold tier does not hold yet, as a local produce says
+    // (None without cold, or when the server cannot say).
+    let not_in_cold = match produced.range {
+        Some(_) => client.topic(name.as_str()).await.ok().and_then(|t| t.export_lag),
+        None => None,
+    };
+    let hint = "the server exports them as their segments seal; `tierlog export` seals and exports now";
+    print_summary(&name, &produced, secs, interrupted, not_in_cold, hint, args.json)?;
     if interrupted {
         eprintln!("interrupted: {stored}");
         return Ok(exit::INTERRUPTED);

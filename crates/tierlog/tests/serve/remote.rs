@@ -40,6 +40,9 @@ async fn produce_and_consume_through_a_server_open_nothing_locally() {
         produced.starts_with("produced 5 records") && produced.contains("at offsets [0, 5)"),
         "{produced}"
     );
+    // The server's cold tier (a local directory here) holds none of them yet: the active
+    // segment is not sealed. The summary says so, as a local produce does.
+    assert!(produced.contains("5 records not yet in cold"), "{produced}");
     let acks = std::fs::read_to_string(here.path().join("acks")).expect("acks file");
     assert_eq!(
         acks,
