@@ -133,6 +133,10 @@ pub enum Tier {
     Hot,
     /// The WAL's live tail (a follow that caught up).
     Live,
+    /// A tier this program does not know: the name a newer server sent (a record read
+    /// still decodes; the tier is just not named).
+    #[serde(other)]
+    Unknown,
 }
 
 impl Tier {
@@ -143,6 +147,7 @@ impl Tier {
             Tier::Warm => "warm",
             Tier::Hot => "hot",
             Tier::Live => "live",
+            Tier::Unknown => "unknown",
         }
     }
 }

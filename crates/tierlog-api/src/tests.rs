@@ -176,3 +176,13 @@ fn a_json_record_carries_its_tier_and_reads_without_one() {
         assert_eq!(serde_json::to_value(tier).expect("serialises"), tier.as_str());
     }
 }
+
+#[test]
+fn a_record_from_a_newer_server_with_a_tier_this_client_does_not_know_still_decodes() {
+    let line = r#"{"offset":3,"tier":"shared_cache","timestamp":5,"key":null,"headers":[],"payload":"hi"}"#;
+    let record: RecordJson = serde_json::from_str(line).expect("decodes");
+    assert_eq!(record.offset, 3);
+    assert_eq!(record.tier, Some(Tier::Unknown));
+    let known: RecordJson = serde_json::from_str(&line.replace("shared_cache", "cold")).expect("decodes");
+    assert_eq!(known.tier, Some(Tier::Cold));
+}
