@@ -377,6 +377,12 @@ const WAIT_POLL: Duration = Duration::from_millis(200);
 async fn wait_for_topic(client: &Client, name: &TopicName) -> anyhow::Result<bool> {
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    // Polled once so the handler is installed before "waiting …" is printed: from then on
+    // Ctrl-C ends the wait instead of killing the process.
+    if let Some(result) = (&mut ctrl_c).now_or_never() {
+        result.context("installing the Ctrl-C handler")?;
+        return Ok(false);
+    }
     let mut said = false;
     loop {
         match client.topic(name.as_str()).await {
