@@ -9,11 +9,6 @@ use crate::{
 /// a read bounded by records only does not fetch a tier's whole log.
 const READ_PAGE_BYTES: usize = 4 << 20;
 
-/// The encoded bytes [`TierExt::read`] asks for first; later pages are sized from the
-/// bytes per record seen, so a read of 1,000 small records does not fetch and verify
-/// megabytes of batches only to drop them.
-const FIRST_PAGE_BYTES: usize = 64 << 10;
-
 /// Bounds on one [`TierExt::read`] call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadLimit {
@@ -214,13 +209,17 @@ impl<T: Tier + ?Sized> TierExt for T {
             self.read_batches(topic, from, to.min(from), 0).await?;
             return Ok(Vec::new());
         }
-        let max_page = limit.max_bytes.min(READ_PAGE_BYTES);
-        let mut page = max_page.min(FIRST_PAGE_BYTES);
-        // Encoded bytes and records of the batches fetched so far: the size of a record.
-        let (mut fetched_bytes, mut fetched_records) = (0u64, 0u64);
+        let page = limit.max_bytes.min(READ_PAGE_BYTES);
         loop {
             let next = collector.next_offset();
-            let batches = match self.read_batches(topic, next, to, page).await {
+            // Only the batches holding the records still wanted: offsets within one tier's
+            // read are contiguous, so they end by `next` + that many (a read of 1,000
+            // small records does not fetch and verify megabytes of batches to drop them).
+            let still = limit
+                .max_records
+                .saturating_sub(usize::try_from(next.saturating_sub(from)).unwrap_or(usize::MAX));
+            let upto = to.min(next.saturating_add(still as u64));
+            let batches = match self.read_batches(topic, next, upto, page).await {
                 Ok(batches) => batches,
                 Err(_) if next > from => break,
                 Err(e) => return Err(e),
@@ -240,8 +239,6 @@ impl<T: Tier + ?Sized> TierExt for T {
                     ));
                 }
                 collector.push_batch(batch);
-                fetched_bytes = fetched_bytes.saturating_add(batch.encoded_len() as u64);
-                fetched_records = fetched_records.saturating_add(u64::from(batch.record_count()));
                 want = batch.end_offset();
                 if collector.is_full() {
                     break;
@@ -250,15 +247,6 @@ impl<T: Tier + ?Sized> TierExt for T {
             if collector.is_full() {
                 break;
             }
-            // The next page: the records still wanted at the size seen, a quarter more so
-            // that one more page usually ends the read, within the first and the largest
-            // page. (Offsets within one tier's read are contiguous, so the records
-            // gathered are the offsets advanced over.)
-            let gathered = collector.next_offset().saturating_sub(from);
-            let still = (limit.max_records as u64).saturating_sub(gathered);
-            let per_record = fetched_bytes / fetched_records.max(1);
-            let estimate = still.saturating_mul(per_record).saturating_mul(5) / 4;
-            page = usize::try_from(estimate).unwrap_or(usize::MAX).clamp(page.min(max_page), max_page);
         }
         Ok(collector.into_records())
     }
