@@ -286,7 +286,10 @@ async fn a_record_read_fetches_only_the_batches_holding_its_records() {
     assert_eq!(records.len(), 1000);
     assert_eq!(records, sample_records(0, 1000, 1));
     let fetched = tier.bytes.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(fetched, first_ten, "fetched {fetched} bytes; the 10 batches holding the records: {first_ten}");
+    assert_eq!(
+        fetched, first_ten,
+        "fetched {fetched} bytes; the 10 batches holding the records: {first_ten}"
+    );
     // Reading everything still gets everything, in pages.
     let all = tier.read(&topic, 0, 10_000, ReadLimit::unbounded()).await.unwrap();
     assert_eq!(all, sample_records(0, 10_000, 1));
