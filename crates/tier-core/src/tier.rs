@@ -181,8 +181,8 @@ pub trait Tier: Send + Sync + std::fmt::Debug {
 #[async_trait]
 pub trait TierExt: Tier {
     /// Reads records `from..to`, bounded by `limit` (invariant 6), from the batches of
-    /// [`Tier::read_batches`], asking for more while the limit allows (at most 4 MiB of
-    /// batches a call). A failure after some records were gathered ends the read with
+    /// [`Tier::read_batches`], asking for more while the limit allows: each call asks for
+    /// the offsets of the records still wanted, at most 4 MiB of batches. A failure after some records were gathered ends the read with
     /// those records; the next read, starting after them, reports it (this is how a read
     /// stops before a recorded gap, as it stops at `range().end`).
     async fn read(
