@@ -182,9 +182,10 @@ pub trait Tier: Send + Sync + std::fmt::Debug {
 pub trait TierExt: Tier {
     /// Reads records `from..to`, bounded by `limit` (invariant 6), from the batches of
     /// [`Tier::read_batches`], asking for more while the limit allows: each call asks for
-    /// the offsets of the records still wanted, at most 4 MiB of batches. A failure after some records were gathered ends the read with
-    /// those records; the next read, starting after them, reports it (this is how a read
-    /// stops before a recorded gap, as it stops at `range().end`).
+    /// the offsets of the records still wanted, at most 4 MiB of batches. A failure after
+    /// some records were gathered ends the read with those records; the next read,
+    /// starting after them, reports it (this is how a read stops before a recorded gap,
+    /// as it stops at `range().end`).
     async fn read(
         &self,
         topic: &TopicName,
