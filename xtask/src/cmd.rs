@@ -47,6 +47,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
+/// A command line as a user would type it (arguments with spaces or quotes are quoted).
 pub(crate) fn display(cmd: &Command) -> String {
     let mut parts = vec![quote(cmd.get_program())];
     parts.extend(cmd.get_args().map(quote));

@@ -73,7 +73,7 @@ impl SimArgs {
 
 /// Builds the runner and runs it from `root`; returns its captured output.
 pub(crate) fn run(root: &Path, args: &SimArgs) -> Result<Captured> {
-    if args.optimized {
+    let dir = if args.optimized {
         cmd::run(cmd::cargo().current_dir(root).args([
             "build",
             "--profile",
@@ -82,10 +82,11 @@ pub(crate) fn run(root: &Path, args: &SimArgs) -> Result<Captured> {
             "tier-sim",
             "--bins",
         ]))?;
+        "sim"
     } else {
         cmd::build_workspace_bins(root)?;
-    }
-    let dir = if args.optimized { "sim" } else { "debug" };
+        "debug"
+    };
     let mut runner = Command::new(cmd::target_dir(root).join(dir).join("sim-runner"));
     runner.current_dir(root).arg("--secs").arg(args.secs.to_string());
     if let Some(n) = args.seeds {

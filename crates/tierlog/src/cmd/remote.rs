@@ -202,9 +202,9 @@ fn synthetic(count: u64, size: usize, batch: usize) -> Batches {
 
 /// Batches of the lines of `file` or stdin (without their `\n`, and without a `\r` before
 /// it when `strip_cr`), read on a thread: a batch is sent when it holds `batch` lines, when
-/// the next line would take it past [`BATCH_BYTES`], or when no more input is at hand (reading on would wait), so lines already read are
-/// appended at once rather than waiting for a full batch — a pipe fed slowly is produced
-/// as it comes.
+/// the next line would take it past [`BATCH_BYTES`], or when no more input is at hand
+/// (reading on would wait), so lines already read are appended at once rather than waiting
+/// for a full batch — a pipe fed slowly is produced as it comes.
 fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<Batches> {
     let source: Box<dyn Read + Send> = match &file {
         Some(path) => Box::new(
@@ -228,22 +228,20 @@ fn lines(file: Option<PathBuf>, batch: usize, strip_cr: bool) -> anyhow::Result<
                             line.pop();
                         }
                     }
-                    if !pending.is_empty()
-                        && pending_bytes + line.len() > BATCH_BYTES
-                        && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err()
-                    {
-                        return;
-                    }
-                    if pending.is_empty() {
+                    if !pending.is_empty() && pending_bytes + line.len() > BATCH_BYTES {
+                        if tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err() {
+                            return;
+                        }
                         pending_bytes = 0;
                     }
                     pending_bytes += line.len();
                     pending.push(Bytes::from(line));
                     let at_hand = !reader.buffer().is_empty();
-                    if (pending.len() >= batch || !at_hand)
-                        && tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err()
-                    {
-                        return;
+                    if pending.len() >= batch || !at_hand {
+                        if tx.blocking_send(Ok(std::mem::take(&mut pending))).is_err() {
+                            return;
+                        }
+                        pending_bytes = 0;
                     }
                 }
                 Err(e) => {
