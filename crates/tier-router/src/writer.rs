@@ -482,9 +482,12 @@ impl Writer {
             in_warm: !has_warm,
         }));
         let errors = self.settle(!warm_backlog).await.map(Arc::new);
-        let committed = *self.hwm.borrow() >= end;
+        // Each producer is answered by where its own batch is: a tier that failed inside
+        // the group (a rotation the disk refused) leaves the batches before it committed,
+        // and those are acknowledged — recovery counts them as such.
+        let hwm = *self.hwm.borrow();
         for (range, done) in ranges.into_iter().zip(replies) {
-            let reply = if committed {
+            let reply = if hwm >= range.end {
                 Ok(range)
             } else {
                 let message = self.refused_message(range);

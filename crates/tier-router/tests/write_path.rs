@@ -157,3 +157,55 @@ async fn a_segment_sealed_inside_a_group_is_exported_once_the_group_commits() {
     .expect("the segment sealed inside the group is exported once the group commits");
     store.close().await;
 }
+
+/// A group the WAL takes only in part (the disk failed at a rotation inside it): each
+/// producer is answered by where its own batch is. The batch the WAL stored before the
+/// failure is committed — the commit point passes it, a restart serves it and recovery
+/// counts it as acknowledged — so its producer is told its offsets, not an error; only
+/// the batch the WAL refused is refused. (Found by the lost-disk chaos scenario: a
+/// committed batch answered with an error, then reported lost beyond the acknowledged
+/// end.)
+#[tokio::test]
+async fn a_group_the_wal_takes_in_part_acknowledges_the_batches_it_committed() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    // A small batch and two of ~1.5 KiB fit a segment; a third starts a new one.
+    d.hot.segment_bytes = 4096;
+    let store = d.open(&[]).await;
+    let name = TopicName::new("partial-group").unwrap();
+    let topic = store.topic(&name).await.unwrap();
+    let batch = |tag: &str| {
+        let mut b = RecordBatchBuilder::new();
+        b.push(1_700_000_000_000, None, &[], tag.repeat(1500).as_bytes()).unwrap();
+        b
+    };
+
+    // The first segment exists (its creation fsyncs the directory) before the disk goes.
+    topic.append_batch(builder("z", 1)).await.unwrap();
+    // A's warm write is held, so B and C meet in the next group.
+    warm.hold(&name);
+    let a = tokio::spawn({
+        let topic = topic.clone();
+        let batch = batch("a");
+        async move { topic.append_batch(batch).await }
+    });
+    tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
+    // The disk is lost: the WAL's open segment (unlinked, still open) takes B, but the
+    // segment C needs cannot be created.
+    std::fs::remove_dir_all(d.hot_dir()).unwrap();
+    let mut b = Box::pin(topic.append_batch(batch("b")));
+    let mut c = Box::pin(topic.append_batch(batch("c")));
+    assert!(futures::poll!(&mut b).is_pending());
+    assert!(futures::poll!(&mut c).is_pending());
+    warm.release(&name);
+
+    assert_eq!(a.await.unwrap().unwrap(), OffsetRange::new(1, 2));
+    let (b, c) = tokio::time::timeout(WAIT, futures::future::join(b, c)).await.expect("B and C are answered");
+    let ranges = topic.ranges().await.unwrap();
+    assert_eq!(ranges.committed, 3, "the commit point passes B, which the WAL and warm hold");
+    assert_eq!(b.unwrap(), OffsetRange::new(2, 3), "B is committed: its producer is told its offsets");
+    let c = c.expect_err("the WAL could not store C");
+    assert!(c.to_string().contains("[3, 4)"), "C's refusal names C's offsets: {c}");
+    store.close().await;
+}
