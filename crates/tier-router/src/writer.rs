@@ -65,6 +65,9 @@ struct Pending {
     batch: RecordBatch,
     in_wal: bool,
     in_warm: bool,
+    /// Warm was sent the batch and answered with an error that does not say it refused
+    /// it (a `WAIT` that fell short, a timeout): warm may hold it unconfirmed.
+    maybe_in_warm: bool,
 }
 
 /// What the writer knows of warm: one value, changed only by the writer's methods
@@ -258,6 +261,7 @@ impl Writer {
             batch,
             in_wal: true,
             in_warm: !has_warm,
+            maybe_in_warm: false,
         }));
     }
 
@@ -480,6 +484,7 @@ impl Writer {
             batch,
             in_wal: false,
             in_warm: !has_warm,
+            maybe_in_warm: false,
         }));
         let errors = self.settle(!warm_backlog).await.map(Arc::new);
         // Each producer is answered by where its own batch is: a tier that failed inside
@@ -513,6 +518,10 @@ impl Writer {
                 "not acknowledged: the WAL did not store the records; warm holds them at offsets {range}, and \
                  recovery after a restart may commit them there"
             ),
+            Some(p) if p.maybe_in_warm => format!(
+                "not acknowledged: the WAL did not store the records and warm did not confirm them, but warm may \
+                 hold them at offsets {range}, and recovery after a restart may commit them there"
+            ),
             _ => format!(
                 "not written: the WAL did not store the records, so they hold no offsets; offsets {range} go to \
                  the next records written"
@@ -539,6 +548,7 @@ impl Writer {
         } else {
             Vec::new()
         };
+        let warm_todo_len = warm_todo.len();
         let tiers = Arc::clone(&self.tiers);
         let warm = tiers.warm.as_deref();
         // Each tier takes its list as one group (the WAL: one write, one fsync, in this
@@ -563,6 +573,16 @@ impl Writer {
             p.in_wal = true;
         }
         self.mark_in_warm(warm_done);
+        if let Some(e) = &warm_err
+            && !matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Fenced)
+        {
+            // Sent in one round trip (tier-warm pipelines a group): every batch after the
+            // confirmed ones may have landed.
+            let skip = self.pending.iter().take_while(|p| p.in_warm).count();
+            for p in self.pending.iter_mut().skip(skip).take(warm_todo_len - warm_done) {
+                p.maybe_in_warm = true;
+            }
+        }
         let mut warm_err = warm_err;
         if let (Some(w), Some(e)) = (warm, &warm_err)
             && e.kind() == ErrorKind::InvalidInput
@@ -625,7 +645,8 @@ impl Writer {
         let fill = batches_for_warm(&self.tiers, &self.topic, hole).await?;
         if fill.last().is_some_and(|b| b.end_offset() == first) {
             for (i, batch) in fill.into_iter().enumerate() {
-                self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
+                self.pending
+                    .insert(at + i, Pending { batch, in_wal: true, in_warm: false, maybe_in_warm: false });
             }
             info!(topic = %self.topic, warm = %held, "queued the records warm lacks before the next batch");
             self.release_warm_hold();
@@ -690,7 +711,8 @@ impl Writer {
             "restarted warm past offsets no tier holds; the WAL or cold holds everything warm held"
         );
         for (i, batch) in fill.into_iter().enumerate() {
-            self.pending.insert(at + i, Pending { batch, in_wal: true, in_warm: false });
+            self.pending
+                .insert(at + i, Pending { batch, in_wal: true, in_warm: false, maybe_in_warm: false });
         }
         self.release_warm_hold();
         Ok(true)
@@ -814,7 +836,7 @@ impl Writer {
             );
         }
         for batch in backlog.into_iter().rev() {
-            self.pending.push_front(Pending { batch, in_wal: true, in_warm: false });
+            self.pending.push_front(Pending { batch, in_wal: true, in_warm: false, maybe_in_warm: false });
         }
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
         self.warm = WarmState::Known { behind: true, hold };

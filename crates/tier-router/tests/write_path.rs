@@ -158,6 +158,50 @@ async fn a_segment_sealed_inside_a_group_is_exported_once_the_group_commits() {
     store.close().await;
 }
 
+/// The answers to A, B and C when the disk is lost under a running store of `d` (warm
+/// `warm`) on `topic_name`: after a small first batch, A (~1.5 KiB) is appended with its
+/// warm write held, the WAL's directory is removed, and B and C (~1.5 KiB each) queue
+/// behind A, so they meet in one group. The WAL's open segment (unlinked, still open)
+/// takes B, but the segment C needs cannot be created. `before_release` arms warm's faults
+/// for the calls after A's. Returns the store (open) and the three answers.
+async fn group_meeting_a_lost_disk(
+    d: &mut Deployment,
+    warm: &Arc<FaultyTier<MemoryTier>>,
+    topic_name: &str,
+    before_release: impl FnOnce(&FaultyTier<MemoryTier>),
+) -> (tier_router::TieredStore, [Result<OffsetRange, tier_core::TierError>; 3]) {
+    d.warm = Some(warm.clone());
+    // A small batch and two of ~1.5 KiB fit a segment; a third starts a new one.
+    d.hot.segment_bytes = 4096;
+    let store = d.open(&[]).await;
+    let name = TopicName::new(topic_name).unwrap();
+    let topic = store.topic(&name).await.unwrap();
+    let batch = |tag: &str| {
+        let mut b = RecordBatchBuilder::new();
+        b.push(1_700_000_000_000, None, &[], tag.repeat(1500).as_bytes()).unwrap();
+        b
+    };
+    // The first segment exists (its creation fsyncs the directory) before the disk goes.
+    topic.append_batch(builder("z", 1)).await.unwrap();
+    warm.hold(&name);
+    let a = tokio::spawn({
+        let topic = topic.clone();
+        let batch = batch("a");
+        async move { topic.append_batch(batch).await }
+    });
+    tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
+    std::fs::remove_dir_all(d.hot_dir()).unwrap();
+    let mut b = Box::pin(topic.append_batch(batch("b")));
+    let mut c = Box::pin(topic.append_batch(batch("c")));
+    assert!(futures::poll!(&mut b).is_pending());
+    assert!(futures::poll!(&mut c).is_pending());
+    before_release(warm);
+    warm.release(&name);
+    let a = a.await.unwrap();
+    let (b, c) = tokio::time::timeout(WAIT, futures::future::join(b, c)).await.expect("B and C are answered");
+    (store, [a, b, c])
+}
+
 /// A group the WAL takes only in part (the disk failed at a rotation inside it): each
 /// producer is answered by where its own batch is. The batch the WAL stored before the
 /// failure is committed — the commit point passes it, a restart serves it and recovery
@@ -169,43 +213,52 @@ async fn a_segment_sealed_inside_a_group_is_exported_once_the_group_commits() {
 async fn a_group_the_wal_takes_in_part_acknowledges_the_batches_it_committed() {
     let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
-    d.warm = Some(warm.clone());
-    // A small batch and two of ~1.5 KiB fit a segment; a third starts a new one.
-    d.hot.segment_bytes = 4096;
-    let store = d.open(&[]).await;
-    let name = TopicName::new("partial-group").unwrap();
-    let topic = store.topic(&name).await.unwrap();
-    let batch = |tag: &str| {
-        let mut b = RecordBatchBuilder::new();
-        b.push(1_700_000_000_000, None, &[], tag.repeat(1500).as_bytes()).unwrap();
-        b
-    };
+    let (store, [a, b, c]) = group_meeting_a_lost_disk(&mut d, &warm, "partial-group", |_| {}).await;
 
-    // The first segment exists (its creation fsyncs the directory) before the disk goes.
-    topic.append_batch(builder("z", 1)).await.unwrap();
-    // A's warm write is held, so B and C meet in the next group.
-    warm.hold(&name);
-    let a = tokio::spawn({
-        let topic = topic.clone();
-        let batch = batch("a");
-        async move { topic.append_batch(batch).await }
-    });
-    tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
-    // The disk is lost: the WAL's open segment (unlinked, still open) takes B, but the
-    // segment C needs cannot be created.
-    std::fs::remove_dir_all(d.hot_dir()).unwrap();
-    let mut b = Box::pin(topic.append_batch(batch("b")));
-    let mut c = Box::pin(topic.append_batch(batch("c")));
-    assert!(futures::poll!(&mut b).is_pending());
-    assert!(futures::poll!(&mut c).is_pending());
-    warm.release(&name);
-
-    assert_eq!(a.await.unwrap().unwrap(), OffsetRange::new(1, 2));
-    let (b, c) = tokio::time::timeout(WAIT, futures::future::join(b, c)).await.expect("B and C are answered");
-    let ranges = topic.ranges().await.unwrap();
-    assert_eq!(ranges.committed, 3, "the commit point passes B, which the WAL and warm hold");
+    assert_eq!(a.unwrap(), OffsetRange::new(1, 2));
+    let topic = store.topic("partial-group").await.unwrap();
+    assert_eq!(
+        topic.ranges().await.unwrap().committed,
+        3,
+        "the commit point passes B, which the WAL and warm hold"
+    );
     assert_eq!(b.unwrap(), OffsetRange::new(2, 3), "B is committed: its producer is told its offsets");
     let c = c.expect_err("the WAL could not store C");
     assert!(c.to_string().contains("[3, 4)"), "C's refusal names C's offsets: {c}");
+    store.close().await;
+}
+
+/// Under `degrade`, a batch the WAL refused (a rotation inside its group failed) that warm
+/// took without confirming it (a `WAIT` that fell short, a lost reply) is not "not
+/// written": recovery replays warm into the WAL and commits it. Its producer is told that
+/// it may be committed, and the store that reopens serves it at the offsets named. (Found
+/// by the simulation once its running disk loss appended.)
+#[tokio::test]
+async fn a_batch_the_wal_refused_that_warm_may_hold_is_not_called_unwritten() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.router.warm_failure_policy = tier_router::WarmFailurePolicy::Degrade;
+    // A and B reach warm; C lands there but its answer is an error.
+    let (store, [a, b, c]) = group_meeting_a_lost_disk(&mut d, &warm, "maybe-in-warm", |warm| {
+        warm.fail_after_append(true);
+        warm.fail_next_after(2, 1);
+    })
+    .await;
+
+    assert_eq!(a.unwrap(), OffsetRange::new(1, 2));
+    assert_eq!(b.unwrap(), OffsetRange::new(2, 3));
+    let c = c.expect_err("the WAL could not store C").to_string();
+    assert!(!c.contains("not written"), "C may be committed from warm, so it is not 'not written': {c}");
+    assert!(c.contains("warm may hold them at offsets [3, 4)"), "{c}");
+    store.close().await;
+
+    // What the producer was told: recovery commits C from warm at 3.
+    warm.clear();
+    let store = d.open(&[]).await;
+    let topic = store.topic("maybe-in-warm").await.unwrap();
+    let reader = topic.reader(tier_core::StartPosition::Offset(3)).await.unwrap();
+    let records: Vec<tier_core::Record> =
+        tokio::time::timeout(WAIT, reader.take(1).try_collect()).await.expect("C is read").unwrap();
+    assert_eq!(records[0].payload.as_ref(), "c".repeat(1500).as_bytes());
     store.close().await;
 }

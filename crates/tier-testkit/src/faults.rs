@@ -51,6 +51,8 @@ pub struct FaultyTier<T> {
     inner: T,
     /// Calls still to fail outright.
     fail_next: AtomicU64,
+    /// Targeted calls still to let through before `fail_next` applies.
+    pass_first: AtomicU64,
     /// Probability of failing a call, in parts per million.
     fail_ppm: AtomicU32,
     /// Failed appends are first forwarded to the inner tier (the write lands; the
@@ -78,6 +80,7 @@ impl<T: Tier> FaultyTier<T> {
         Self {
             inner,
             fail_next: AtomicU64::new(0),
+            pass_first: AtomicU64::new(0),
             fail_ppm: AtomicU32::new(0),
             fail_after_append: AtomicBool::new(false),
             targets: AtomicU8::new(0x0f),
@@ -101,6 +104,14 @@ impl<T: Tier> FaultyTier<T> {
 
     /// Fails the next `n` targeted calls with `Unavailable` (replacing any count left).
     pub fn fail_next(&self, n: u64) {
+        self.fail_next_after(0, n);
+    }
+
+    /// Lets the next `pass` targeted calls through, then fails the `n` after them with
+    /// `Unavailable` (replacing any counts left): a fault aimed at one call of several
+    /// already on their way.
+    pub fn fail_next_after(&self, pass: u64, n: u64) {
+        self.pass_first.store(pass, Ordering::SeqCst);
         self.fail_next.store(n, Ordering::SeqCst);
     }
 
@@ -131,6 +142,7 @@ impl<T: Tier> FaultyTier<T> {
     /// Removes every fault and the latency, and targets all methods again.
     pub fn clear(&self) {
         self.fail_next.store(0, Ordering::SeqCst);
+        self.pass_first.store(0, Ordering::SeqCst);
         self.fail_ppm.store(0, Ordering::SeqCst);
         self.fail_after_append.store(false, Ordering::SeqCst);
         self.latency_us.store(0, Ordering::SeqCst);
@@ -184,6 +196,11 @@ impl<T: Tier> FaultyTier<T> {
         if latency > 0 {
             // The injected fault itself, not synchronisation.
             tokio::time::sleep(Duration::from_micros(latency)).await;
+        }
+        let passed =
+            self.pass_first.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if passed {
+            return false;
         }
         let counted =
             self.fail_next.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();

@@ -44,6 +44,23 @@ async fn fail_next_fails_exactly_n_calls_with_unavailable_and_context() {
 }
 
 #[tokio::test]
+async fn fail_next_after_lets_calls_through_then_fails_the_ones_after() {
+    let tier = FaultyTier::new(MemoryTier::new());
+    let t = topic("after");
+    tier.fail_fraction(1.0);
+    tier.fail_next_after(2, 1);
+    // Let through although every other call fails by fraction.
+    tier.append(&t, batch_of(&sample_records(0, 1, 1))).await.unwrap();
+    tier.append(&t, batch_of(&sample_records(1, 1, 1))).await.unwrap();
+    tier.fail_fraction(0.0);
+    let err = tier.append(&t, batch_of(&sample_records(2, 1, 1))).await.unwrap_err();
+    assert_eq!((err.kind(), err.context().offset), (ErrorKind::Unavailable, Some(2)));
+    tier.append(&t, batch_of(&sample_records(2, 1, 1))).await.unwrap();
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 3));
+    assert_eq!(tier.injected_failures(), 1);
+}
+
+#[tokio::test]
 async fn targets_limit_faults_to_chosen_methods() {
     let tier = FaultyTier::new(MemoryTier::new());
     let t = topic("targets");
