@@ -3,7 +3,7 @@
 //! lost or maybe lost, and which copies the schedule destroyed. See `docs/simulation.md`
 //! for the invariants and why each is stated as it is.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use bytes::Bytes;
@@ -88,6 +88,10 @@ pub struct Model {
     pub acked_at: HashMap<Bytes, Offset>,
     /// Payloads whose append failed (never acknowledged).
     pub refused: HashMap<Bytes, Timestamp>,
+    /// Of those, the ones refused while the WAL's directory was gone: the WAL failed
+    /// inside their group while warm may have taken them, so under either warm policy
+    /// their outcome is unknown (the refusal says recovery may commit them from warm).
+    pub refused_by_failing_wal: HashSet<Bytes>,
     /// Offset → payload of everything ever served or acknowledged.
     pub seen: HashMap<Offset, Bytes>,
     /// Ranges the store reported as lost or maybe lost.
@@ -137,10 +141,13 @@ impl Model {
         }
     }
 
-    /// An append failed for `recs`.
-    pub fn refuse(&mut self, recs: &[Rec]) {
+    /// An append failed for `recs`; `wal_failing`: while the WAL's directory was gone.
+    pub fn refuse(&mut self, recs: &[Rec], wal_failing: bool) {
         for rec in recs {
             self.refused.insert(rec.payload.clone(), rec.timestamp);
+            if wal_failing {
+                self.refused_by_failing_wal.insert(rec.payload.clone());
+            }
         }
     }
 

@@ -504,29 +504,7 @@ impl World<'_> {
                 if !self.ensure_open() {
                     return;
                 }
-                let batches: Vec<Vec<Rec>> = (0..producers).map(|_| self.records(records, rng)).collect();
-                let results = self
-                    .on_proc(async |_: &TieredStore, topic: &Topic| {
-                        let appends = batches.iter().map(|recs| {
-                            let new: Vec<NewRecord> =
-                                recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
-                            topic.append(new)
-                        });
-                        futures::future::join_all(appends).await
-                    })
-                    .unwrap_or_default();
-                for (recs, result) in batches.iter().zip(results) {
-                    match result {
-                        Ok(range) => {
-                            self.note(format!("  acked {range}"));
-                            self.model.ack(range, recs, self.step);
-                        }
-                        Err(e) => {
-                            self.note(format!("  refused: {:?}", e.kind()));
-                            self.model.refuse(recs);
-                        }
-                    }
-                }
+                self.append(producers, records, false, rng);
             }
             Step::Read { from, max } => {
                 if !self.ensure_open() {
@@ -569,7 +547,7 @@ impl World<'_> {
                         }
                     }
                     Some(Err(_)) => {
-                        self.model.refuse(&recs);
+                        self.model.refuse(&recs, false);
                         if let Some(Ok(r)) = next {
                             self.served(r.offset, r.payload);
                         }
@@ -658,12 +636,19 @@ impl World<'_> {
                 }
                 self.ensure_open();
             }
-            Step::LoseWalRunning => {
+            Step::LoseWalRunning { producers, records } => {
                 if !self.ensure_open() {
                     return;
                 }
                 let hot_dir = self.hot_dir.clone();
                 self.remove(&hot_dir);
+                if producers > 0 {
+                    // Appends into the unlinked segment are acknowledged until a rotation
+                    // meets the missing directory; every producer must be answered by where
+                    // its own batch went, and the read serves what was committed.
+                    self.append(producers, records, true, rng);
+                    self.read(ReadFrom::Earliest, 100_000);
+                }
                 // Past the segment age: the age rotation fails on the missing directory
                 // and poisons the WAL's writer; the close after it must still finish.
                 let passes = self.schedule.config.segment_age + Duration::from_millis(50);
@@ -727,6 +712,35 @@ impl World<'_> {
         self.bucket.faulty.set_faults(tier_cold::testing::Faults::default());
     }
 
+    /// `producers` concurrent appends (joined: they meet in the writer's groups) of
+    /// `records` records each, told to the model as acknowledged or refused
+    /// (`wal_failing`: the WAL's directory is gone).
+    fn append(&mut self, producers: u8, records: u8, wal_failing: bool, rng: &mut Rng) {
+        let batches: Vec<Vec<Rec>> = (0..producers).map(|_| self.records(records, rng)).collect();
+        let results = self
+            .on_proc(async |_: &TieredStore, topic: &Topic| {
+                let appends = batches.iter().map(|recs| {
+                    let new: Vec<NewRecord> =
+                        recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
+                    topic.append(new)
+                });
+                futures::future::join_all(appends).await
+            })
+            .unwrap_or_default();
+        for (recs, result) in batches.iter().zip(results) {
+            match result {
+                Ok(range) => {
+                    self.note(format!("  acked {range}"));
+                    self.model.ack(range, recs, self.step);
+                }
+                Err(e) => {
+                    self.note(format!("  refused: {:?}", e.kind()));
+                    self.model.refuse(recs, wal_failing);
+                }
+            }
+        }
+    }
+
     // ---- reads and checks --------------------------------------------------------------
 
     fn served(&mut self, offset: Offset, payload: Bytes) {
@@ -746,14 +760,23 @@ impl World<'_> {
             None
         } else if m.refused.contains_key(&payload) {
             let cfg = &self.schedule.config;
-            let confirmed = cfg.deployment.warm()
-                && cfg.policy == WarmFailurePolicy::Fail
-                && self.warm.confirmed(offset).is_some_and(|(p, _)| p == payload);
-            (!confirmed).then(|| {
+            // Outcome unknown: under `fail`, warm confirmed it (the writer's retry or a later
+            // met `WAIT` committed it); under `degrade`, which commits on the WAL, the WAL
+            // failed in its group while warm took it (confirmed or not), and recovery
+            // replays warm into the WAL.
+            let excused = cfg.deployment.warm()
+                && match cfg.policy {
+                    WarmFailurePolicy::Fail => self.warm.confirmed(offset).is_some_and(|(p, _)| p == payload),
+                    _ => {
+                        m.refused_by_failing_wal.contains(&payload)
+                            && self.warm.landed(offset).is_some_and(|p| p == payload)
+                    }
+                };
+            (!excused).then(|| {
                 (
                     inv::UNACKED_SERVED,
                     format!(
-                        "{:?} (append refused) served at {offset}; warm never confirmed it",
+                        "{:?} (append refused) served at {offset}; warm never confirmed it (or, under degrade, took it while the WAL failed)",
                         lossy(&payload)
                     ),
                 )
@@ -1071,7 +1094,7 @@ impl World<'_> {
             recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
         match self.on_proc(async |_: &TieredStore, topic: &Topic| topic.append(new).await) {
             Some(Ok(range)) => self.model.ack(range, &recs, None),
-            Some(Err(_)) => self.model.refuse(&recs),
+            Some(Err(_)) => self.model.refuse(&recs, false),
             None => return,
         }
         let cfg = self.schedule.config.clone();

@@ -157,10 +157,13 @@ pub enum Step {
     Crash { power_cut: bool },
     /// The WAL directory is lost (after a clean close or a crash), then reopen.
     LoseWal { clean: bool },
-    /// The WAL directory vanishes under the running store (a disk pulled out); time
-    /// passes (age rotation and the exporter meet the missing directory), then the store
-    /// closes gracefully and reopens.
-    LoseWalRunning,
+    /// The WAL directory vanishes under the running store (a disk pulled out); `producers`
+    /// concurrent appends of `records` records each meet the missing directory (the open
+    /// segment, unlinked, still takes writes; a rotation inside their group fails), the
+    /// store is read from the start, time passes (age rotation and the exporter meet the
+    /// missing directory), then the store closes gracefully and reopens. Generator 2 made
+    /// it with no appends (`producers == 0`).
+    LoseWalRunning { producers: u8, records: u8 },
     /// The router's state directory is lost, then reopen.
     LoseState { clean: bool },
     /// The whole data directory (WAL and state) is lost, then reopen.
@@ -190,7 +193,7 @@ impl Step {
             Step::Crash { power_cut: false } => "crash",
             Step::Crash { power_cut: true } => "crash + power cut",
             Step::LoseWal { .. } => "lost WAL dir",
-            Step::LoseWalRunning => "lost WAL dir (running)",
+            Step::LoseWalRunning { .. } => "lost WAL dir (running)",
             Step::LoseState { .. } => "lost state dir",
             Step::LoseDataDir { .. } => "lost data dir",
             Step::WarmOutage(true) => "warm outage",
@@ -213,7 +216,10 @@ impl Step {
 /// - 1: the generator of issue 15 (sessions 1–10).
 /// - 2: [`Step::LoseWalRunning`], taken from rolls that made [`Step::Heal`] under 1 and
 ///   drawing no randomness: every other step of every seed is the same as under 1.
-pub const GENERATOR: u32 = 2;
+/// - 3: `LoseWalRunning` appends while the directory is gone (2 to 4 producers of 3 to
+///   11 records, from the roll, drawing no randomness): every other step of every seed
+///   is the same as under 2.
+pub const GENERATOR: u32 = 3;
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
@@ -259,7 +265,7 @@ impl Schedule {
                 s,
                 Step::Crash { power_cut: true }
                     | Step::LoseWal { .. }
-                    | Step::LoseWalRunning
+                    | Step::LoseWalRunning { .. }
                     | Step::LoseState { .. }
                     | Step::LoseDataDir { .. }
                     | Step::DamageSegment
@@ -358,8 +364,13 @@ fn gen_step(rng: &mut Rng, config: &SimConfig, generator: u32) -> Step {
             // schedule (see docs/simulation.md).
             895..=896 => Step::DamageSegment,
             897..=900 => Step::DamageCold,
-            // Version 2: taken from `Heal`'s rolls, drawing no randomness (see `GENERATOR`).
-            901..=905 if generator >= 2 => Step::LoseWalRunning,
+            // Version 2: taken from `Heal`'s rolls, drawing no randomness (see `GENERATOR`);
+            // version 3: with appends, sized from the roll.
+            901..=905 if generator >= 3 => Step::LoseWalRunning {
+                producers: u8::try_from(2 + (roll - 901) % 3).unwrap_or(2),
+                records: u8::try_from(3 + 2 * (roll - 901)).unwrap_or(3),
+            },
+            901..=905 if generator >= 2 => Step::LoseWalRunning { producers: 0, records: 0 },
             _ => Step::Heal,
         };
         let fits = match step {

@@ -19,6 +19,8 @@
 //!
 //! For the model, the stand-in also remembers every batch it ever *confirmed* (an `Ok`
 //! answer): under `warm_failure_policy = "fail"` only those may be served as committed.
+//! And every batch the primary ever *took*: under `degrade` a batch the WAL refused while
+//! warm took it may be committed from warm by recovery.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +59,9 @@ struct State {
     wait_short: bool,
     /// Offset → (payload, timestamp) of every record of a batch this tier confirmed.
     confirmed: BTreeMap<Offset, (bytes::Bytes, Timestamp)>,
+    /// Offset → payload of every record of a batch the primary ever took (confirmed or
+    /// not).
+    landed: BTreeMap<Offset, bytes::Bytes>,
     /// Topic markers on the primary, each with whether the replica holds it.
     markers: BTreeMap<TopicName, bool>,
     calls: u64,
@@ -135,6 +140,11 @@ impl SimWarm {
         self.state.lock().confirmed.get(&offset).cloned()
     }
 
+    /// What the primary took at `offset` (payload), ever, confirmed or not.
+    pub fn landed(&self, offset: Offset) -> Option<bytes::Bytes> {
+        self.state.lock().landed.get(&offset).cloned()
+    }
+
     /// Calls answered so far.
     pub fn calls(&self) -> u64 {
         self.state.lock().calls
@@ -178,7 +188,8 @@ impl Tier for SimWarm {
     }
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
-        let mut s = self.enter(topic)?;
+        let mut guard = self.enter(topic)?;
+        let s = &mut *guard;
         let wait_short = s.wait_short;
         let base = batch.base_offset();
         let log = s.topics.entry(topic.clone()).or_default();
@@ -191,6 +202,9 @@ impl Tier for SimWarm {
             }
             log.end = batch.end_offset();
             log.batches.push(owned_copy(&batch));
+            for r in batch.records() {
+                s.landed.insert(r.offset, bytes::Bytes::copy_from_slice(&r.payload));
+            }
         } else if log.range().contains(base) {
             let held = &log.batches[log.batch_index(base)];
             if *held != batch {
@@ -223,11 +237,11 @@ impl Tier for SimWarm {
         let caught_up: Vec<RecordBatch> =
             log.batches.iter().filter(|b| b.end_offset() <= upto).cloned().collect();
         for b in &caught_up {
-            confirm(&mut s, b);
+            confirm(s, b);
         }
         // The met `WAIT` confirms the markers written before it too.
         s.markers.values_mut().for_each(|on_replica| *on_replica = true);
-        confirm(&mut s, &batch);
+        confirm(s, &batch);
         Ok(())
     }
 

@@ -41,25 +41,51 @@ fn three_hundred_short_benign_schedules_pass() {
 }
 
 /// Version 2 of the step generator differs from version 1 only where version 1 made a
-/// `Heal`, which became `LoseWalRunning`; regression schedules replay with the version
-/// they were found with, so their steps never change.
+/// `Heal`, which became `LoseWalRunning`; version 3 differs from version 2 only in the
+/// appends a `LoseWalRunning` makes. Regression schedules replay with the version they
+/// were found with, so their steps never change.
 #[test]
 fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() {
     use tier_sim::schedule::{GENERATOR, Step};
     let mut running = 0;
+    let mut appending = 0;
     for seed in 0..200 {
-        let (v1, v2) = (Schedule::generate_with(1, seed, 200), Schedule::generate_with(2, seed, 200));
+        let (v1, v2, v3) = (
+            Schedule::generate_with(1, seed, 200),
+            Schedule::generate_with(2, seed, 200),
+            Schedule::generate_with(3, seed, 200),
+        );
         assert_eq!(v1.config.to_string(), v2.config.to_string(), "seed {seed}");
-        for ((i, a), (_, b)) in v1.steps.iter().zip(&v2.steps) {
+        assert_eq!(v2.config.to_string(), v3.config.to_string(), "seed {seed}");
+        for (((i, a), (_, b)), (_, c)) in v1.steps.iter().zip(&v2.steps).zip(&v3.steps) {
             if a != b {
-                assert_eq!((*a, *b), (Step::Heal, Step::LoseWalRunning), "seed {seed} step {i}");
+                assert_eq!(
+                    (*a, *b),
+                    (Step::Heal, Step::LoseWalRunning { producers: 0, records: 0 }),
+                    "seed {seed} step {i}"
+                );
                 running += 1;
+                match *c {
+                    Step::LoseWalRunning { producers, records } => {
+                        assert!(
+                            (2..=4).contains(&producers) && (3..=11).contains(&records),
+                            "seed {seed} step {i}: {c:?}"
+                        );
+                        appending += 1;
+                    }
+                    other => {
+                        panic!("seed {seed} step {i}: version 3 made {other:?} where version 2 made {b:?}")
+                    }
+                }
+            } else {
+                assert_eq!(b, c, "seed {seed} step {i}");
             }
         }
-        assert!(!v1.steps.iter().any(|(_, s)| *s == Step::LoseWalRunning), "seed {seed}");
+        assert!(!v1.steps.iter().any(|(_, s)| matches!(s, Step::LoseWalRunning { .. })), "seed {seed}");
     }
     assert!(running > 0, "version 2 generates running disk losses");
-    assert_eq!(GENERATOR, 2);
+    assert_eq!(appending, running, "version 3 appends in every running disk loss");
+    assert_eq!(GENERATOR, 3);
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
