@@ -10,6 +10,9 @@
 //!              header_count:u32 (name_len:u32 name value_len:u32 value)* payload[rest]
 //!          key_len 0xFFFF_FFFF means no key (and no key bytes follow)
 //! kind 1 = error (reads only, the last frame): an `ApiError` as JSON
+//! kind 2 = tier (reads with `tiers=true` only): the tier's name in UTF-8 (`cold`, `warm`,
+//!          `hot`, `live`); the records after it, up to the next tier frame, were served
+//!          by that tier
 //! ```
 //!
 //! In an append, `offset` is ignored (write 0) and `timestamp` [`SERVER_CLOCK`] asks for
@@ -18,7 +21,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::ApiError;
+use crate::{ApiError, Tier};
 
 /// The first four bytes of every body: `TLB` and version 1.
 pub const MAGIC: [u8; 4] = *b"TLB\x01";
@@ -35,6 +38,7 @@ const NO_KEY: u32 = u32::MAX;
 /// Frame kinds.
 const KIND_RECORD: u8 = 0;
 const KIND_ERROR: u8 = 1;
+const KIND_TIER: u8 = 2;
 
 /// A record as framed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,11 +58,15 @@ pub struct FrameRecord {
 
 /// A decoded frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Frame {
     /// A record.
     Record(FrameRecord),
     /// The error that ended a read.
     Error(ApiError),
+    /// The tier that served the records after it (a read asked for `tiers=true`); a name
+    /// this program does not know (a newer server) is [`Tier::Unknown`].
+    Tier(Tier),
 }
 
 /// A malformed body.
@@ -116,6 +124,15 @@ pub fn encode_error(buf: &mut BytesMut, error: &ApiError) {
     buf.put_u32(u32::try_from(json.len() + 1).expect("an error message is shorter than 4 GiB"));
     buf.put_u8(KIND_ERROR);
     buf.put_slice(&json);
+}
+
+/// Appends a tier frame to `buf`: the records framed after it, up to the next tier frame,
+/// were served by `tier`.
+pub fn encode_tier(buf: &mut BytesMut, tier: Tier) {
+    let name = tier.as_str().as_bytes();
+    buf.put_u32(u32::try_from(name.len() + 1).expect("a tier name is short"));
+    buf.put_u8(KIND_TIER);
+    buf.put_slice(name);
 }
 
 /// Decodes a body incrementally: feed it chunks with [`push`](Self::push), take frames
@@ -187,6 +204,13 @@ impl Decoder {
             KIND_ERROR => serde_json::from_slice(&frame).map(|e| Some(Frame::Error(e))).map_err(|e| {
                 FrameError { position: start + 5, message: format!("malformed error frame: {e}") }
             }),
+            KIND_TIER => match std::str::from_utf8(&frame) {
+                Ok(name) => Ok(Some(Frame::Tier(Tier::from_name(name)))),
+                Err(e) => Err(FrameError {
+                    position: start + 5 + e.valid_up_to() as u64,
+                    message: "a tier frame's name is not UTF-8".into(),
+                }),
+            },
             other => Err(FrameError { position: start + 4, message: format!("unknown frame kind {other}") }),
         }
     }

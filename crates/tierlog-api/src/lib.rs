@@ -150,6 +150,18 @@ impl Tier {
             Tier::Unknown => "unknown",
         }
     }
+
+    /// The tier named `name` (as written in JSON and in a binary tier frame);
+    /// [`Tier::Unknown`] for a name this program does not know.
+    pub fn from_name(name: &str) -> Tier {
+        match name {
+            "cold" => Tier::Cold,
+            "warm" => Tier::Warm,
+            "hot" => Tier::Hot,
+            "live" => Tier::Live,
+            _ => Tier::Unknown,
+        }
+    }
 }
 
 /// A record read (one NDJSON line of a read in `format=json`).
@@ -158,7 +170,8 @@ pub struct RecordJson {
     /// Its offset.
     pub offset: u64,
     /// Which tier served it. Absent from servers that predate it (the field was added
-    /// compatibly); the binary framing does not carry it.
+    /// compatibly); the binary framing carries it in tier frames when asked
+    /// (`tiers=true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<Tier>,
     /// Publish time, ms since the Unix epoch.

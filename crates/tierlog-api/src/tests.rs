@@ -1,6 +1,8 @@
 use bytes::{Bytes, BytesMut};
 
-use crate::frame::{Decoder, Frame, FrameRecord, MAGIC, encode_error, encode_magic, encode_record};
+use crate::frame::{
+    Decoder, Frame, FrameRecord, MAGIC, encode_error, encode_magic, encode_record, encode_tier,
+};
 use crate::{ApiError, Data, ErrorKind, NewRecordJson, RecordJson, Start, Tier};
 
 fn record() -> FrameRecord {
@@ -37,6 +39,23 @@ fn a_record_frame_has_the_documented_bytes() {
 }
 
 #[test]
+fn a_tier_frame_has_the_documented_bytes_and_an_unknown_name_decodes_as_unknown() {
+    let mut buf = BytesMut::new();
+    encode_magic(&mut buf);
+    encode_tier(&mut buf, Tier::Warm);
+    assert_eq!(&buf[4..], b"\x00\x00\x00\x05\x02warm");
+    let mut newer = buf.clone();
+    newer.extend_from_slice(b"\x00\x00\x00\x06\x02cache");
+    newer.extend_from_slice(b"\x00\x00\x00\x03\x02\xff\xfe");
+    let mut decoder = Decoder::new();
+    decoder.push(&newer);
+    assert_eq!(decoder.next_frame().unwrap(), Some(Frame::Tier(Tier::Warm)));
+    assert_eq!(decoder.next_frame().unwrap(), Some(Frame::Tier(Tier::Unknown)), "a newer server's tier");
+    let e = decoder.next_frame().expect_err("a name that is not UTF-8");
+    assert_eq!(e.position, 4 + 9 + 10 + 5, "{e}");
+}
+
+#[test]
 fn frames_round_trip_whatever_the_chunking() {
     let mut buf = BytesMut::new();
     encode_magic(&mut buf);
@@ -49,10 +68,20 @@ fn frames_round_trip_whatever_the_chunking() {
             payload: Bytes::from(vec![i as u8; i as usize]),
         })
         .collect();
-    for r in &records {
+    // A tier frame before every fifth record (as a read with `tiers=true` sends when the
+    // serving tier changes).
+    let tiers = [Tier::Cold, Tier::Warm, Tier::Hot, Tier::Live];
+    let mut expected = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        if i % 5 == 0 {
+            encode_tier(&mut buf, tiers[i / 5]);
+            expected.push(Frame::Tier(tiers[i / 5]));
+        }
         encode_record(&mut buf, r);
+        expected.push(Frame::Record(r.clone()));
     }
     let error = ApiError::new(ErrorKind::Unavailable, "warm did not answer");
+    expected.push(Frame::Error(error.clone()));
     encode_error(&mut buf, &error);
     for chunk in [1usize, 3, 7, 64, buf.len()] {
         let mut decoder = Decoder::new();
@@ -64,8 +93,6 @@ fn frames_round_trip_whatever_the_chunking() {
             }
         }
         decoder.finish().expect("the body ends between frames");
-        let mut expected: Vec<Frame> = records.iter().cloned().map(Frame::Record).collect();
-        expected.push(Frame::Error(error.clone()));
         assert_eq!(got, expected, "chunks of {chunk}");
     }
 }

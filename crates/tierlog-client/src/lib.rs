@@ -17,8 +17,8 @@
 //!
 //! Reads use the binary framing (`tierlog_api::frame`), decoded as the body arrives: a
 //! stream that follows the live tail holds about one response chunk, however long it runs.
-//! [`Client::read_with_tiers`] reads JSON lines instead, whose records say which tier
-//! served them (the framing's version 1 has no field for it).
+//! [`Client::read_with_tiers`] asks for the framing's tier frames as well, which say
+//! which tier served the records after them.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -55,15 +55,6 @@ pub enum Error {
     /// A read's body was not valid binary framing.
     #[error("reading the server's records")]
     Frame(#[from] FrameError),
-    /// A read's JSON lines were not what the API says (a malformed line, a body cut
-    /// inside one).
-    #[error("reading the server's JSON records, line {line}: {message}")]
-    Json {
-        /// The line, from 1.
-        line: u64,
-        /// What is wrong.
-        message: String,
-    },
     /// A follow gave up reconnecting: the server stayed away ([`Reconnect`]); `source` is
     /// the last attempt's error.
     #[error("the server did not come back within {} s", waited.as_secs())]
@@ -311,13 +302,13 @@ impl Follow {
     }
 }
 
-/// How a read's records travel.
+/// How a read's records travel: the binary framing, with or without tier frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wire {
-    /// The binary framing: bytes as they are, no tier.
+    /// Records only.
     Binary,
-    /// JSON lines: bytes as text or base64, each record's tier.
-    Json,
+    /// Tier frames before the records each tier served (`tiers=true`).
+    BinaryWithTiers,
 }
 
 /// A read started: its first offset and its records.
@@ -326,82 +317,41 @@ struct OpenRead {
     records: ServedStream,
 }
 
-/// The body of a read, decoded incrementally in its format.
-enum BodyDecoder {
-    Binary(Decoder),
-    Json {
-        pending: BytesMut,
-        /// Lines decoded so far, for messages.
-        lines: u64,
-    },
+/// The body of a read, decoded incrementally, with the tier the last tier frame named.
+struct BodyDecoder {
+    frames: Decoder,
+    tier: Option<Tier>,
 }
 
 impl BodyDecoder {
-    fn new(wire: Wire) -> Self {
-        match wire {
-            Wire::Binary => Self::Binary(Decoder::new()),
-            Wire::Json => Self::Json { pending: BytesMut::new(), lines: 0 },
-        }
+    fn new() -> Self {
+        Self { frames: Decoder::new(), tier: None }
     }
 
     fn push(&mut self, chunk: &[u8]) {
-        match self {
-            Self::Binary(decoder) => decoder.push(chunk),
-            Self::Json { pending, .. } => pending.extend_from_slice(chunk),
-        }
+        self.frames.push(chunk);
     }
 
     /// The next record, or the error the server ended the read with; `None` until more
     /// bytes are pushed.
     fn next_item(&mut self) -> Result<Option<Result<Served, ApiError>>, Error> {
-        match self {
-            Self::Binary(decoder) => Ok(match decoder.next_frame()? {
-                None => None,
-                Some(Frame::Record(record)) => Some(Ok(Served { record, tier: None })),
-                Some(Frame::Error(error)) => Some(Err(error)),
-            }),
-            Self::Json { pending, lines } => {
-                let Some(end) = pending.iter().position(|b| *b == b'\n') else { return Ok(None) };
-                let line = pending.split_to(end + 1);
-                *lines += 1;
-                let bad = |message: String| Error::Json { line: *lines, message };
-                match serde_json::from_slice::<RecordJson>(&line) {
-                    Ok(json) => Ok(Some(Ok(served(json).map_err(|e| bad(e.error.message))?))),
-                    Err(e) => match serde_json::from_slice::<ApiError>(&line) {
-                        Ok(error) => Ok(Some(Err(error))),
-                        Err(_) => Err(bad(e.to_string())),
-                    },
+        loop {
+            match self.frames.next_frame()? {
+                None => return Ok(None),
+                Some(Frame::Record(record)) => return Ok(Some(Ok(Served { record, tier: self.tier }))),
+                Some(Frame::Error(error)) => return Ok(Some(Err(error))),
+                Some(Frame::Tier(tier)) => self.tier = Some(tier),
+                Some(other) => {
+                    return Err(Error::Unexpected(format!("a frame a read does not carry: {other:?}")));
                 }
             }
         }
     }
 
-    /// Checks that the body ended between two records.
+    /// Checks that the body ended between two frames.
     fn finish(&self) -> Result<(), Error> {
-        match self {
-            Self::Binary(decoder) => Ok(decoder.finish()?),
-            Self::Json { pending, lines } if !pending.is_empty() => {
-                Err(Error::Json { line: lines + 1, message: "the body ended inside the line".into() })
-            }
-            Self::Json { .. } => Ok(()),
-        }
+        Ok(self.frames.finish()?)
     }
-}
-
-/// A JSON record as the binary framing's record and its tier.
-fn served(json: RecordJson) -> Result<Served, ApiError> {
-    let record = Record {
-        offset: json.offset,
-        timestamp: json.timestamp,
-        key: json.key.as_ref().map(Data::to_bytes).transpose()?,
-        headers: json
-            .headers
-            .iter()
-            .map(|h| Ok((h.name.to_bytes()?, h.value.to_bytes()?)))
-            .collect::<Result<_, ApiError>>()?,
-        payload: json.payload.to_bytes()?,
-    };
-    Ok(Served { record, tier: json.tier })
 }
 
 impl Client {
@@ -490,8 +440,8 @@ impl Client {
     }
 
     /// [`read_with`](Self::read_with), each record with the tier that served it: the read
-    /// travels as JSON lines (`format=json`, whose records say their `tier`; the binary
-    /// framing has no field for it). `tier` is `None` from a server that predates it.
+    /// asks for the binary framing's tier frames (`tiers=true`). A server that predates
+    /// them refuses the read (`invalid_input`).
     pub async fn read_with_tiers(
         &self,
         topic: &str,
@@ -499,7 +449,7 @@ impl Client {
         follow: bool,
         limit: Option<u64>,
     ) -> Result<ServedStream, Error> {
-        Ok(self.open_read(topic, from, follow, limit, Wire::Json).await?.records)
+        Ok(self.open_read(topic, from, follow, limit, Wire::BinaryWithTiers).await?.records)
     }
 
     /// Starts a read: its first offset (`x-tierlog-start`) and its records, decoded as
@@ -513,11 +463,11 @@ impl Client {
         wire: Wire,
     ) -> Result<OpenRead, Error> {
         // Every value is made of characters a query takes as they are.
-        let format = match wire {
-            Wire::Binary => Format::Binary,
-            Wire::Json => Format::Json,
-        };
-        let mut path = format!("{}?format={}&from={}", records_path(topic), format.as_str(), from.to_query());
+        let mut path =
+            format!("{}?format={}&from={}", records_path(topic), Format::Binary.as_str(), from.to_query());
+        if wire == Wire::BinaryWithTiers {
+            path.push_str("&tiers=true");
+        }
         if follow {
             path.push_str("&follow=true");
         }
@@ -532,7 +482,7 @@ impl Client {
             .and_then(|v| v.parse::<u64>().ok())
             .ok_or_else(|| Error::Unexpected("a read's answer without its x-tierlog-start header".into()))?;
         let chunks = response.bytes_stream();
-        let state = (chunks, BodyDecoder::new(wire), false);
+        let state = (chunks, BodyDecoder::new(), false);
         let stream = futures::stream::unfold(state, |(mut chunks, mut decoder, mut done)| async move {
             loop {
                 if done {
@@ -586,7 +536,7 @@ impl Client {
         tiers: bool,
         reconnect: Reconnect,
     ) -> Result<FollowStream, Error> {
-        let wire = if tiers { Wire::Json } else { Wire::Binary };
+        let wire = if tiers { Wire::BinaryWithTiers } else { Wire::Binary };
         let first = self.open_read(topic, from, true, limit, wire).await?;
         let state = Follow {
             client: self.clone(),

@@ -21,7 +21,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::Deserialize;
 use tier_router::{ReadBatch, Record, Source, StartPosition, TierError};
-use tierlog_api::frame::{FrameRecord, encode_error, encode_magic, encode_record};
+use tierlog_api::frame::{FrameRecord, encode_error, encode_magic, encode_record, encode_tier};
 use tierlog_api::{ApiError, Data, ErrorKind, Format, HeaderJson, RecordJson, Start, Tier};
 use tokio::sync::watch;
 
@@ -36,6 +36,9 @@ pub(crate) struct ReadQuery {
     limit: Option<u64>,
     follow: Option<bool>,
     format: Option<Format>,
+    /// In `binary`, tier frames say which tier served the records after them (`json`
+    /// records always say it; `lines` has no room for it).
+    tiers: Option<bool>,
 }
 
 /// The store's start position for an API start.
@@ -68,7 +71,15 @@ pub(crate) async fn read(
     } else {
         Some(topic.batch_reader(StartPosition::Offset(first)).await?)
     };
-    let body = RecordStream { reader, end, remaining: limit, format, shutdown: state.shutdown.clone() };
+    let body = RecordStream {
+        reader,
+        end,
+        remaining: limit,
+        format,
+        tier_frames: format == Format::Binary && query.tiers.unwrap_or(false),
+        last_tier: None,
+        shutdown: state.shutdown.clone(),
+    };
     let mut response = Response::new(Body::from_stream(body.into_stream()));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
@@ -99,6 +110,10 @@ struct RecordStream {
     /// Records still to deliver.
     remaining: u64,
     format: Format,
+    /// A binary read that asked for tier frames.
+    tier_frames: bool,
+    /// The tier of the last tier frame sent.
+    last_tier: Option<Tier>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -133,6 +148,10 @@ impl RecordStream {
             Some(Ok(batch)) => {
                 let mut finished = false;
                 let tier = tier_of(batch.source);
+                if self.tier_frames && self.last_tier != Some(tier) {
+                    encode_tier(&mut buf, tier);
+                    self.last_tier = Some(tier);
+                }
                 for record in batch.records() {
                     if self.end.is_some_and(|end| record.offset >= end) || self.remaining == 0 {
                         finished = true;
@@ -164,7 +183,8 @@ impl RecordStream {
     }
 
     /// One record in the read's format; `tier` (the batch's source) in `json` only: the
-    /// line format has no room for it and the binary framing's version 1 no field.
+    /// line format has no room for it, and the binary framing says it in tier frames
+    /// (`next_chunk`), not per record.
     fn encode(&self, buf: &mut BytesMut, record: &Record, tier: Tier) {
         match self.format {
             Format::Json => {

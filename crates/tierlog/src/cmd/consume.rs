@@ -11,9 +11,9 @@ use tier_core::{Offset, Record, StartPosition, Timestamp, TopicName};
 use tier_router::{Source, StoreConfig, TieredStore};
 
 use crate::cli::{ConsumeArgs, Output};
-use crate::cmd::served::{Run, add_to_runs, render_runs};
+use crate::cmd::served::{Run, add_to_runs, print_served};
 use crate::cmd::{Ctx, inspect};
-use crate::{exit, store, units};
+use crate::{exit, store};
 
 /// Where `--from` starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,9 +132,7 @@ pub(crate) async fn run(ctx: &Ctx, args: ConsumeArgs) -> anyhow::Result<u8> {
         other => other.context("writing output")?,
     }
     // Which tier served which offsets, on stderr (stdout may be the records).
-    if count > 0 {
-        eprint!("read {} from {name}:\n{}", units::count(count, "record"), render_runs(&runs));
-    }
+    print_served(name.as_str(), count, &runs);
     if let Some(path) = &args.out {
         println!("consumed {count} records from {name} into {}", path.display());
     }

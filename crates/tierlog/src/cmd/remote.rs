@@ -29,6 +29,7 @@ use crate::cmd::consume::{FromArg, parse_from, parse_time, record_json};
 use crate::cmd::produce::{
     BATCH_BYTES, Produced, open_acks, print_summary, synthetic_batch, synthetic_payload, write_ack,
 };
+use crate::cmd::served::{add_to_runs, print_served};
 use crate::cmd::status::{TierStatus, TopicStatus, print_table};
 use crate::units::{count, parse_size};
 use crate::{exit, store};
@@ -296,22 +297,18 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
     if args.out.is_none() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    // JSON output says which tier served each record: only a JSON read carries that.
-    let tiers = args.output == Output::Json;
-    // A follow outlives the server going away (a restart): it reconnects and resumes
-    // after the last record printed, saying so on stderr.
+    // Each record with the tier that served it (tier frames in the binary read): for JSON
+    // output and the summary on stderr. A follow outlives the server going away (a
+    // restart): it reconnects and resumes after the last record printed, saying so on
+    // stderr.
     let read = if args.follow {
-        client.follow(name.as_str(), start, args.max, tiers, Reconnect::default()).await
-    } else if tiers {
-        client.read_with_tiers(name.as_str(), start, false, args.max).await.map(events)
+        client.follow(name.as_str(), start, args.max, true, Reconnect::default()).await
     } else {
-        client
-            .read_with(name.as_str(), start, false, args.max)
-            .await
-            .map(|records| events(records.map(|r| r.map(|record| Served { record, tier: None })).boxed()))
+        client.read_with_tiers(name.as_str(), start, false, args.max).await.map(events)
     };
     let mut records = read.with_context(|| format!("reading {name}"))?;
     let mut count = 0u64;
+    let mut runs = Vec::new();
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let written: anyhow::Result<()> = async {
@@ -338,6 +335,9 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
                 }
                 _ => continue,
             };
+            if let Some(source) = record.tier.and_then(source) {
+                add_to_runs(&mut runs, source, record.record.offset);
+            }
             write_record(out.as_mut(), args.output, record)?;
             count += 1;
             bar.inc(1);
@@ -356,6 +356,9 @@ pub(crate) async fn consume(ctx: &Ctx, client: &Client, args: &ConsumeArgs) -> a
         }
         other => other?,
     }
+    // Which tier served which offsets, on stderr (stdout may be the records), as a local
+    // consume prints it.
+    print_served(name.as_str(), count, &runs);
     if let Some(path) = &args.out {
         println!("consumed {count} records from {name} into {}", path.display());
     }

@@ -29,3 +29,15 @@ pub(crate) fn render_runs(runs: &[Run]) -> String {
     }
     render_table(&rows).lines().map(|line| format!("  {line}\n")).collect()
 }
+
+/// Prints on stderr which tier served which offsets of a read of `count` records from
+/// `topic` (stdout may be the records). A closed stderr is no reason to fail a read whose
+/// records were delivered: the summary is then left out.
+pub(crate) fn print_served(topic: &str, count: u64, runs: &[Run]) {
+    use std::io::Write;
+    if count == 0 || runs.is_empty() {
+        return;
+    }
+    let text = format!("read {} from {topic}:\n{}", crate::units::count(count, "record"), render_runs(runs));
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}

@@ -347,6 +347,15 @@ async fn consume_json_through_a_server_says_which_tier_served_each_record() {
     let expected: Vec<(u64, String)> =
         (0..15).map(|o| (o, if o < 10 { "cold" } else { "hot" }.to_owned())).collect();
     assert_eq!(tiers_of(&local), expected, "the local consume: {local}");
+    let summary = |out: Output| {
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let local_summary = summary(cli(served.path(), &["consume", "tiered"]));
+    assert!(
+        local_summary.contains("read 15 records from tiered:") && local_summary.contains("[0, 10)"),
+        "{local_summary}"
+    );
 
     let server = serve(served.path(), &[]);
     let url = server.url.as_str();
@@ -355,6 +364,9 @@ async fn consume_json_through_a_server_says_which_tier_served_each_record() {
     assert_eq!(tiers_of(&remote), expected, "{remote}");
     // The same lines as the local consume, tier included.
     assert_eq!(remote, local);
+    // A raw consume says on stderr which tier served which offsets, remotely as locally.
+    let remote_summary = summary(cli(here.path(), &["--server", url, "consume", "tiered"]));
+    assert_eq!(remote_summary, local_summary, "the remote summary is the local one");
 
     // A follow says `live` for a record it gets from the WAL's tail.
     let follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
