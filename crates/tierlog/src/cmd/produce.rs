@@ -167,8 +167,16 @@ pub(crate) fn open_acks(path: Option<&Path>) -> anyhow::Result<Option<Box<dyn Wr
 
 /// Writes one acknowledged batch as a JSON line and flushes it.
 pub(crate) fn write_ack(out: &mut dyn Write, range: OffsetRange) -> std::io::Result<()> {
-    let line = serde_json::json!({ "start": range.start, "end": range.end, "count": range.len() });
-    writeln!(out, "{line}")?;
+    /// The line's fields in the documented order (`json!` sorts them).
+    #[derive(serde::Serialize)]
+    struct AckLine {
+        start: u64,
+        end: u64,
+        count: u64,
+    }
+    let line = AckLine { start: range.start, end: range.end, count: range.len() };
+    serde_json::to_writer(&mut *out, &line)?;
+    writeln!(out)?;
     out.flush()
 }
 

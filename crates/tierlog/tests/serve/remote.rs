@@ -46,7 +46,8 @@ async fn produce_and_consume_through_a_server_open_nothing_locally() {
     let acks = std::fs::read_to_string(here.path().join("acks")).expect("acks file");
     assert_eq!(
         acks,
-        "{\"count\":2,\"end\":2,\"start\":0}\n{\"count\":2,\"end\":4,\"start\":2}\n{\"count\":1,\"end\":5,\"start\":4}\n"
+        "{\"start\":0,\"end\":2,\"count\":2}\n{\"start\":2,\"end\":4,\"count\":2}\n{\"start\":4,\"end\":5,\"count\":1}\n",
+        "the fields in the documented order"
     );
     let synthetic = ok(
         here.path(),
@@ -452,8 +453,17 @@ async fn a_remote_follower_resumes_after_the_server_is_killed_and_restarts() {
     follower_survives_a_restart("KILL").await;
 }
 
+/// The README's "One server, many clients" walkthrough: a server, a producer, a follower in
+/// another terminal, the status page, Ctrl-C on the server (SIGINT: a drain, exit 0), the
+/// server started again, more records: the follower prints every record once, in order.
+#[tokio::test]
+async fn the_readme_walkthrough_ctrl_c_on_the_server_and_a_restart_lose_nothing() {
+    follower_survives_a_restart("INT").await;
+}
+
 /// A `consume --follow` through a server that `signal` stops and that restarts on the
 /// same address and data prints every record once, in order, and says it reconnected.
+/// Before the stop the status page shows the topic.
 async fn follower_survives_a_restart(signal: &'static str) {
     use std::io::{BufRead, BufReader, Read};
 
@@ -463,7 +473,15 @@ async fn follower_survives_a_restart(signal: &'static str) {
     let lines = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}-{i}\n")).collect::<String>();
     std::fs::write(here.path().join("before"), lines("before", before)).expect("input");
     std::fs::write(here.path().join("after"), lines("after", after)).expect("input");
-    ok(here.path(), &["--server", &url, "produce", "t", "--file", "before", "--batch", "7"]);
+    let acks = ok(
+        here.path(),
+        &["--server", &url, "produce", "t", "--file", "before", "--batch", "7", "--acks", "-"],
+    );
+    assert!(
+        acks.lines().next() == Some(r#"{"start":0,"end":7,"count":7}"#)
+            && acks.contains(r#"{"start":35,"end":40,"count":5}"#),
+        "each batch's offsets as it is acknowledged: {acks}"
+    );
 
     let total = (before + after).to_string();
     let mut follower = Command::new(env!("CARGO_BIN_EXE_tierlog"))
@@ -490,11 +508,19 @@ async fn follower_survives_a_restart(signal: &'static str) {
     .expect("join");
     assert_eq!(printed, lines("before", before));
 
+    // The status page shows the topic (a real browser renders it in page.rs).
+    let page =
+        reqwest::get(format!("{url}/")).await.expect("the status page").text().await.expect("its text");
+    assert!(
+        page.contains("data-topic=\"t\"") && page.contains("WAL [0, 40)"),
+        "the page shows topic t's WAL range: {page}"
+    );
+
     // A drain ends the follow with `closed`, a kill cuts its connection; either way the
     // follower waits for the server to come back at the same address, over the same data.
     let listen = url.trim_start_matches("http://").to_owned();
-    if signal == "TERM" {
-        let status = tokio::task::spawn_blocking(move || server.terminate()).await.expect("join");
+    if signal == "TERM" || signal == "INT" {
+        let status = tokio::task::spawn_blocking(move || server.stop_with(signal)).await.expect("join");
         assert!(status.success(), "{status:?}");
     } else {
         server.signal(signal);

@@ -87,8 +87,13 @@ impl Served {
     }
 
     /// Sends SIGTERM and waits for the process to exit.
-    pub(crate) fn terminate(mut self) -> ExitStatus {
-        self.signal("TERM");
+    pub(crate) fn terminate(self) -> ExitStatus {
+        self.stop_with("TERM")
+    }
+
+    /// Sends `signal` (`TERM`, or `INT` as Ctrl-C does) and waits for the process to exit.
+    pub(crate) fn stop_with(mut self, signal: &str) -> ExitStatus {
+        self.signal(signal);
         self.child.wait().expect("waiting for the server")
     }
 
