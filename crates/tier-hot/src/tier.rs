@@ -195,6 +195,15 @@ impl HotTier {
         self.lookup(topic).is_some_and(|log| log.shared.state.read().cut_back)
     }
 
+    /// The offsets of `topic` its writer wrote to the active segment but could not fsync
+    /// when it failed (`fsync = always`): refused, yet in the file. Until the tier is
+    /// reopened they are neither acknowledged nor readable; a restart finds them whole
+    /// (the bytes reached the file), or after a power cut not at all. `None` when no
+    /// fsync failed since the tier opened.
+    pub fn unsynced(&self, topic: &TopicName) -> Option<OffsetRange> {
+        self.lookup(topic).and_then(|log| *log.shared.unsynced.lock())
+    }
+
     /// Counters of `topic`'s writer since the tier opened (`None` for an unknown
     /// topic).
     pub fn write_stats(&self, topic: &TopicName) -> Option<WriteStats> {

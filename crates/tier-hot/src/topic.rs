@@ -44,6 +44,10 @@ pub(crate) struct TopicShared {
     /// writer then counts as poisoned.
     pub(crate) seal_failed: AtomicBool,
     pub(crate) seal_failure: Mutex<Option<Arc<TierError>>>,
+    /// The offsets the writer wrote to the active segment but could not fsync when it
+    /// failed (`fsync = always`): never acknowledged, yet in the file — a restart finds
+    /// them whole, or after a power cut not at all.
+    pub(crate) unsynced: Mutex<Option<OffsetRange>>,
 }
 
 /// Counters behind [`WriteStats`].
@@ -220,6 +224,7 @@ impl TopicShared {
             queued_appends: AtomicUsize::new(0),
             seal_failed: AtomicBool::new(false),
             seal_failure: Mutex::new(None),
+            unsynced: Mutex::new(None),
         }
     }
 

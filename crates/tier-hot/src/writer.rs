@@ -430,6 +430,7 @@ impl Writer {
         let inline = !always && group_bytes <= INLINE_WRITE_MAX && active.is_some();
         let (topic, dir, interval) =
             (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
+        let shared = Arc::clone(&self.shared);
         let write = move || {
             let mut active = match active {
                 Some(a) => a,
@@ -438,9 +439,7 @@ impl Writer {
                     ActiveSegment::create(&topic, &dir, batches[0].base_offset(), interval)?
                 }
             };
-            let res =
-                active.write_batches(&batches).and_then(|()| if always { active.sync() } else { Ok(()) });
-            match res {
+            match write_and_sync(&mut active, &batches, always, &shared) {
                 Ok(()) => Ok((active, batches)),
                 Err(e) => Err(io_err(&topic, &active.path, "appending to the WAL", e)),
             }
@@ -541,6 +540,25 @@ impl Writer {
 }
 
 /// The answer to a write the failure `e` refused: its kind, with `e` as the source.
+/// Writes `batches` to `active` and, when `sync`, fsyncs it. When the write succeeded and
+/// the fsync failed, the batches' offsets are recorded as `unsynced` in `shared`: they
+/// are in the file although never acknowledged (see [`HotTier::unsynced`](crate::HotTier::unsynced)).
+pub(crate) fn write_and_sync(
+    active: &mut ActiveSegment,
+    batches: &[RecordBatch],
+    sync: bool,
+    shared: &TopicShared,
+) -> std::io::Result<()> {
+    active.write_batches(batches)?;
+    if sync && let Err(e) = active.sync() {
+        if let (Some(first), Some(last)) = (batches.first(), batches.last()) {
+            *shared.unsynced.lock() = Some(OffsetRange::new(first.base_offset(), last.end_offset()));
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
 pub(crate) fn written_by(topic: &TopicName, e: &Arc<TierError>) -> TierError {
     TierError::caused_by(ctx(topic), "writing the WAL failed", Arc::clone(e))
 }

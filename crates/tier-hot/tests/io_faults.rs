@@ -142,6 +142,7 @@ async fn a_failed_fsync_fails_the_append_and_poisons_the_writer_direct_path() {
     let after = tier.write_stats(&t).unwrap();
     assert_eq!(after.fsyncs, before.fsyncs + 1, "only the successful fsync counts: {after:?}");
     assert_eq!(after.batches, before.batches + 1, "the failed batch was not committed: {after:?}");
+    assert_eq!(tier.unsynced(&t), Some(OffsetRange::new(22, 24)), "written, not made durable");
 
     // The fault fired once; the writer stays poisoned by itself.
     assert_poisoned(&tier, &t, &all[..22], 22).await;
@@ -169,6 +170,8 @@ async fn a_failed_group_fsync_fails_every_append_of_the_group_queued_path() {
     for (i, result) in results.into_iter().enumerate() {
         assert_unavailable(result, &format!("append {i} of the burst"));
     }
+    let unsynced = tier.unsynced(&t).expect("the group was written before its fsync failed");
+    assert_eq!(unsynced.start, 20, "{unsynced:?}");
     assert_poisoned(&tier, &t, &all[..20], 20).await;
     assert_eq!(tier.sealed_segments(&t).len(), 1, "the earlier seal is unaffected");
     within("close", tier.close()).await;
@@ -202,6 +205,7 @@ async fn failed_write(fsync: FsyncPolicy, payload: usize, queued: bool) {
     assert_unavailable(failed, &what);
     assert_eq!(faults::fired(dir.path(), FaultPoint::Write), 1, "{what}");
     assert_eq!(file_len(&active), len, "{what}: the half-written batch was cut off");
+    assert_eq!(tier.unsynced(&t), None, "{what}: nothing written stays in the file");
 
     assert_poisoned(&tier, &t, &all[..6], 6).await;
     assert_eq!(file_len(&active), len, "{what}: a poisoned writer writes nothing");

@@ -518,6 +518,18 @@ impl Writer {
                 "not acknowledged: the WAL did not store the records; warm holds them at offsets {range}, and \
                  recovery after a restart may commit them there"
             ),
+            _ if self
+                .tiers
+                .hot
+                .unsynced(&self.topic)
+                .is_some_and(|u| u.start <= range.start && range.end <= u.end) =>
+            {
+                format!(
+                    "not acknowledged: the WAL wrote the records but could not make them durable (its fsync \
+                     failed), so after a restart it may hold them at offsets {range}, and recovery may commit \
+                     them there"
+                )
+            }
             Some(p) if p.maybe_in_warm => format!(
                 "not acknowledged: the WAL did not store the records and warm did not confirm them, but warm may \
                  hold them at offsets {range}, and recovery after a restart may commit them there"

@@ -262,3 +262,32 @@ async fn a_batch_the_wal_refused_that_warm_may_hold_is_not_called_unwritten() {
     assert_eq!(records[0].payload.as_ref(), "c".repeat(1500).as_bytes());
     store.close().await;
 }
+
+/// A batch the WAL wrote but could not fsync (`fsync = always`) is refused, and its outcome
+/// is unknown: the bytes are in the segment file, and after a restart the WAL holds it
+/// whole (or, after a power cut, not at all). Its producer must not be told "not written
+/// … offsets go to the next records written" — a reopened store serves it at those
+/// offsets.
+#[tokio::test]
+async fn a_batch_whose_wal_fsync_failed_is_not_called_unwritten() {
+    use tier_hot::faults::{self, FaultPoint};
+    let mut d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    d.hot.fsync = tier_hot::FsyncPolicy::Always;
+    let store = d.open(&[]).await;
+    let topic = store.topic("fsync-failed").await.unwrap();
+    topic.append_batch(builder("first", 2)).await.unwrap();
+    faults::fail_nth(&d.hot_dir(), FaultPoint::Fsync, 1, std::io::ErrorKind::Other);
+    let refused = topic.append_batch(builder("unsynced", 3)).await.expect_err("the fsync failed").to_string();
+    faults::clear(&d.hot_dir());
+    assert!(!refused.contains("not written"), "the WAL wrote the records: {refused}");
+    assert!(refused.contains("[2, 5)"), "{refused}");
+    store.close().await;
+
+    let store = d.open(&[]).await;
+    let topic = store.topic("fsync-failed").await.unwrap();
+    let reader = topic.reader(tier_core::StartPosition::Offset(2)).await.unwrap();
+    let records: Vec<tier_core::Record> =
+        tokio::time::timeout(WAIT, reader.take(3).try_collect()).await.expect("read").unwrap();
+    assert_eq!(records[0].payload.as_ref(), b"unsynced-0", "what a reopened store serves at 2");
+    store.close().await;
+}

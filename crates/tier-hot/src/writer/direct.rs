@@ -80,7 +80,7 @@ impl Writer {
             return Err(TierError::internal(ctx(self.topic()), "direct append without an active segment"));
         };
         let batches = vec![batch];
-        let written = active.write_batches(&batches).and_then(|()| if sync { active.sync() } else { Ok(()) });
+        let written = super::write_and_sync(&mut active, &batches, sync, &self.shared);
         if let Err(e) = written {
             let e = io_err(self.topic(), &active.path, "appending to the WAL", e);
             self.active = Some(active);
