@@ -24,8 +24,9 @@ pub(crate) struct SimArgs {
     /// With --seed: keep only these step indices (a shrunk schedule), comma-separated.
     #[arg(long)]
     keep: Option<String>,
-    /// With --seed: the version of the step generator (default: the current one; see
-    /// `tier_sim::schedule::GENERATOR` and the `generator` of each regression schedule).
+    /// The version of the step generator (default: the current one; see
+    /// `tier_sim::schedule::GENERATOR`, the `generator` of each regression schedule, and a
+    /// newer version's open findings in `docs/simulation.md`).
     #[arg(long)]
     generator: Option<u32>,
     /// How long to run, in seconds, when --seeds is not given.

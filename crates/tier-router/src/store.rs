@@ -531,6 +531,13 @@ impl Wal<'_> {
         topic.into_topic_name().map(|t| self.0.gaps(&t)).unwrap_or_default()
     }
 
+    /// The offsets of `topic` the WAL wrote but could not fsync when its writer failed:
+    /// refused, yet in the file (see [`HotTier::unsynced`]); `None` when no fsync failed
+    /// since the store opened (or for an invalid name).
+    pub fn unsynced(&self, topic: impl IntoTopicName) -> Option<tier_core::OffsetRange> {
+        topic.into_topic_name().ok().and_then(|t| self.0.unsynced(&t))
+    }
+
     /// The topics the WAL kept aside as damaged at open, with their errors.
     pub fn damaged(&self) -> Vec<(TopicName, TierError)> {
         self.0.damaged()

@@ -88,10 +88,14 @@ pub struct Model {
     pub acked_at: HashMap<Bytes, Offset>,
     /// Payloads whose append failed (never acknowledged).
     pub refused: HashMap<Bytes, Timestamp>,
-    /// Of those, the ones refused while the WAL's directory was gone: the WAL failed
-    /// inside their group while warm may have taken them, so under either warm policy
-    /// their outcome is unknown (the refusal says recovery may commit them from warm).
+    /// Of those, the ones refused while the WAL failed (its directory gone, or its fsync
+    /// failing): warm may have taken them, or the WAL's file holds them unsynced, so their
+    /// outcome is unknown (the refusal says recovery may commit them).
     pub refused_by_failing_wal: HashSet<Bytes>,
+    /// Offsets the WAL wrote but could not fsync (a `WalFsyncFails` that fired), as it
+    /// reported them: a refused record served at one of them was written before the
+    /// failure.
+    pub unsynced: Vec<OffsetRange>,
     /// Offset → payload of everything ever served or acknowledged.
     pub seen: HashMap<Offset, Bytes>,
     /// Ranges the store reported as lost or maybe lost.

@@ -172,6 +172,9 @@ struct World<'a> {
     /// The open process's topic is fenced (its acknowledged end unknown) and the
     /// simulated operator's `resume_topic` has not succeeded yet.
     resume_pending: bool,
+    /// An injected WAL fsync failure fired since the store last opened: the WAL's writer
+    /// fails every append until the next open.
+    wal_failed: bool,
 }
 
 /// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
@@ -214,6 +217,7 @@ pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
         ended: None,
         max_hwm: 0,
         resume_pending: false,
+        wal_failed: false,
     };
     tier_hot::faults::track_durability(&world.hot_dir);
     world.run_all();
@@ -245,6 +249,28 @@ impl World<'_> {
         let detail = detail.replace(&root, "<disk>");
         self.note(format!("VIOLATION {invariant}: {detail}"));
         self.model.violate(invariant, detail, self.step);
+    }
+
+    /// True when the WAL's writer failed (an injected fsync failure fired) since the
+    /// store last opened: a refusal then has an unknown outcome.
+    /// When it has just been found to fail, what the WAL says it wrote but could not make
+    /// durable is kept for the model (a refused record served there was in the file).
+    fn wal_failing(&mut self) -> bool {
+        if !self.wal_failed && self.fsync_fired() {
+            self.wal_failed = true;
+            let unsynced =
+                self.on_proc(async |store: &TieredStore, topic: &Topic| store.wal().unsynced(topic.name()));
+            if let Some(Some(range)) = unsynced {
+                self.note(format!("  the WAL's fsync failed: {range} written, not durable"));
+                self.model.unsynced.push(range);
+            }
+        }
+        self.wal_failed
+    }
+
+    /// True when the armed WAL fsync failure (`WalFsyncFails`) has fired.
+    fn fsync_fired(&self) -> bool {
+        tier_hot::faults::fired(&self.hot_dir, tier_hot::faults::FaultPoint::Fsync) > 0
     }
 
     fn transient_faults(&self) -> bool {
@@ -358,6 +384,11 @@ impl World<'_> {
                 }
                 let started = rt.block_on(async { tokio::time::Instant::now() });
                 self.proc = Some(Proc { started, rt, store, topic });
+                // A WAL fsync failure that fired is spent: the reopened WAL's writer is new.
+                if self.fsync_fired() {
+                    tier_hot::faults::clear(&self.hot_dir);
+                }
+                self.wal_failed = false;
                 self.resume_pending = reports.iter().any(|r| r.end_unknown);
                 if self.resume_pending {
                     self.resume();
@@ -366,7 +397,7 @@ impl World<'_> {
             }
             Some(Ok(Err(e))) => {
                 drop(rt);
-                if e.kind() == ErrorKind::Unavailable && self.transient_faults() {
+                if e.kind() == ErrorKind::Unavailable && (self.transient_faults() || self.fsync_fired()) {
                     self.note(format!("open refused while a tier is down: {e}"));
                 } else if self.damaged && e.kind() == ErrorKind::Corruption && e.context().location.is_some()
                 {
@@ -547,7 +578,8 @@ impl World<'_> {
                         }
                     }
                     Some(Err(_)) => {
-                        self.model.refuse(&recs, false);
+                        let wal_failing = self.wal_failing();
+                        self.model.refuse(&recs, wal_failing);
                         if let Some(Ok(r)) = next {
                             self.served(r.offset, r.payload);
                         }
@@ -701,11 +733,23 @@ impl World<'_> {
                     self.model.cold_damaged.push(range);
                 }
             }
+            Step::WalFsyncFails => {
+                tier_hot::faults::fail_nth(
+                    &self.hot_dir,
+                    tier_hot::faults::FaultPoint::Fsync,
+                    1,
+                    std::io::ErrorKind::Other,
+                );
+            }
             Step::Heal => self.heal(),
         }
     }
 
     fn heal(&mut self) {
+        // An armed WAL fsync failure that has not fired is disarmed (one that fired has
+        // poisoned the WAL's writer until the next reopen, as on a real disk).
+        self.wal_failing();
+        tier_hot::faults::clear(&self.hot_dir);
         self.warm.set_outage(false);
         self.warm.set_wait_short(false);
         self.cold_errors = false;
@@ -717,6 +761,8 @@ impl World<'_> {
     /// (`wal_failing`: the WAL's directory is gone).
     fn append(&mut self, producers: u8, records: u8, wal_failing: bool, rng: &mut Rng) {
         let batches: Vec<Vec<Rec>> = (0..producers).map(|_| self.records(records, rng)).collect();
+        // A failure that fired before (the `interval` timer's fsync) poisoned the writer.
+        self.wal_failing();
         let results = self
             .on_proc(async |_: &TieredStore, topic: &Topic| {
                 let appends = batches.iter().map(|recs| {
@@ -727,6 +773,9 @@ impl World<'_> {
                 futures::future::join_all(appends).await
             })
             .unwrap_or_default();
+        // A WAL fsync that failed during these appends: the batches written before it are
+        // in the file though refused.
+        let failing = wal_failing || self.wal_failing();
         for (recs, result) in batches.iter().zip(results) {
             match result {
                 Ok(range) => {
@@ -735,7 +784,7 @@ impl World<'_> {
                 }
                 Err(e) => {
                     self.note(format!("  refused: {:?}", e.kind()));
-                    self.model.refuse(recs, wal_failing);
+                    self.model.refuse(recs, failing);
                 }
             }
         }
@@ -764,14 +813,14 @@ impl World<'_> {
             // met `WAIT` committed it); under `degrade`, which commits on the WAL, the WAL
             // failed in its group while warm took it (confirmed or not), and recovery
             // replays warm into the WAL.
-            let excused = cfg.deployment.warm()
+            let failing_wal = m.refused_by_failing_wal.contains(&payload);
+            let excused = (cfg.deployment.warm()
                 && match cfg.policy {
                     WarmFailurePolicy::Fail => self.warm.confirmed(offset).is_some_and(|(p, _)| p == payload),
-                    _ => {
-                        m.refused_by_failing_wal.contains(&payload)
-                            && self.warm.landed(offset).is_some_and(|p| p == payload)
-                    }
-                };
+                    _ => failing_wal && self.warm.landed(offset).is_some_and(|p| p == payload),
+                })
+                // Written to the WAL before its fsync failed: a reopened WAL holds it.
+                || (failing_wal && m.unsynced.iter().any(|r| r.contains(offset)));
             (!excused).then(|| {
                 (
                     inv::UNACKED_SERVED,
@@ -1094,7 +1143,10 @@ impl World<'_> {
             recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
         match self.on_proc(async |_: &TieredStore, topic: &Topic| topic.append(new).await) {
             Some(Ok(range)) => self.model.ack(range, &recs, None),
-            Some(Err(_)) => self.model.refuse(&recs, false),
+            Some(Err(_)) => {
+                let wal_failing = self.wal_failing();
+                self.model.refuse(&recs, wal_failing);
+            }
             None => return,
         }
         let cfg = self.schedule.config.clone();

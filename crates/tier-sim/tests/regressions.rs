@@ -42,7 +42,8 @@ fn three_hundred_short_benign_schedules_pass() {
 
 /// Version 2 of the step generator differs from version 1 only where version 1 made a
 /// `Heal`, which became `LoseWalRunning`; version 3 differs from version 2 only in the
-/// appends a `LoseWalRunning` makes. Regression schedules replay with the version they
+/// appends a `LoseWalRunning` makes; version 4 from version 3 only where a `Heal` became
+/// `WalFsyncFails`. Regression schedules replay with the version they
 /// were found with, so their steps never change.
 #[test]
 fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() {
@@ -85,7 +86,20 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
     }
     assert!(running > 0, "version 2 generates running disk losses");
     assert_eq!(appending, running, "version 3 appends in every running disk loss");
-    assert_eq!(GENERATOR, 3);
+    // Version 4 differs from version 3 only where a heal became a WAL fsync failure.
+    let mut fsync_failures = 0;
+    for seed in 0..200 {
+        let (v3, v4) = (Schedule::generate_with(3, seed, 200), Schedule::generate_with(4, seed, 200));
+        assert_eq!(v3.config.to_string(), v4.config.to_string(), "seed {seed}");
+        for ((i, a), (_, b)) in v3.steps.iter().zip(&v4.steps) {
+            if a != b {
+                assert_eq!((*a, *b), (Step::Heal, Step::WalFsyncFails), "seed {seed} step {i}");
+                fsync_failures += 1;
+            }
+        }
+    }
+    assert!(fsync_failures > 0, "version 4 generates WAL fsync failures");
+    assert_eq!(GENERATOR, 3, "version 4 finds open bugs (docs/simulation.md)");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
