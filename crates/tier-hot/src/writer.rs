@@ -539,7 +539,6 @@ impl Writer {
     }
 }
 
-/// The answer to a write the failure `e` refused: its kind, with `e` as the source.
 /// Writes `batches` to `active` and, when `sync`, fsyncs it. When the write succeeded and
 /// the fsync failed, the batches' offsets are recorded as `unsynced` in `shared`: they
 /// are in the file although never acknowledged (see [`HotTier::unsynced`](crate::HotTier::unsynced)).
@@ -559,6 +558,7 @@ pub(crate) fn write_and_sync(
     Ok(())
 }
 
+/// The answer to a write the failure `e` refused: its kind, with `e` as the source.
 pub(crate) fn written_by(topic: &TopicName, e: &Arc<TierError>) -> TierError {
     TierError::caused_by(ctx(topic), "writing the WAL failed", Arc::clone(e))
 }

@@ -70,6 +70,12 @@ struct Pending {
     maybe_in_warm: bool,
 }
 
+impl Pending {
+    fn new(batch: RecordBatch, in_wal: bool, in_warm: bool) -> Self {
+        Self { batch, in_wal, in_warm, maybe_in_warm: false }
+    }
+}
+
 /// What the writer knows of warm: one value, changed only by the writer's methods
 /// (`warm_unknown`, `hold_warm_floor`, `discover_warm`, `settle`, `continue_warm`,
 /// `advance`). The warm floor WAL retention reads is derived from it and the pending
@@ -257,12 +263,7 @@ impl Writer {
     /// Queues batches the WAL holds but warm lacks (found by recovery), in order.
     pub(crate) fn queue_backlog(&mut self, backlog: Vec<RecordBatch>) {
         let has_warm = self.tiers.warm.is_some();
-        self.pending.extend(backlog.into_iter().map(|batch| Pending {
-            batch,
-            in_wal: true,
-            in_warm: !has_warm,
-            maybe_in_warm: false,
-        }));
+        self.pending.extend(backlog.into_iter().map(|batch| Pending::new(batch, true, !has_warm)));
     }
 
     fn ctx(&self) -> ErrorContext {
@@ -480,12 +481,7 @@ impl Writer {
         let warm_backlog = self.warm_is_unknown() || self.pending.iter().any(|p| !p.in_warm);
         let ranges: Vec<OffsetRange> =
             numbered.iter().map(|b| OffsetRange::new(b.base_offset(), b.end_offset())).collect();
-        self.pending.extend(numbered.into_iter().map(|batch| Pending {
-            batch,
-            in_wal: false,
-            in_warm: !has_warm,
-            maybe_in_warm: false,
-        }));
+        self.pending.extend(numbered.into_iter().map(|batch| Pending::new(batch, false, !has_warm)));
         let errors = self.settle(!warm_backlog).await.map(Arc::new);
         // Each producer is answered by where its own batch is: a tier that failed inside
         // the group (a rotation the disk refused) leaves the batches before it committed,
@@ -657,8 +653,7 @@ impl Writer {
         let fill = batches_for_warm(&self.tiers, &self.topic, hole).await?;
         if fill.last().is_some_and(|b| b.end_offset() == first) {
             for (i, batch) in fill.into_iter().enumerate() {
-                self.pending
-                    .insert(at + i, Pending { batch, in_wal: true, in_warm: false, maybe_in_warm: false });
+                self.pending.insert(at + i, Pending::new(batch, true, false));
             }
             info!(topic = %self.topic, warm = %held, "queued the records warm lacks before the next batch");
             self.release_warm_hold();
@@ -723,8 +718,7 @@ impl Writer {
             "restarted warm past offsets no tier holds; the WAL or cold holds everything warm held"
         );
         for (i, batch) in fill.into_iter().enumerate() {
-            self.pending
-                .insert(at + i, Pending { batch, in_wal: true, in_warm: false, maybe_in_warm: false });
+            self.pending.insert(at + i, Pending::new(batch, true, false));
         }
         self.release_warm_hold();
         Ok(true)
@@ -848,7 +842,7 @@ impl Writer {
             );
         }
         for batch in backlog.into_iter().rev() {
-            self.pending.push_front(Pending { batch, in_wal: true, in_warm: false, maybe_in_warm: false });
+            self.pending.push_front(Pending::new(batch, true, false));
         }
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
         self.warm = WarmState::Known { behind: true, hold };

@@ -145,7 +145,8 @@ impl Model {
         }
     }
 
-    /// An append failed for `recs`; `wal_failing`: while the WAL's directory was gone.
+    /// An append failed for `recs`; `wal_failing`: while the WAL failed (its directory
+    /// gone, or an fsync failure).
     pub fn refuse(&mut self, recs: &[Rec], wal_failing: bool) {
         for rec in recs {
             self.refused.insert(rec.payload.clone(), rec.timestamp);

@@ -252,9 +252,9 @@ impl World<'_> {
     }
 
     /// True when the WAL's writer failed (an injected fsync failure fired) since the
-    /// store last opened: a refusal then has an unknown outcome.
-    /// When it has just been found to fail, what the WAL says it wrote but could not make
-    /// durable is kept for the model (a refused record served there was in the file).
+    /// store last opened: a refusal then has an unknown outcome. When the failure is first
+    /// seen, what the WAL says it wrote but could not make durable is kept for the model
+    /// (a refused record served there was in the file).
     fn wal_failing(&mut self) -> bool {
         if !self.wal_failed && self.fsync_fired() {
             self.wal_failed = true;
@@ -761,8 +761,6 @@ impl World<'_> {
     /// (`wal_failing`: the WAL's directory is gone).
     fn append(&mut self, producers: u8, records: u8, wal_failing: bool, rng: &mut Rng) {
         let batches: Vec<Vec<Rec>> = (0..producers).map(|_| self.records(records, rng)).collect();
-        // A failure that fired before (the `interval` timer's fsync) poisoned the writer.
-        self.wal_failing();
         let results = self
             .on_proc(async |_: &TieredStore, topic: &Topic| {
                 let appends = batches.iter().map(|recs| {
@@ -773,8 +771,8 @@ impl World<'_> {
                 futures::future::join_all(appends).await
             })
             .unwrap_or_default();
-        // A WAL fsync that failed during these appends: the batches written before it are
-        // in the file though refused.
+        // A WAL fsync that failed during these appends (the batches written before it are in
+        // the file though refused) or before them (the `interval` timer's: the writer fails).
         let failing = wal_failing || self.wal_failing();
         for (recs, result) in batches.iter().zip(results) {
             match result {

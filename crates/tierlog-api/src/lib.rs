@@ -154,13 +154,10 @@ impl Tier {
     /// The tier named `name` (as written in JSON and in a binary tier frame);
     /// [`Tier::Unknown`] for a name this program does not know.
     pub fn from_name(name: &str) -> Tier {
-        match name {
-            "cold" => Tier::Cold,
-            "warm" => Tier::Warm,
-            "hot" => Tier::Hot,
-            "live" => Tier::Live,
-            _ => Tier::Unknown,
-        }
+        [Tier::Cold, Tier::Warm, Tier::Hot, Tier::Live]
+            .into_iter()
+            .find(|t| t.as_str() == name)
+            .unwrap_or(Tier::Unknown)
     }
 }
 

@@ -70,6 +70,7 @@ fn main() -> ExitCode {
     if let Some(seed) = args.seed {
         return replay(seed, &args);
     }
+    let generator = args.generator.unwrap_or(tier_sim::schedule::GENERATOR);
     let mut total = Stats::default();
     let mut failures: BTreeMap<&'static str, Vec<(u64, Violation)>> = BTreeMap::new();
     let started = Instant::now();
@@ -106,7 +107,6 @@ fn main() -> ExitCode {
             let limit = args.seeds;
             let list = args.list;
             let benign = args.benign;
-            let generator = args.generator.unwrap_or(tier_sim::schedule::GENERATOR);
             scope.spawn(move || {
                 loop {
                     let n = next.fetch_add(1, Ordering::SeqCst);
@@ -165,7 +165,6 @@ fn main() -> ExitCode {
                 loop {
                     let i = next_job.fetch_add(1, Ordering::SeqCst) as usize;
                     let Some((invariant, seed, _, _)) = jobs.get(i) else { return };
-                    let generator = args.generator.unwrap_or(tier_sim::schedule::GENERATOR);
                     let schedule = Schedule::generate_with(generator, *seed, args.steps);
                     // Replayed twice: a failing seed must reproduce exactly.
                     let exact = run(&schedule, false).trace == run(&schedule, false).trace;
