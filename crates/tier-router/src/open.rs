@@ -173,7 +173,14 @@ impl StoreBuilder {
         });
         let hot = HotTier::open(self.hot).await?;
         let boot_id = self.boot_id.unwrap_or_else(current_boot_id);
-        let tiers = Arc::new(Tiers { hot, warm: self.warm, cold: self.cold, config: self.router, boot_id });
+        let tiers = Arc::new(Tiers {
+            hot,
+            warm: self.warm,
+            cold: self.cold,
+            config: self.router,
+            boot_id,
+            unacked: Default::default(),
+        });
         let (shutdown, _) = watch::channel(false);
         let store = TieredStore {
             inner: Arc::new(StoreInner {

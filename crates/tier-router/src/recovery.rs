@@ -38,7 +38,7 @@ use tracing::{error, info, warn};
 use crate::config::WarmFailurePolicy;
 use crate::state::{
     Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation,
-    write_checkpoint, write_fence, write_losses,
+    read_unacked, write_checkpoint, write_fence, write_losses, write_unacked,
 };
 use crate::tiers::Tiers;
 
@@ -73,6 +73,13 @@ pub struct RecoveryReport {
     /// opened from the WAL (and cold) alone, `warm` is `None` (its end unknown), and
     /// the writer back-fills warm from its actual end once it answers.
     pub warm_unreachable: bool,
+    /// Offsets skipped because warm was unreachable (`warm_unreachable`): its end was
+    /// unknown, and it may hold records from the WAL's end up to the offset reservation
+    /// that the WAL never stored — batches the WAL refused, or that a crash kept from it,
+    /// never acknowledged (every acknowledgement under `degrade` waits for the WAL, whose
+    /// end was exact). They are not lost; they are never used, and warm is restarted past
+    /// them once it answers (`docs/router.md`, "Warm's end unknown at open").
+    pub skipped: Option<OffsetRange>,
     /// Nothing that survived bounds the offsets acknowledged: the WAL holds nothing of the
     /// topic, no state file survived, and another tier holds records. Appends are refused
     /// (`Fenced`) until [`TieredStore::resume_topic`](crate::TieredStore::resume_topic)
@@ -103,6 +110,10 @@ pub(crate) struct Recovered {
     /// it; 0 when none survived): a writer that opened without warm confirms them again
     /// once warm answers.
     pub(crate) warm_confirmed_from: Offset,
+    /// Offsets degraded opens skipped where warm may still hold never-acknowledged
+    /// records (`<topic>.unacked`, see [`read_unacked`]): what a writer whose warm end is
+    /// unknown must restart warm past once it answers.
+    pub(crate) unacked: Vec<OffsetRange>,
 }
 
 fn ctx(topic: &TopicName) -> ErrorContext {
@@ -145,6 +156,9 @@ async fn recover(
     let reservation = read_reservation(state_dir, topic)?;
     let fence = read_fence(state_dir, topic)?;
     let pending = read_losses(state_dir, topic)?;
+    // Offsets earlier degraded opens skipped: warm may hold records there that were
+    // never acknowledged (see `RecoveryReport::skipped`).
+    let unacked_found = read_unacked(state_dir, topic)?;
     // The WAL holds nothing of the topic: it was lost (or the topic is new).
     let wal_lost = hot.end == 0;
     // A WAL that holds the topic while no state file survived, written without an fsync
@@ -163,8 +177,9 @@ async fn recover(
         || fence.is_some();
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
+        // Warm answers: first, it must hold none of the never-acknowledged records.
         Some(w) => match w.range(topic).await {
-            Ok(r) => Some(r),
+            Ok(r) => Some(drop_unacked(tiers, topic, r, &unacked_found).await?),
             Err(e) if e.kind() == ErrorKind::Unavailable => {
                 warm_unreachable = degraded_open(tiers, topic, hot, wal_unsure, e)?;
                 None
@@ -190,6 +205,7 @@ async fn recover(
         lost: pending.lost,
         maybe_lost: pending.maybe_lost,
         warm_unreachable,
+        skipped: None,
         end_unknown: false,
         next_offset: hot.end,
     };
@@ -208,7 +224,11 @@ async fn recover(
             format!("the WAL ends at {} but cold already holds offsets up to {}", hot.end, cold_r.end),
         ));
     }
-    if !warm_r.is_empty() && warm_r.end > hot.end {
+    // Warm's records from the first never-acknowledged range on are never replayed (warm
+    // still holds them only when it could not be restarted past them).
+    let replay_end =
+        unacked_found.iter().filter(|r| r.end > hot.end).map(|r| r.start).fold(warm_r.end, Offset::min);
+    if !warm_r.is_empty() && replay_end > hot.end {
         // Warm is ahead of the WAL: replay what the WAL lacks.
         let mut from = hot.end;
         if wal_lost {
@@ -230,7 +250,7 @@ async fn recover(
             report.lost.push(OffsetRange::new(from, warm_r.start));
             from = warm_r.start;
         }
-        if from < warm_r.end {
+        if from < replay_end {
             // Warm's batches after the last point known confirmed may lack their
             // confirmation (a `WAIT` that fell short lands the entry on the primary): keep
             // them, as warm stores them, to confirm again (an identical re-append). Under
@@ -245,12 +265,26 @@ async fn recover(
             // topic. The losses found so far are kept first, and a topic that nothing local
             // vouches for is fenced first (below, the fence is written again at the end
             // found): an open that fails after the replay must not leave a WAL that passes
-            // for local evidence of where the acknowledged offsets end.
-            keep_losses(state_dir, topic, &report)?;
+            // for local evidence of where the acknowledged offsets end. Nor, for a lost
+            // WAL, pass for one that vouches for its end (under `fsync = always` it would):
+            // the offsets up to the reservation past what the tiers hold are kept as maybe
+            // lost too, and bound the next recovery if this open fails after the replay.
+            let mut kept = PendingLosses { lost: report.lost.clone(), maybe_lost: report.maybe_lost.clone() };
+            if wal_lost
+                && !warm_bounds_acks
+                && let Some(res) = &reservation
+            {
+                let held = warm_r.end.max(cold_r.end).max(cold_continues).max(checkpoint.unwrap_or(0));
+                if res.offset > held {
+                    kept.maybe_lost.push(OffsetRange::new(held, res.offset));
+                }
+            }
+            write_losses(state_dir, topic, &kept)?;
             if no_local_evidence && !warm_bounds_acks && fence.is_none() {
                 write_fence(state_dir, topic, warm_r.end.max(cold_r.end))?;
             }
-            let (range, kept) = replay(tiers, topic, from, hot, keep_after).await?;
+            let (range, kept) =
+                replay(tiers, topic, OffsetRange::new(from, replay_end), hot, keep_after).await?;
             report.replayed = Some(range);
             replayed_unconfirmed = kept;
         }
@@ -294,6 +328,30 @@ async fn recover(
     {
         report.maybe_lost.push(OffsetRange::new(next, res.offset));
         next = res.offset;
+    }
+
+    // Warm was unreachable (`degraded_open` let the topic open: the WAL vouches for its
+    // end): under `degrade` the writer sends each batch to warm and the WAL at once, so
+    // warm may hold batches past the WAL's end — refused by the WAL, or kept from it by a
+    // crash — up to the reservation (every batch is numbered below it before either tier
+    // sees it). None was acknowledged, but continuing at the WAL's end would hand their
+    // offsets out again while warm holds other records there. Continue at the
+    // reservation; warm is restarted past the skipped offsets once it answers.
+    let mut unacked = unacked_found.clone();
+    if warm_unreachable
+        && let Some(res) = &reservation
+        && res.offset > next
+    {
+        let skipped = OffsetRange::new(next, res.offset);
+        report.skipped = Some(skipped);
+        unacked.push(skipped);
+        next = res.offset;
+    }
+    // Offsets earlier degraded opens skipped are never used either.
+    if let Some(end) = unacked.iter().map(|r| r.end).max()
+        && end > next
+    {
+        next = end;
     }
 
     // Cold recorded offsets lost after its last segment (a trailing gap): the log
@@ -408,7 +466,10 @@ async fn recover(
             // What warm holds is confirmed again as warm stores it (the WAL's copy of a
             // batch straddling cold's end was cut at a replay, and warm would refuse it as
             // a different batch); what it lacks comes from the WAL or cold.
+            // Never-acknowledged records warm still holds are not confirmed again.
             let held_to = if w.is_empty() { from } else { w.end.min(target) };
+            let held_to =
+                unacked.iter().filter(|r| r.end > from).map(|r| r.start.max(from)).fold(held_to, Offset::min);
             let reached = if from < held_to {
                 warm_batches(tiers, topic, from, held_to, &mut backlog).await?
             } else {
@@ -433,6 +494,16 @@ async fn recover(
     // (`resume_topic` records them).
     if !report.end_unknown {
         keep_losses(state_dir, topic, &report)?;
+        // Warm answered and holds none of the skipped offsets' records (`drop_unacked`):
+        // nothing needs them remembered any more. Otherwise they are kept before the WAL
+        // skips them, so that the next recovery knows what warm's records there are.
+        let warm_clean = warm.is_some_and(|w| !unacked.iter().any(|r| overlaps(*r, w)));
+        if warm_clean {
+            unacked.clear();
+        }
+        if unacked != unacked_found {
+            write_unacked(state_dir, topic, &unacked)?;
+        }
         let wal_first = if wal.is_empty() { next } else { wal.start };
         record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
         if skip_wal {
@@ -458,7 +529,7 @@ async fn recover(
     // For a degraded open (warm unreachable): where warm's batches must be confirmed
     // again from once it answers.
     let warm_confirmed_from = if degrade { warm_confirmed } else { checkpoint }.unwrap_or(0);
-    Ok(Recovered { report, backlog, committed, reservation, warm_confirmed_from })
+    Ok(Recovered { report, backlog, committed, reservation, warm_confirmed_from, unacked })
 }
 
 /// Records the losses found so far (those of an earlier recovery that did not complete
@@ -655,6 +726,74 @@ fn degraded_open(
     .with_source(err))
 }
 
+/// Whether `a` and `b` share an offset.
+fn overlaps(a: OffsetRange, b: OffsetRange) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// Restarts warm ([`WarmBackend::restart_at`](crate::WarmBackend::restart_at)) past the
+/// offsets degraded opens skipped (`unacked`, see [`RecoveryReport::skipped`]) when `held`
+/// (what warm holds) reaches into them: its records there were never acknowledged and must
+/// never be served, replayed or confirmed. Only when the WAL or cold holds every record of
+/// warm below them ([`only_in_warm`]); otherwise (a lost WAL) warm is left as it is and the
+/// callers stop before those records. Returns what warm holds after.
+pub(crate) async fn drop_unacked(
+    tiers: &Tiers,
+    topic: &TopicName,
+    held: OffsetRange,
+    unacked: &[OffsetRange],
+) -> Result<OffsetRange, TierError> {
+    let Some(warm) = &tiers.warm else { return Ok(held) };
+    let inside: Vec<OffsetRange> = unacked.iter().copied().filter(|r| overlaps(*r, held)).collect();
+    let (Some(first), Some(past)) =
+        (inside.iter().map(|r| r.start).min(), inside.iter().map(|r| r.end).max())
+    else {
+        return Ok(held);
+    };
+    // Warm continues past skipped offsets only through a restart, which drops what it
+    // held there: a stream ending beyond them is not one this writes.
+    let below = OffsetRange::new(held.start, first.max(held.start));
+    let only = only_in_warm(tiers, topic, below).await?;
+    if only.is_some() || held.end > past {
+        error!(
+            topic = %topic, warm = %held, unacked = %OffsetRange::new(first, past), only_in_warm = ?only,
+            "warm holds records that were never acknowledged, in offsets a degraded open skipped, and cannot be \
+             restarted past them: no other tier holds some of its records; they are never replayed or confirmed"
+        );
+        return Ok(held);
+    }
+    warm.restart_at(topic, past).await?;
+    warn!(
+        topic = %topic, dropped = %held, at = past,
+        "restarted warm past offsets a degraded open skipped: it held records there that were never \
+         acknowledged; the WAL or cold holds every other record it held"
+    );
+    Ok(OffsetRange::empty_at(past))
+}
+
+/// The part of `held` (what warm holds) that neither the WAL nor cold holds, if any.
+/// Below the WAL's start without cold, records are past the WAL's retention (which
+/// deletes only what warm holds) and count as held elsewhere no longer needed.
+pub(crate) async fn only_in_warm(
+    tiers: &Tiers,
+    topic: &TopicName,
+    held: OffsetRange,
+) -> Result<Option<OffsetRange>, TierError> {
+    let wal = tiers.hot.range(topic).await?;
+    let upper = OffsetRange::new(held.start.max(wal.start).min(held.end), held.end);
+    let gaps = tiers.hot.gaps(topic);
+    if !upper.is_empty() && (upper.end > wal.end || gaps.iter().any(|g| overlaps(*g, upper))) {
+        return Ok(Some(upper));
+    }
+    let lower = OffsetRange::new(held.start, held.end.min(wal.start).max(held.start));
+    if lower.is_empty() {
+        return Ok(None);
+    }
+    let Some(cold) = &tiers.cold else { return Ok(None) };
+    let c = cold.range(topic).await?;
+    Ok((c.is_empty() || c.start > lower.start || c.end < lower.end).then_some(lower))
+}
+
 /// Makes the WAL continue at `next` (the offsets before it were lost or never used):
 /// a non-empty WAL records the gap durably (`HotTier::skip_to`) so the topic accepts
 /// appends at `next` and reads into the gap fail naming it; an empty one starts its
@@ -674,17 +813,18 @@ pub(crate) async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) 
     Ok(())
 }
 
-/// Appends warm's batches from the one holding `from` to the WAL. Returns the offsets
-/// replayed and, as warm holds them, the batches ending after `keep_after`. Into an empty
-/// WAL, a first batch starting before `from` (a batch that straddles cold's end) is cut to
-/// start at `from`.
+/// Appends warm's batches holding `range` to the WAL: from the one holding its start, up
+/// to the last ending at or before its end. Returns the offsets replayed and, as warm holds
+/// them, the batches ending after `keep_after`. Into an empty WAL, a first batch starting
+/// before the start (a batch that straddles cold's end) is cut to start there.
 async fn replay(
     tiers: &Tiers,
     topic: &TopicName,
-    from: Offset,
+    range: OffsetRange,
     hot: OffsetRange,
     keep_after: Option<Offset>,
 ) -> Result<(OffsetRange, Vec<RecordBatch>), TierError> {
+    let from = range.start;
     let Some(warm) = &tiers.warm else {
         return Ok((OffsetRange::empty_at(from), Vec::new()));
     };
@@ -696,6 +836,9 @@ async fn replay(
         let mut batch = batch?;
         if batch.end_offset() <= from {
             continue;
+        }
+        if batch.end_offset() > range.end {
+            break;
         }
         if keep_after.is_some_and(|cp| batch.end_offset() > cp) {
             kept.push(batch.clone());

@@ -136,7 +136,9 @@ pub(crate) async fn instead_of_wal(
     // A tier that cannot be asked may hold the intact copy: then the answer is its
     // `Unavailable` (retry later), not the damage (no intact copy anywhere).
     let mut unreachable = None;
-    if let Some(w) = &tiers.warm {
+    // Never warm's records where a degraded open skipped the offsets: warm may hold
+    // records there that were never acknowledged.
+    if let Some(w) = tiers.warm.as_ref().filter(|_| !tiers.is_unacked(topic, n)) {
         match w.range(topic).await {
             Ok(range) if range.contains(n) => {
                 return Ok(Slice::Warm { tier: Arc::clone(w), to: to.min(range.end) });

@@ -1,7 +1,8 @@
 //! The router's per-topic state files under `state_dir`: the checkpointed commit point
 //! (`<topic>.end`), the durable offset reservation (`<topic>.reserved`), the fence of a
 //! topic whose acknowledged end is unknown (`<topic>.fenced`), the losses a recovery found
-//! until its topic opened (`<topic>.losses`), and the
+//! until its topic opened (`<topic>.losses`), the offsets a degraded open skipped where warm
+//! may hold records that were never acknowledged (`<topic>.unacked`), and the
 //! identity of the running OS boot that tells recovery whether the page cache survived.
 //!
 //! Both files are written to a temporary file, synced, renamed over the old one and the
@@ -24,6 +25,8 @@ const RESERVATION: &str = "reserved";
 const FENCE: &str = "fenced";
 /// The suffix of the file of losses a recovery found and has not reported yet.
 const LOSSES: &str = "losses";
+/// The suffix of the file of offsets skipped while warm's end was unknown.
+const UNACKED: &str = "unacked";
 
 /// Losses a recovery found, kept until the topic opened and the report was handed out:
 /// `lost` ranges (known acknowledged) and `maybe_lost` ranges.
@@ -90,6 +93,50 @@ pub(crate) fn remove_losses(state_dir: &Path, topic: &TopicName) -> Result<(), T
     remove_state(state_dir, topic, LOSSES)
 }
 
+/// The offsets degraded opens of `topic` skipped (`<state_dir>/<topic>.unacked`; lines
+/// `<from> <to>`): warm was unreachable, so its end was unknown, and it may hold records
+/// there that the WAL never stored — never acknowledged, since under `degrade` every
+/// acknowledgement waits for the WAL, whose end was exact. Kept until warm is known to
+/// hold none of them; such records are never served, replayed or confirmed again.
+pub(crate) fn read_unacked(
+    state_dir: &Path,
+    topic: &TopicName,
+) -> Result<Vec<tier_core::OffsetRange>, TierError> {
+    let Some((path, text)) = read_state(state_dir, topic, UNACKED)? else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let bad = |why: &str| {
+            TierError::corruption(
+                ctx(topic).location(path.display().to_string()),
+                format!("bad {UNACKED} line {line:?}{why}"),
+            )
+        };
+        let [from, to] = words[..] else { return Err(bad("")) };
+        let (from, to) =
+            (parse_offset(topic, &path, UNACKED, from)?, parse_offset(topic, &path, UNACKED, to)?);
+        if to < from {
+            return Err(bad(": the range ends before it starts"));
+        }
+        out.push(tier_core::OffsetRange::new(from, to));
+    }
+    Ok(out)
+}
+
+/// Records `ranges` as the offsets degraded opens of `topic` skipped, durably (see
+/// [`read_unacked`]); no ranges remove the file.
+pub(crate) fn write_unacked(
+    state_dir: &Path,
+    topic: &TopicName,
+    ranges: &[tier_core::OffsetRange],
+) -> Result<(), TierError> {
+    if ranges.is_empty() {
+        return remove_state(state_dir, topic, UNACKED);
+    }
+    let text: String = ranges.iter().map(|r| format!("{} {}\n", r.start, r.end)).collect();
+    write_state(state_dir, topic, UNACKED, &text)
+}
+
 /// A durable offset reservation as found on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ReservationFile {
@@ -127,13 +174,15 @@ fn ctx(topic: &TopicName) -> ErrorContext {
     ErrorContext::tier(TierKind::Router).topic(topic)
 }
 
-/// The file under `state_dir` where `topic`'s state of `kind` is kept.
-/// Whether any state file of `topic` exists (checkpoint, reservation, fence or losses):
-/// the router has opened the topic before.
+/// Whether any state file of `topic` exists (checkpoint, reservation, fence, losses or
+/// unacknowledged offsets): the router has opened the topic before.
 pub(crate) fn has_state(state_dir: &Path, topic: &TopicName) -> bool {
-    [CHECKPOINT, RESERVATION, FENCE, LOSSES].iter().any(|kind| state_path(state_dir, topic, kind).exists())
+    [CHECKPOINT, RESERVATION, FENCE, LOSSES, UNACKED]
+        .iter()
+        .any(|kind| state_path(state_dir, topic, kind).exists())
 }
 
+/// The file under `state_dir` where `topic`'s state of `kind` is kept.
 fn state_path(state_dir: &Path, topic: &TopicName, kind: &str) -> PathBuf {
     state_dir.join(format!("{topic}.{kind}"))
 }
@@ -311,6 +360,24 @@ mod tests {
         assert_eq!(read_losses(dir.path(), &topic).expect("gone"), PendingLosses::default());
         std::fs::write(state_path(dir.path(), &topic, LOSSES), "lost 9 3\n").expect("write");
         assert_eq!(read_losses(dir.path(), &topic).unwrap_err().kind(), tier_core::ErrorKind::Corruption);
+    }
+
+    #[test]
+    fn unacked_ranges_round_trip_and_none_remove_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let topic = TopicName::new("t").expect("topic");
+        assert_eq!(read_unacked(dir.path(), &topic).expect("none"), vec![]);
+        let ranges = vec![tier_core::OffsetRange::new(10, 1034), tier_core::OffsetRange::new(2000, 4048)];
+        write_unacked(dir.path(), &topic, &ranges).expect("write");
+        assert!(has_state(dir.path(), &topic));
+        assert_eq!(read_unacked(dir.path(), &topic).expect("read"), ranges);
+        write_unacked(dir.path(), &topic, &[]).expect("remove");
+        assert!(!state_path(dir.path(), &topic, UNACKED).exists());
+        std::fs::write(dir.path().join("t.unacked"), "9 3\n").expect("bad file");
+        assert_eq!(
+            read_unacked(dir.path(), &topic).expect_err("backwards").kind(),
+            tier_core::ErrorKind::Corruption
+        );
     }
 
     #[test]

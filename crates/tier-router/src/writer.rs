@@ -123,6 +123,10 @@ pub(crate) struct Writer {
     reservation: Reservation,
     /// Offsets an operator's resume skipped, until the commit point passes them.
     skipped: Option<OffsetRange>,
+    /// Offsets degraded opens skipped where warm may hold never-acknowledged records
+    /// ([`RecoveryReport::skipped`](crate::RecoveryReport::skipped)): warm is restarted
+    /// past them when it answers ([`Writer::discover_warm`]).
+    unacked: Vec<OffsetRange>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -157,6 +161,7 @@ impl Writer {
             fenced: None,
             reservation,
             skipped: None,
+            unacked: Vec::new(),
         }
     }
 
@@ -193,9 +198,10 @@ impl Writer {
     /// until it answers a range query, then warm's batches from `confirmed_from` (the
     /// last point known confirmed) are confirmed again and the WAL's records from warm's
     /// end are queued.
-    pub(crate) fn warm_unknown(&mut self, confirmed_from: Offset) {
+    pub(crate) fn warm_unknown(&mut self, confirmed_from: Offset, unacked: Vec<OffsetRange>) {
         if self.warm != WarmState::Disabled {
             self.warm = WarmState::Unknown { confirmed_from };
+            self.unacked = unacked;
         }
         self.publish_warm_floor();
     }
@@ -238,15 +244,23 @@ impl Writer {
 
     /// Lowers the reservation to the commit point: the writer stops, and nothing at or
     /// beyond the commit point was acknowledged (batches numbered beyond it were refused
-    /// and live on only in the WAL, whose end is exact while it exists).
+    /// and live on only in the WAL, whose end is exact while it exists) — but not below a
+    /// refused batch warm holds or may hold: a recovery that cannot reach warm continues
+    /// at the reservation, never at offsets warm holds other records at.
     async fn release(&mut self) {
-        let committed = *self.hwm.borrow();
+        let in_warm = self
+            .pending
+            .iter()
+            .filter(|p| self.tiers.warm.is_some() && (p.in_warm || p.maybe_in_warm))
+            .map(|p| p.batch.end_offset())
+            .max();
+        let floor = self.hwm.borrow().max(in_warm.unwrap_or(0));
         // Fenced: the acknowledged end is unknown, and a reservation would pass for
         // evidence of it.
-        if self.fenced.is_some() || self.reservation.reserved <= committed {
+        if self.fenced.is_some() || self.reservation.reserved <= floor {
             return;
         }
-        if let Err(e) = self.write_reservation(committed).await {
+        if let Err(e) = self.write_reservation(floor).await {
             warn!(topic = %self.topic, error = %e.report(), "lowering the offset reservation failed");
         }
     }
@@ -659,7 +673,7 @@ impl Writer {
             self.release_warm_hold();
             return Ok(true);
         }
-        if let Some(only) = self.only_in_warm(held).await? {
+        if let Some(only) = crate::recovery::only_in_warm(&self.tiers, &self.topic, held).await? {
             error!(
                 topic = %self.topic, warm = %held, lost = %hole, only_in_warm = %only,
                 "warm cannot be continued: no tier holds the offsets before the next batch, and warm holds \
@@ -777,27 +791,6 @@ impl Writer {
         Ok((at < range.end.min(wal.end)).then_some(at))
     }
 
-    /// The part of `held` (what warm holds) that neither the WAL nor cold holds, if any.
-    /// Below the WAL's start without cold, records are past the WAL's retention (which
-    /// deletes only what warm holds) and count as held elsewhere no longer needed.
-    async fn only_in_warm(&self, held: OffsetRange) -> Result<Option<OffsetRange>, TierError> {
-        let wal = self.tiers.hot.range(&self.topic).await?;
-        let upper = OffsetRange::new(held.start.max(wal.start).min(held.end), held.end);
-        let gaps = self.tiers.hot.gaps(&self.topic);
-        if !upper.is_empty()
-            && (upper.end > wal.end || gaps.iter().any(|g| g.start < upper.end && upper.start < g.end))
-        {
-            return Ok(Some(upper));
-        }
-        let lower = OffsetRange::new(held.start, held.end.min(wal.start).max(held.start));
-        if lower.is_empty() {
-            return Ok(None);
-        }
-        let Some(cold) = &self.tiers.cold else { return Ok(None) };
-        let c = cold.range(&self.topic).await?;
-        Ok((c.is_empty() || c.start > lower.start || c.end < lower.end).then_some(lower))
-    }
-
     /// Warm answered after being unreachable at open: queues, ahead of the pending
     /// batches, the WAL's records from warm's actual end to the first pending batch.
     async fn discover_warm(&mut self) -> Result<(), TierError> {
@@ -808,11 +801,20 @@ impl Writer {
             return Ok(());
         };
         let held = warm.range(&self.topic).await?;
+        // It must hold none of the never-acknowledged records of offsets a degraded open
+        // skipped: restarted past them (when the WAL or cold holds the rest), they are
+        // forgotten; else they are never confirmed again (below).
+        let held = crate::recovery::drop_unacked(&self.tiers, &self.topic, held, &self.unacked).await?;
+        if !self.unacked.iter().any(|r| r.start < held.end && held.start < r.end) {
+            self.forget_unacked().await?;
+        }
         let first = self.pending.front().map_or(self.next, |p| p.batch.base_offset());
         let mut backlog = Vec::new();
         // What warm holds past the last point known confirmed is confirmed again, as warm
         // stores it, before WAL retention may delete the WAL's copy.
         let (from, to) = (confirmed_from.max(held.start), held.end.min(first));
+        let to =
+            self.unacked.iter().filter(|r| r.end > from).map(|r| r.start.max(from)).fold(to, Offset::min);
         if !held.is_empty() && from < to {
             crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
         }
@@ -847,6 +849,24 @@ impl Writer {
         info!(topic = %self.topic, warm = %held, "the warm tier answers again; back-filling it from its end");
         self.warm = WarmState::Known { behind: true, hold };
         self.publish_warm_floor();
+        Ok(())
+    }
+
+    /// Warm holds none of the offsets degraded opens skipped: they need no remembering
+    /// (`<topic>.unacked` is removed, on the blocking pool).
+    async fn forget_unacked(&mut self) -> Result<(), TierError> {
+        if self.unacked.is_empty() {
+            return Ok(());
+        }
+        let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());
+        tokio::task::spawn_blocking(move || crate::state::write_unacked(&dir, &topic, &[])).await.map_err(
+            |e| {
+                TierError::internal(self.ctx(), "removing the unacknowledged offsets' file failed")
+                    .with_source(e)
+            },
+        )??;
+        self.unacked.clear();
+        self.tiers.set_unacked(&self.topic, Vec::new());
         Ok(())
     }
 

@@ -362,3 +362,149 @@ async fn opening_from_config_with_valkey_down_degrades_or_fails_by_policy() {
     assert_identical(&store, warm.as_ref(), r(0, 20)).await;
     store.close().await;
 }
+
+/// Under `degrade` warm may hold a batch the WAL never stored — the process died between
+/// warm's write and the WAL's, or the WAL refused it — which was never acknowledged.
+/// Reopened while warm is unreachable, the WAL cannot say where warm ends: every offset up
+/// to the durable reservation may be taken there. The topic continues at the reservation,
+/// never at the WAL's end, and once warm answers it is restarted past the skipped offsets:
+/// no offset is ever served with two contents.
+#[test]
+fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Range, Op::Append]);
+    let name = TopicName::new("t").unwrap();
+
+    // First life, ended by a crash (its runtime dropped: nothing of a clean close runs)
+    // after warm took [10, 15) and before the WAL did.
+    let rt = runtime();
+    let (store, topic) = rt.block_on(async {
+        let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+        append_range(&topic, 0, 10, 10).await;
+        let mut unacked = tier_core::RecordBatchBuilder::new();
+        for i in 0..5 {
+            unacked.push(2000 + i, None, &[], b"never acknowledged").unwrap();
+        }
+        warm.inner().append(&name, unacked.build(10).unwrap()).await.unwrap();
+        (store, topic)
+    });
+    drop(rt);
+    drop(topic);
+    drop(store);
+
+    let rt = runtime();
+    rt.block_on(async {
+        // Reopened while warm is unreachable: the topic continues at the reservation.
+        warm.fail_fraction(1.0);
+        let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+        let report = store.recover_topic("t").await.unwrap();
+        assert!(report.warm_unreachable, "{report:?}");
+        let skipped = report.skipped.expect("offsets skipped");
+        assert_eq!(skipped.start, 10, "{report:?}");
+        assert!(skipped.end >= 15, "warm may hold offsets up to the reservation: {report:?}");
+        assert_eq!(report.next_offset, skipped.end);
+        assert!(report.is_clean(), "nothing acknowledged is missing: {report:?}");
+        assert!(dir.path().join("router/t.unacked").exists(), "kept until warm holds none of them");
+        let topic = store.topic("t").await.unwrap();
+        let fresh = topic.append((0..3).map(|i| rec(100 + i)).collect()).await.unwrap();
+        assert_eq!(fresh.start, skipped.end, "offsets warm may hold are not reused");
+
+        // Warm answers again; whether or not the writer has noticed yet, a read of the
+        // skipped offsets never takes warm's records there: the WAL's gap is the answer.
+        warm.clear();
+        let mut reader = topic.reader(StartPosition::Earliest).await.unwrap();
+        for o in 0..10 {
+            let record = reader.next().await.unwrap().unwrap();
+            assert_eq!((record.offset, record.payload), (o, rec(o).payload));
+        }
+        let gap = reader.next().await.unwrap().expect_err("the skipped offsets hold no record");
+        assert_eq!(gap.kind(), ErrorKind::NotFound, "{gap}");
+        assert!(gap.to_string().contains(&format!("{}..{}", skipped.start, skipped.end)), "{gap}");
+
+        // Warm is restarted past the skipped offsets and takes the batch.
+        flush_eventually(&topic).await;
+        let held = warm.inner().range(&name).await.unwrap();
+        assert_eq!(held, fresh, "warm no longer holds the never-acknowledged batch");
+        assert_identical(&store, warm.as_ref(), fresh).await;
+        assert!(!dir.path().join("router/t.unacked").exists(), "nothing left to remember");
+
+        // Read after the gap: the acknowledged records, each once.
+        let reader = topic.reader(StartPosition::Offset(skipped.end)).await.unwrap();
+        let after: Vec<_> = reader.take(3).map(|r| r.unwrap()).map(|r| (r.offset, r.payload)).collect().await;
+        let want: Vec<_> = (0..3).map(|i| (fresh.start + i, rec(100 + i).payload)).collect();
+        assert_eq!(after, want);
+        store.close().await;
+    });
+}
+
+/// A lost WAL is replayed from warm at the next open; if that open fails half-way (here the
+/// WAL refuses the replay's second batch), the next recovery finds a WAL holding part of
+/// the topic and, under `fsync = always`, would trust it to vouch for its end — handing out
+/// again offsets acknowledged on the lost WAL alone (under `degrade`, while warm was down).
+/// The first recovery keeps the offsets up to the reservation as maybe lost before it
+/// replays.
+#[test]
+fn a_replay_into_a_lost_wal_that_fails_half_way_never_reuses_acknowledged_offsets() {
+    use tier_hot::faults::{self, FaultPoint};
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hot = HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Always);
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Append]);
+    let open = |hot: HotConfig, warm: Arc<FaultyTier<MemoryTier>>| async move {
+        TieredStore::builder()
+            .hot(hot)
+            .warm(warm)
+            .router(router(WarmFailurePolicy::Degrade))
+            .background(false)
+            .open()
+            .await
+    };
+
+    // Two batches in both tiers, then [10, 13) acknowledged on the WAL alone (warm down).
+    let rt = runtime();
+    let (store, topic) = rt.block_on(async {
+        let store = open(hot.clone(), warm.clone()).await.unwrap();
+        let topic = store.topic("t").await.unwrap();
+        append_range(&topic, 0, 10, 5).await;
+        warm.fail_fraction(1.0);
+        assert_eq!(topic.append((10..13).map(rec).collect()).await.unwrap(), r(10, 13));
+        (store, topic)
+    });
+    // The disk is lost and the process dies; warm answers again.
+    drop(rt);
+    drop(topic);
+    drop(store);
+    std::fs::remove_dir_all(&hot.data_dir).unwrap();
+    warm.clear();
+
+    let rt = runtime();
+    rt.block_on(async {
+        // The open replays [0, 5), then the WAL refuses [5, 10): the open fails.
+        faults::fail_nth(&hot.data_dir, FaultPoint::Write, 2, std::io::ErrorKind::Other);
+        let store = open(hot.clone(), warm.clone()).await.unwrap();
+        let failed = store.recover_topic("t").await.expect_err("the open of the topic fails");
+        let fired = faults::fired(&hot.data_dir, FaultPoint::Write);
+        faults::clear(&hot.data_dir);
+        assert_eq!(fired, 1, "the replay's second write failed: {failed}");
+        assert_eq!(
+            store.wal().range(&TopicName::new("t").unwrap()).await.unwrap(),
+            r(0, 5),
+            "replayed in part"
+        );
+        store.close().await;
+
+        let store = open(hot.clone(), warm.clone()).await.unwrap();
+        let report = store.recover_topic("t").await.unwrap();
+        assert!(report.next_offset >= 13, "[10, 13) were acknowledged: {report:?}");
+        assert!(
+            report.maybe_lost.iter().any(|m| m.start <= 10 && 13 <= m.end),
+            "the offsets acknowledged on the lost WAL alone are reported: {report:?}"
+        );
+        let topic = store.topic("t").await.unwrap();
+        assert!(topic.append(vec![rec(99)]).await.unwrap().start >= 13);
+        store.close().await;
+    });
+}

@@ -260,6 +260,10 @@ pub struct RecoveryJson {
     pub replayed: Option<RangeJson>,
     /// Warm could not be reached during recovery (`degrade`).
     pub warm_unreachable: bool,
+    /// Offsets skipped because warm could not be reached: it may hold records there that
+    /// were never acknowledged (none lost). Absent from servers before it was added.
+    #[serde(default)]
+    pub skipped: Option<RangeJson>,
     /// The acknowledged end is unknown: appends are refused until resumed.
     pub end_unknown: bool,
     /// The recovery failed: the topic could not be opened (its error).

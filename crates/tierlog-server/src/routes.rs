@@ -199,6 +199,7 @@ async fn recovery(State(state): State<AppState>) -> Json<RecoveryList> {
             maybe_lost: r.maybe_lost.iter().copied().map(range).collect(),
             replayed: r.replayed.map(range),
             warm_unreachable: r.warm_unreachable,
+            skipped: r.skipped.map(range),
             end_unknown: r.end_unknown,
             failed: None,
         })
@@ -211,6 +212,7 @@ async fn recovery(State(state): State<AppState>) -> Json<RecoveryList> {
             maybe_lost: Vec::new(),
             replayed: None,
             warm_unreachable: false,
+            skipped: None,
             end_unknown: false,
             failed: Some(e.report().to_string()),
         });

@@ -82,13 +82,13 @@ pub(crate) fn state_dir(config: &tier_router::StoreConfig) -> PathBuf {
 }
 
 /// The topics with a file in the router's state directory (`<topic>.end`, `.reserved`,
-/// `.fenced`, `.losses`); none when it does not exist.
+/// `.fenced`, `.losses`, `.unacked`); none when it does not exist.
 pub(crate) fn state_topics(state_dir: &Path) -> anyhow::Result<Vec<TopicName>> {
     let mut topics = Vec::new();
     for entry in list_dir(state_dir)? {
         let name = entry.file_name();
         if let Some((topic, kind)) = name.to_str().and_then(|n| n.rsplit_once('.'))
-            && ["end", "reserved", "fenced", "losses"].contains(&kind)
+            && ["end", "reserved", "fenced", "losses", "unacked"].contains(&kind)
             && let Ok(topic) = TopicName::new(topic)
         {
             topics.push(topic);

@@ -25,6 +25,7 @@ fn report_json(r: &RecoveryReport) -> serde_json::Value {
         "lost": r.lost.iter().map(|l| json!([l.start, l.end])).collect::<Vec<_>>(),
         "maybe_lost": r.maybe_lost.iter().map(|l| json!([l.start, l.end])).collect::<Vec<_>>(),
         "warm_unreachable": r.warm_unreachable,
+        "skipped": pair(r.skipped),
         "end_unknown": r.end_unknown,
         "next_offset": r.next_offset,
     })
@@ -110,6 +111,13 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         if r.warm_unreachable {
             eprintln!(
                 "WARM UNREACHABLE: {}: opened from the WAL alone (degrade); warm is back-filled when it answers",
+                r.topic
+            );
+        }
+        if let Some(skipped) = r.skipped {
+            eprintln!(
+                "SKIPPED: {}: offsets {skipped} are not used: warm could not be asked, and it may hold records \
+                 there that were never acknowledged (nothing acknowledged is missing; reads stop at the gap)",
                 r.topic
             );
         }
