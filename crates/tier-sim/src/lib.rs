@@ -442,4 +442,32 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::LIVENESS_RETENTION,
         generator: 1,
     },
+    Regression {
+        seed: 5000000,
+        keep: &[167, 168, 170, 173],
+        case: "session 14, generator 3: a group met a rotation that failed on the lost WAL directory; the WAL stored the first batch and refused the second, and the writer answered both producers with an error, though the first was committed",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 3,
+    },
+    Regression {
+        seed: 8000183,
+        keep: &[36, 59, 60, 64, 68, 69, 71, 72, 79, 82, 99],
+        case: "session 14, generator 4: under degrade a group the WAL refused (its fsync failed) that warm took, warm down, a crash with a power cut; the store reopened degraded at the WAL's end and handed out offsets warm held other records at",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 4,
+    },
+    Regression {
+        seed: 8001416,
+        keep: &[192, 194, 195, 196, 197, 198],
+        case: "session 15, generator 4: a lost WAL replayed from warm, the replay failed half-way (a WAL fsync failure); the next recovery trusted the WAL replayed in part (fsync always) and reused offsets acknowledged on the lost WAL alone",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 4,
+    },
+    Regression {
+        seed: 8000976,
+        keep: &[180, 185, 187, 190, 193, 195, 196, 199],
+        case: "session 15, generator 4: a degraded open skipped offsets (RecoveryReport::skipped); the model's reader must move past them as past a reported loss (found as a model gap, not a store bug)",
+        invariant: model::inv::UNREPORTED,
+        generator: 4,
+    },
 ];

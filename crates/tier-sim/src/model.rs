@@ -100,6 +100,9 @@ pub struct Model {
     pub seen: HashMap<Offset, Bytes>,
     /// Ranges the store reported as lost or maybe lost.
     pub reported: Vec<OffsetRange>,
+    /// Ranges degraded opens skipped (`RecoveryReport::skipped`): nothing acknowledged
+    /// lies there; a reader moves past them as past a reported loss.
+    pub skipped: Vec<OffsetRange>,
     /// WAL destructions: the offsets whose WAL copy each destroyed (over-approximated).
     pub wal_destroyed: Vec<OffsetRange>,
     /// For each entry of `wal_destroyed`: true when it was byte damage (the store cannot
@@ -153,6 +156,19 @@ impl Model {
             if wal_failing {
                 self.refused_by_failing_wal.insert(rec.payload.clone());
             }
+        }
+    }
+
+    /// A degraded open skipped `range` as holding nothing acknowledged: an acknowledged
+    /// record there is one the store no longer counts.
+    pub fn skip(&mut self, range: OffsetRange, step: Option<u32>) {
+        if let Some((offset, _)) = self.acked.range(range.start..range.end).next() {
+            let detail =
+                format!("offset {offset} was acknowledged, and a degraded open skipped {range} as unused");
+            self.violate(inv::UNREPORTED, detail, step);
+        }
+        if !range.is_empty() && !self.skipped.contains(&range) {
+            self.skipped.push(range);
         }
     }
 

@@ -377,9 +377,18 @@ impl World<'_> {
                     for range in r.lost.iter().chain(&r.maybe_lost) {
                         self.model.report(*range);
                     }
+                    if let Some(skipped) = r.skipped {
+                        self.model.skip(skipped, self.step);
+                    }
                     self.note(format!(
-                        "opened: hot {} warm {:?} cold {:?} next {} lost {:?} maybe lost {:?}",
-                        r.hot, r.warm, r.cold, r.next_offset, r.lost, r.maybe_lost
+                        "opened: hot {} warm {:?} cold {:?} next {} lost {:?} maybe lost {:?}{}",
+                        r.hot,
+                        r.warm,
+                        r.cold,
+                        r.next_offset,
+                        r.lost,
+                        r.maybe_lost,
+                        r.skipped.map(|s| format!(" skipped {s}")).unwrap_or_default()
                     ));
                 }
                 let started = rt.block_on(async { tokio::time::Instant::now() });
@@ -984,6 +993,7 @@ impl World<'_> {
     fn skippable(&self) -> Vec<OffsetRange> {
         let view = self.view();
         let mut out = self.model.reported.clone();
+        out.extend(&self.model.skipped);
         let wal_damaged =
             self.model.wal_destroyed.iter().zip(&self.model.wal_damage).filter(|(_, d)| **d).map(|(r, _)| *r);
         let damaged: Vec<OffsetRange> = wal_damaged.chain(self.model.cold_damaged.iter().copied()).collect();

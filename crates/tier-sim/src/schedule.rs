@@ -225,11 +225,9 @@ impl Step {
 /// - 3: `LoseWalRunning` appends while the directory is gone (2 to 4 producers of 3 to
 ///   11 records, from the roll, drawing no randomness): every other step of every seed
 ///   is the same as under 2.
-/// - 4 (not yet the default: it finds open bugs, `docs/simulation.md`; run it with
-///   `--generator 4`): [`Step::WalFsyncFails`], taken from rolls that made [`Step::Heal`]
-///   under 3 and drawing no randomness: every other step of every seed is the same as
-///   under 3.
-pub const GENERATOR: u32 = 3;
+/// - 4: [`Step::WalFsyncFails`], taken from rolls that made [`Step::Heal`] under 3 and
+///   drawing no randomness: every other step of every seed is the same as under 3.
+pub const GENERATOR: u32 = 4;
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]

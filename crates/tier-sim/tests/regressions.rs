@@ -99,7 +99,7 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         }
     }
     assert!(fsync_failures > 0, "version 4 generates WAL fsync failures");
-    assert_eq!(GENERATOR, 3, "version 4 finds open bugs (docs/simulation.md)");
+    assert_eq!(GENERATOR, 4, "the newest version is the default");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
