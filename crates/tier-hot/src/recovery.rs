@@ -32,7 +32,7 @@ use tier_core::{
 };
 use tracing::warn;
 
-use crate::config::{HotConfig, RecoveryPolicy};
+use crate::config::{FsyncPolicy, HotConfig, RecoveryPolicy};
 use crate::layout::{
     at, ctx, fsync_dir, io_err, parse_gap_file_name, parse_segment_file_name, write_gap_marker,
 };
@@ -343,6 +343,13 @@ fn recover_last(
         warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail");
         file.set_len(outcome.data_end).map_err(io("truncating a torn tail"))?;
         file.sync_all().map_err(io("fsyncing a truncated segment"))?;
+        synced!(path, &file);
+    } else if config.fsync == FsyncPolicy::Always {
+        // Under `always` the WAL vouches for its end: what it serves from now on must be
+        // durable. Batches written before the crash but not fsynced (an fsync that failed,
+        // a crash between the write and its fsync) are in the page cache only; a power cut
+        // after this open would take records it served — and their offsets.
+        file.sync_data().map_err(io("fsyncing the active segment"))?;
         synced!(path, &file);
     }
     ActiveSegment::from_parts(topic, path.to_owned(), file, outcome.state)

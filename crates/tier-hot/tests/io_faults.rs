@@ -150,6 +150,41 @@ async fn a_failed_fsync_fails_the_append_and_poisons_the_writer_direct_path() {
     reopen_and_check(config, &t, &all[..22], &all[22..24], 2).await.close().await;
 }
 
+/// Under `always` the WAL vouches for its end: whatever a reopened WAL serves must be
+/// durable. A batch whose fsync failed is in the segment file (the page cache) but not
+/// on the disk; a crash and a reopen serve it, so the reopen makes it durable before
+/// anything is served — otherwise a power cut afterwards takes records that were served
+/// (and committed by the router), and their offsets go to other records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wal_reopened_under_always_makes_what_it_serves_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), FsyncPolicy::Always);
+    faults::track_durability(dir.path());
+    let tier = open(config.clone()).await;
+    let t = topic("unsynced-tail");
+    let all = records(0, 6, 100);
+    append_all(&tier, &t, &all[..4], 2).await;
+    faults::fail_nth(dir.path(), FaultPoint::Fsync, 1, IoKind::Other);
+    assert_unavailable(within("an append", tier.append(&t, batch(&all[4..6]))).await, "the fsync failed");
+    assert_eq!(tier.unsynced(&t), Some(OffsetRange::new(4, 6)));
+    faults::clear(dir.path());
+    // A crash: nothing of a clean close runs.
+    drop(tier);
+
+    let tier = within("open", HotTier::open(config.clone())).await.unwrap();
+    assert_eq!(read_all(&tier, &t).await, all, "the reopened WAL serves the unsynced batch");
+    // A power cut now takes nothing it serves.
+    let cut = faults::power_cut(dir.path());
+    let seg = segment_path(dir.path(), &t, 0);
+    assert_eq!(cut.durable_len(&seg), file_len(&seg), "the reopen made the segment durable");
+    drop(tier);
+    cut.apply().unwrap();
+    faults::untrack_durability(dir.path());
+    let tier = within("open", HotTier::open(config)).await.unwrap();
+    assert_eq!(read_all(&tier, &t).await, all, "what was served survives the power cut");
+    tier.close().await;
+}
+
 /// The first appends into a new segment are queued to the writer task: a burst of them
 /// is group-committed, and the group's fsync fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

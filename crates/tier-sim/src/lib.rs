@@ -470,4 +470,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNREPORTED,
         generator: 4,
     },
+    Regression {
+        seed: 1796426533093494512,
+        keep: &[79, 86, 88, 92, 98, 99, 105],
+        case: "session 15, CI's 60 s run, generator 4: hot+cold, fsync always; a batch whose fsync failed, a crash (state dir lost), the reopened WAL served the unsynced batch without making it durable; a power cut took it, and its offsets went to other records",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 4,
+    },
 ];
