@@ -727,7 +727,7 @@ fn degraded_open(
 }
 
 /// Whether `a` and `b` share an offset.
-fn overlaps(a: OffsetRange, b: OffsetRange) -> bool {
+pub(crate) fn overlaps(a: OffsetRange, b: OffsetRange) -> bool {
     a.start < b.end && b.start < a.end
 }
 
@@ -758,7 +758,8 @@ pub(crate) async fn drop_unacked(
         error!(
             topic = %topic, warm = %held, unacked = %OffsetRange::new(first, past), only_in_warm = ?only,
             "warm holds records that were never acknowledged, in offsets a degraded open skipped, and cannot be \
-             restarted past them: no other tier holds some of its records; they are never replayed or confirmed"
+             restarted past them (no other tier holds some of its records below them, or it holds records past \
+             them); they are never replayed or confirmed, nor read in place of the WAL's gap"
         );
         return Ok(held);
     }

@@ -805,7 +805,7 @@ impl Writer {
         // skipped: restarted past them (when the WAL or cold holds the rest), they are
         // forgotten; else they are never confirmed again (below).
         let held = crate::recovery::drop_unacked(&self.tiers, &self.topic, held, &self.unacked).await?;
-        if !self.unacked.iter().any(|r| r.start < held.end && held.start < r.end) {
+        if !self.unacked.iter().any(|r| crate::recovery::overlaps(*r, held)) {
             self.forget_unacked().await?;
         }
         let first = self.pending.front().map_or(self.next, |p| p.batch.base_offset());
