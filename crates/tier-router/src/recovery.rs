@@ -171,10 +171,16 @@ async fn recover(
     // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
     // reservation may have been acknowledged, and warm may hold them. Nor can it without
     // a state file (above), or once a recovery fenced the topic.
+    // Nor when it ends before the checkpointed commit point (it lost its tail: every
+    // committed batch was in it), or an earlier recovery left losses unreported (its open
+    // failed, possibly after replaying part of warm into the WAL).
     let wal_unsure = reservation.as_ref().is_some_and(|res| {
         res.offset > hot.end && (!res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
     }) || wal_unvouched
-        || fence.is_some();
+        || fence.is_some()
+        || checkpoint.is_some_and(|cp| cp > hot.end)
+        || !pending.lost.is_empty()
+        || !pending.maybe_lost.is_empty();
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
         // Warm answers: first, it must hold none of the never-acknowledged records.
@@ -224,11 +230,7 @@ async fn recover(
             format!("the WAL ends at {} but cold already holds offsets up to {}", hot.end, cold_r.end),
         ));
     }
-    // Warm's records from the first never-acknowledged range on are never replayed (warm
-    // still holds them only when it could not be restarted past them).
-    let replay_end =
-        unacked_found.iter().filter(|r| r.end > hot.end).map(|r| r.start).fold(warm_r.end, Offset::min);
-    if !warm_r.is_empty() && replay_end > hot.end {
+    if !warm_r.is_empty() && warm_r.end > hot.end {
         // Warm is ahead of the WAL: replay what the WAL lacks.
         let mut from = hot.end;
         if wal_lost {
@@ -250,7 +252,7 @@ async fn recover(
             report.lost.push(OffsetRange::new(from, warm_r.start));
             from = warm_r.start;
         }
-        if from < replay_end {
+        if from < warm_r.end {
             // Warm's batches after the last point known confirmed may lack their
             // confirmation (a `WAIT` that fell short lands the entry on the primary): keep
             // them, as warm stores them, to confirm again (an identical re-append). Under
@@ -283,8 +285,9 @@ async fn recover(
             if no_local_evidence && !warm_bounds_acks && fence.is_none() {
                 write_fence(state_dir, topic, warm_r.end.max(cold_r.end))?;
             }
-            let (range, kept) =
-                replay(tiers, topic, OffsetRange::new(from, replay_end), hot, keep_after).await?;
+            // Warm's records in offsets a degraded open skipped are never replayed (it still
+            // holds them only when it could not be restarted past them): the WAL skips them.
+            let (range, kept) = replay(tiers, topic, from, &unacked_found, hot, keep_after).await?;
             report.replayed = Some(range);
             replayed_unconfirmed = kept;
         }
@@ -711,7 +714,8 @@ fn degraded_open(
         // A power cut may have taken the WAL's unsynced tail: warm may hold those
         // acknowledged records. Opening without it would declare them maybe lost and
         // continue past them, leaving warm unable to take the next batch.
-        "the WAL cannot vouch for its end (a power cut may have taken its tail), so recovery needs warm's records"
+        "the WAL cannot vouch for its end (a power cut may have taken its tail, it ends before the last \
+         checkpoint, or an earlier recovery did not finish), so recovery needs warm's records"
     } else {
         warn!(
             topic = %topic, error = %err.report(),
@@ -814,18 +818,20 @@ pub(crate) async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) 
     Ok(())
 }
 
-/// Appends warm's batches holding `range` to the WAL: from the one holding its start, up
-/// to the last ending at or before its end. Returns the offsets replayed and, as warm holds
-/// them, the batches ending after `keep_after`. Into an empty WAL, a first batch starting
-/// before the start (a batch that straddles cold's end) is cut to start there.
+/// Appends warm's batches from the one holding `from` to the WAL, except those inside the
+/// offsets degraded opens skipped (`unacked`: never acknowledged), which the WAL records
+/// as a gap instead; a batch straddling such a range's bounds ends the replay. Returns the
+/// offsets replayed and, as warm holds them, the batches ending after `keep_after`. Into
+/// an empty WAL, a first batch starting before `from` (a batch that straddles cold's end)
+/// is cut to start at `from`.
 async fn replay(
     tiers: &Tiers,
     topic: &TopicName,
-    range: OffsetRange,
+    from: Offset,
+    unacked: &[OffsetRange],
     hot: OffsetRange,
     keep_after: Option<Offset>,
 ) -> Result<(OffsetRange, Vec<RecordBatch>), TierError> {
-    let from = range.start;
     let Some(warm) = &tiers.warm else {
         return Ok((OffsetRange::empty_at(from), Vec::new()));
     };
@@ -838,8 +844,16 @@ async fn replay(
         if batch.end_offset() <= from {
             continue;
         }
-        if batch.end_offset() > range.end {
-            break;
+        let range = batch.offset_range();
+        match unacked.iter().find(|r| overlaps(**r, range)) {
+            Some(r) if r.start <= range.start && range.end <= r.end => {
+                // Never acknowledged: the WAL continues after the skipped offsets.
+                skip_wal_to(tiers, topic, r.end).await?;
+                end = end.max(r.end);
+                continue;
+            }
+            Some(_) => break,
+            None => {}
         }
         if keep_after.is_some_and(|cp| batch.end_offset() > cp) {
             kept.push(batch.clone());

@@ -418,23 +418,8 @@ async fn a_replay_of_a_batch_straddling_colds_end_starts_at_colds_end() {
     std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
     // Warm holds [0, 30) as batches [0, 15) and [15, 30): [15, 30) straddles cold's end.
     let warm = Arc::new(MemoryTier::new());
-    let records = |from: u64, to: u64| -> Vec<tier_core::Record> {
-        (from..to)
-            .map(|o| {
-                let r = rec(o);
-                tier_core::Record {
-                    offset: o,
-                    timestamp: r.timestamp,
-                    key: r.key,
-                    headers: r.headers,
-                    payload: r.payload,
-                }
-            })
-            .collect()
-    };
     for (from, to) in [(0, 15), (15, 30)] {
-        let batch = tier_core::RecordBatch::from_records(from, &records(from, to)).unwrap();
-        warm.append(&name(), batch).await.unwrap();
+        warm.append(&name(), common::stored_batch(from, to)).await.unwrap();
     }
 
     let store =

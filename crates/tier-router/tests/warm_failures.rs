@@ -508,3 +508,87 @@ fn a_replay_into_a_lost_wal_that_fails_half_way_never_reuses_acknowledged_offset
         store.close().await;
     });
 }
+
+/// Warm may still hold never-acknowledged records in offsets a degraded open skipped (it
+/// could not be restarted past them: the WAL was lost) and acknowledged records after them
+/// (it took the next batch where the junk ended). Replaying warm into a lost WAL skips the
+/// former — the WAL records them as a gap — and replays the latter: stopping at the
+/// skipped offsets would leave acknowledged records in warm alone, and the WAL continuing
+/// past them.
+#[tokio::test]
+async fn a_replay_into_a_lost_wal_skips_what_a_degraded_open_skipped_and_replays_what_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    store.close().await;
+    // As an earlier degraded open left it: [10, 15) skipped (warm holds a never-acknowledged
+    // batch there), then [15, 18) acknowledged and taken by warm where the junk ended.
+    let batch = |base: u64, n: u64, payload: &[u8]| {
+        let mut b = tier_core::RecordBatchBuilder::new();
+        for i in 0..n {
+            b.push(2000 + i as i64, None, &[], payload).unwrap();
+        }
+        b.build(base).unwrap()
+    };
+    warm.inner().append(&name, batch(10, 5, b"never acknowledged")).await.unwrap();
+    append_range_to(&warm, 15, 18).await;
+    std::fs::write(dir.path().join("router/t.unacked"), "10 15\n").unwrap();
+    std::fs::write(dir.path().join("router/t.end"), "18").unwrap();
+    std::fs::write(dir.path().join("router/t.reserved"), "18 unknown lazy\n").unwrap();
+    // The WAL is lost.
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+
+    let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    assert!(report.is_clean(), "nothing acknowledged is missing: {report:?}");
+    assert_eq!(report.next_offset, 18, "{report:?}");
+    assert_eq!(store.wal().gaps(&name), vec![r(10, 15)], "the skipped offsets are the WAL's gap");
+    let replayed = store.wal().read(&name, 15, 18, ReadLimit::unbounded()).await.unwrap();
+    assert_eq!(
+        replayed.iter().map(|r| r.payload.clone()).collect::<Vec<_>>(),
+        (15..18).map(|o| rec(o).payload).collect::<Vec<_>>()
+    );
+    let topic = store.topic("t").await.unwrap();
+    let reader = topic.reader(StartPosition::Offset(15)).await.unwrap();
+    let after: Vec<_> = reader.take(3).map(|r| r.unwrap().offset).collect().await;
+    assert_eq!(after, vec![15, 16, 17]);
+    store.close().await;
+}
+
+/// A WAL that ends before the checkpointed commit point lost its tail (every committed
+/// batch was in it): it cannot vouch for its end, and warm may hold the acknowledged
+/// records it lost. Under `degrade` the topic does not open without warm — opening would
+/// report records warm holds as lost and skip past them.
+#[tokio::test]
+async fn a_wal_ending_before_the_checkpoint_does_not_open_without_warm() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Range, Op::Append]);
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    append_range(&topic, 0, 10, 10).await;
+    store.close().await;
+    // As after the WAL lost [10, 14), which warm holds.
+    append_range_to(&warm, 10, 14).await;
+    std::fs::write(dir.path().join("router/t.end"), "14").unwrap();
+
+    warm.fail_fraction(1.0);
+    let err = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.expect_err("warm is needed");
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.report().to_string().contains("ends before the last checkpoint"), "{}", err.report());
+
+    // Warm answers: the WAL is completed from it, nothing is lost.
+    warm.clear();
+    let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.next_offset, 14);
+    assert_eq!(report.replayed, Some(r(10, 14)));
+    store.close().await;
+}
+
+/// Appends records `from..to` (as `rec` makes them) straight to warm's inner tier.
+async fn append_range_to(warm: &FaultyTier<MemoryTier>, from: u64, to: u64) {
+    warm.inner().append(&TopicName::new("t").unwrap(), common::stored_batch(from, to)).await.unwrap();
+}

@@ -477,4 +477,25 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
+    Regression {
+        seed: 12024072,
+        keep: &[33, 34, 35, 36, 39, 44, 45, 47, 48, 49],
+        case: "session 15, 1,200 s run, generator 4: a degraded open of a WAL that ended before the checkpoint (an open that failed after replaying part of warm) reported records warm held as lost and skipped past them; later a replay into a lost WAL stopped at the skipped offsets and left an acknowledged record in warm alone",
+        invariant: model::inv::UNREPORTED,
+        generator: 4,
+    },
+    Regression {
+        seed: 12005592,
+        keep: &[66, 76, 78, 81, 83],
+        case: "session 15, 1,200 s run, generator 4: the armed WAL fsync failure fired during an open (the interval timer after a replay) and failed the new writer; the model took it for the old process's (found as a model gap)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 4,
+    },
+    Regression {
+        seed: 12005914,
+        keep: &[115, 116, 119, 120, 137],
+        case: "session 15, 1,200 s run, generator 4: a second WalFsyncFails re-armed the fault and reset its count before the model noted that the first had fired (found as a model gap)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 4,
+    },
 ];

@@ -359,6 +359,9 @@ impl World<'_> {
         if self.ended.is_some() {
             return false;
         }
+        // Whether the armed WAL fsync failure fired before this open (in an earlier
+        // process, or an open that failed).
+        let fired_before = self.fsync_fired();
         let rt = runtime();
         let opened = rt.block_on(async {
             within_real_time(async {
@@ -393,11 +396,16 @@ impl World<'_> {
                 }
                 let started = rt.block_on(async { tokio::time::Instant::now() });
                 self.proc = Some(Proc { started, rt, store, topic });
-                // A WAL fsync failure that fired is spent: the reopened WAL's writer is new.
+                // A WAL fsync failure that fired before this open is spent: the reopened
+                // WAL's writer is new. One that fired during it (the timer's fsync under
+                // `interval` after a replay's writes) failed the new writer.
+                self.wal_failed = false;
+                if self.fsync_fired() && !fired_before {
+                    self.wal_failing();
+                }
                 if self.fsync_fired() {
                     tier_hot::faults::clear(&self.hot_dir);
                 }
-                self.wal_failed = false;
                 self.resume_pending = reports.iter().any(|r| r.end_unknown);
                 if self.resume_pending {
                     self.resume();
@@ -743,6 +751,9 @@ impl World<'_> {
                 }
             }
             Step::WalFsyncFails => {
+                // Re-arming resets the count of failures fired: note first whether the one
+                // armed before fired (it poisoned the WAL's writer until the next reopen).
+                self.wal_failing();
                 tier_hot::faults::fail_nth(
                     &self.hot_dir,
                     tier_hot::faults::FaultPoint::Fsync,

@@ -149,6 +149,18 @@ pub fn rec(offset: u64) -> NewRecord {
     if offset.is_multiple_of(2) { r.with_key(format!("k{offset}")) } else { r }
 }
 
+/// Records `from..to` as [`rec`] builds them, in one batch starting at `from`: what a
+/// tier holds once the router appended them (for writing a tier's state by hand).
+pub fn stored_batch(from: u64, to: u64) -> tier_core::RecordBatch {
+    let records: Vec<Record> = (from..to)
+        .map(|o| {
+            let r = rec(o);
+            Record { offset: o, timestamp: r.timestamp, key: r.key, headers: r.headers, payload: r.payload }
+        })
+        .collect();
+    tier_core::RecordBatch::from_records(from, &records).expect("a batch")
+}
+
 /// Checks `record` is record number `record.offset` as [`rec`] built it.
 pub fn check(record: &Record) {
     let want = rec(record.offset);
