@@ -73,11 +73,15 @@ pub(crate) async fn choose(
         Some(w) => w.range(topic).await?,
         None => OffsetRange::default(),
     };
+    // Never warm's records in offsets a degraded open skipped: they were never
+    // acknowledged (the WAL's gap there may have been deleted by its retention since).
+    let warm_limit = tiers.warm_limit(topic, n);
     if let Some(w) = &tiers.warm
         && warm.start <= n
         && n < warm.end
+        && let Ok(limit) = warm_limit
     {
-        let to = hot_start.max(n + 1).min(warm.end);
+        let to = hot_start.max(n + 1).min(warm.end).min(limit);
         return Ok(Slice::Warm { tier: Arc::clone(w), to });
     }
     let cold = match &tiers.cold {
@@ -99,6 +103,18 @@ pub(crate) async fn choose(
         .min()
         .unwrap_or(committed)
         .max(n + 1);
+    if let Err(skipped) = warm_limit {
+        return Err(TierError::not_found(
+            ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
+            format!(
+                "offsets {}..{} hold no acknowledged record: a degraded open skipped them (warm's records there \
+                 were never acknowledged); the topic continues at {}",
+                skipped.start,
+                skipped.end,
+                resumes.min(skipped.end)
+            ),
+        ));
+    }
     Err(TierError::not_found(
         ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
         format!(
@@ -138,10 +154,12 @@ pub(crate) async fn instead_of_wal(
     let mut unreachable = None;
     // Never warm's records where a degraded open skipped the offsets: warm may hold
     // records there that were never acknowledged.
-    if let Some(w) = tiers.warm.as_ref().filter(|_| !tiers.is_unacked(topic, n)) {
+    if let Some(w) = &tiers.warm
+        && let Ok(limit) = tiers.warm_limit(topic, n)
+    {
         match w.range(topic).await {
             Ok(range) if range.contains(n) => {
-                return Ok(Slice::Warm { tier: Arc::clone(w), to: to.min(range.end) });
+                return Ok(Slice::Warm { tier: Arc::clone(w), to: to.min(range.end).min(limit) });
             }
             Err(e) if e.kind() == ErrorKind::Unavailable => unreachable = Some(e),
             _ => {}

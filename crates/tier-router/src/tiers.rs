@@ -23,15 +23,23 @@ pub(crate) struct Tiers {
     /// Per topic, the offsets degraded opens skipped where warm may still hold records
     /// that were never acknowledged (see [`RecoveryReport::skipped`](crate::RecoveryReport::skipped)):
     /// set when the topic opens, cleared once warm holds none of them. Readers never take
-    /// those offsets from warm in place of the WAL's gap.
+    /// those offsets from warm ([`Tiers::warm_limit`]).
     pub(crate) unacked: Mutex<HashMap<TopicName, Vec<OffsetRange>>>,
 }
 
 impl Tiers {
-    /// Whether `n` of `topic` lies in offsets a degraded open skipped that warm may still
-    /// hold never-acknowledged records at.
-    pub(crate) fn is_unacked(&self, topic: &TopicName, n: Offset) -> bool {
-        self.unacked.lock().get(topic).is_some_and(|ranges| ranges.iter().any(|r| r.contains(n)))
+    /// How far warm may serve a read of `topic` at `n`: `Ok(limit)`, warm's records in
+    /// `[n, limit)` may be served (`limit` is where the next offsets a degraded open skipped
+    /// start, [`Offset::MAX`] when none follow); `Err(range)` when `n` lies in `range`,
+    /// offsets a degraded open skipped where warm may hold records that were never
+    /// acknowledged — never served.
+    pub(crate) fn warm_limit(&self, topic: &TopicName, n: Offset) -> Result<Offset, OffsetRange> {
+        let map = self.unacked.lock();
+        let Some(ranges) = map.get(topic) else { return Ok(Offset::MAX) };
+        if let Some(r) = ranges.iter().find(|r| r.contains(n)) {
+            return Err(*r);
+        }
+        Ok(ranges.iter().map(|r| r.start).filter(|s| *s > n).min().unwrap_or(Offset::MAX))
     }
 
     /// Records `ranges` as `topic`'s (see [`Tiers::unacked`]); none forget it.

@@ -519,29 +519,8 @@ fn a_replay_into_a_lost_wal_that_fails_half_way_never_reuses_acknowledged_offset
 async fn a_replay_into_a_lost_wal_skips_what_a_degraded_open_skipped_and_replays_what_follows() {
     let dir = tempfile::tempdir().unwrap();
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
-    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
-    let name = topic.name().clone();
-    append_range(&topic, 0, 10, 10).await;
-    store.close().await;
-    // As an earlier degraded open left it: [10, 15) skipped (warm holds a never-acknowledged
-    // batch there), then [15, 18) acknowledged and taken by warm where the junk ended.
-    let batch = |base: u64, n: u64, payload: &[u8]| {
-        let mut b = tier_core::RecordBatchBuilder::new();
-        for i in 0..n {
-            b.push(2000 + i as i64, None, &[], payload).unwrap();
-        }
-        b.build(base).unwrap()
-    };
-    warm.inner().append(&name, batch(10, 5, b"never acknowledged")).await.unwrap();
-    append_range_to(&warm, 15, 18).await;
-    std::fs::write(dir.path().join("router/t.unacked"), "10 15\n").unwrap();
-    std::fs::write(dir.path().join("router/t.end"), "18").unwrap();
-    std::fs::write(dir.path().join("router/t.reserved"), "18 unknown lazy\n").unwrap();
-    // The WAL is lost.
-    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
-
-    let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
-    let report = store.recover_topic("t").await.unwrap();
+    let (store, report) = lost_wal_after_a_degraded_open(&dir, &warm).await;
+    let name = TopicName::new("t").unwrap();
     assert!(report.is_clean(), "nothing acknowledged is missing: {report:?}");
     assert_eq!(report.next_offset, 18, "{report:?}");
     assert_eq!(store.wal().gaps(&name), vec![r(10, 15)], "the skipped offsets are the WAL's gap");
@@ -555,6 +534,95 @@ async fn a_replay_into_a_lost_wal_skips_what_a_degraded_open_skipped_and_replays
     let after: Vec<_> = reader.take(3).map(|r| r.unwrap().offset).collect().await;
     assert_eq!(after, vec![15, 16, 17]);
     store.close().await;
+}
+
+/// After [`lost_wal_after_a_degraded_open`] warm still holds the never-acknowledged batch
+/// (it cannot be restarted past it: it holds acknowledged records after it). Once WAL
+/// retention has deleted the segments warm holds, warm serves the reads below the WAL's
+/// start — but never its records in the skipped offsets: a read there fails naming them,
+/// and a read after them goes on with the acknowledged records.
+#[tokio::test]
+async fn reads_below_the_wal_never_take_warms_records_in_skipped_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let (store, _) = lost_wal_after_a_degraded_open(&dir, &warm).await;
+    let name = TopicName::new("t").unwrap();
+    let topic = store.topic("t").await.unwrap();
+    append_range(&topic, 18, 20, 2).await;
+    topic.flush().await.unwrap();
+    store.wal().rotate(&name).await.unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    store.run_retention_now(later).await.unwrap();
+    assert_eq!(store.wal().range(&name).await.unwrap().start, 20, "warm holds everything the WAL held");
+    assert_eq!(warm.inner().range(&name).await.unwrap(), r(0, 20), "with the never-acknowledged batch");
+
+    for batches in [false, true] {
+        let read = |from| read_to(&topic, from, 20, batches);
+        let (got, err) = read(0).await;
+        let want: Vec<_> = (0..10).map(|o| (o, rec(o).payload)).collect();
+        assert_eq!(got, want, "batches: {batches}");
+        let err = err.expect("the skipped offsets hold no acknowledged record");
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains("10..15"), "names the skipped offsets: {err}");
+        assert!(err.to_string().contains("continues at 15"), "says where to go on: {err}");
+        let (got, err) = read(15).await;
+        assert!(err.is_none(), "{err:?}");
+        let want: Vec<_> = (15..20).map(|o| (o, rec(o).payload)).collect();
+        assert_eq!(got, want, "batches: {batches}");
+    }
+    store.close().await;
+}
+
+/// The records of `topic` from `from` up to `to` (through its batch reader when
+/// `batches`), and the error that ended the read before `to`, if one did.
+async fn read_to(
+    topic: &Topic,
+    from: u64,
+    to: u64,
+    batches: bool,
+) -> (Vec<(u64, bytes::Bytes)>, Option<tier_core::TierError>) {
+    let mut got = Vec::new();
+    let mut records = if batches {
+        let reader = topic.batch_reader(StartPosition::Offset(from)).await.unwrap();
+        reader.map(|b| b.map(|b| b.records().map(|r| (r.offset, r.payload)).collect::<Vec<_>>())).boxed()
+    } else {
+        let reader = topic.reader(StartPosition::Offset(from)).await.unwrap();
+        reader.map(|r| r.map(|r| vec![(r.offset, r.payload)])).boxed()
+    };
+    while got.last().is_none_or(|(o, _)| o + 1 < to) {
+        match records.next().await.expect("a followed read does not end") {
+            Ok(more) => got.extend(more),
+            Err(e) => return (got, Some(e)),
+        }
+    }
+    (got, None)
+}
+
+/// As an earlier degraded open left it — `[10, 15)` skipped, warm holding a
+/// never-acknowledged batch there, then `[15, 18)` acknowledged and taken by warm where
+/// the junk ended — the WAL is lost, and the store reopens with warm answering. Returns
+/// the store and its recovery report of topic `t`.
+async fn lost_wal_after_a_degraded_open(
+    dir: &tempfile::TempDir,
+    warm: &Arc<FaultyTier<MemoryTier>>,
+) -> (TieredStore, tier_router::RecoveryReport) {
+    let (store, topic) = open(dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    store.close().await;
+    let mut junk = tier_core::RecordBatchBuilder::new();
+    for i in 0..5 {
+        junk.push(2000 + i, None, &[], b"never acknowledged").unwrap();
+    }
+    warm.inner().append(&name, junk.build(10).unwrap()).await.unwrap();
+    append_range_to(warm, 15, 18).await;
+    std::fs::write(dir.path().join("router/t.unacked"), "10 15\n").unwrap();
+    std::fs::write(dir.path().join("router/t.end"), "18").unwrap();
+    std::fs::write(dir.path().join("router/t.reserved"), "18 unknown lazy\n").unwrap();
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    let store = try_reopen(dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    (store, report)
 }
 
 /// A WAL that ends before the checkpointed commit point lost its tail (every committed
