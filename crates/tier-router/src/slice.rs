@@ -104,16 +104,7 @@ pub(crate) async fn choose(
         .unwrap_or(committed)
         .max(n + 1);
     if let Err(skipped) = warm_limit {
-        return Err(TierError::not_found(
-            ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
-            format!(
-                "offsets {}..{} hold no acknowledged record: a degraded open skipped them (warm's records there \
-                 were never acknowledged); the topic continues at {}",
-                skipped.start,
-                skipped.end,
-                resumes.min(skipped.end)
-            ),
-        ));
+        return Err(skipped_error(topic, n, skipped, resumes.min(skipped.end)));
     }
     Err(TierError::not_found(
         ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
@@ -122,6 +113,20 @@ pub(crate) async fn choose(
             OffsetRange::new(n, resumes)
         ),
     ))
+}
+
+/// The error of a read at `n`, inside `skipped`: offsets a degraded open skipped, which
+/// hold no acknowledged record (warm's records there, if any, were never acknowledged).
+/// The topic continues at `resumes`.
+fn skipped_error(topic: &TopicName, n: Offset, skipped: OffsetRange, resumes: Offset) -> TierError {
+    TierError::not_found(
+        ErrorContext::tier(TierKind::Router).topic(topic).offset(n),
+        format!(
+            "offsets {}..{} hold no acknowledged record: a degraded open skipped them (warm's records there were \
+             never acknowledged); the topic continues at {resumes}",
+            skipped.start, skipped.end
+        ),
+    )
 }
 
 /// What a reader does when the WAL's read of its slice `[n, to)` failed with `error`:
@@ -153,9 +158,10 @@ pub(crate) async fn instead_of_wal(
     // `Unavailable` (retry later), not the damage (no intact copy anywhere).
     let mut unreachable = None;
     // Never warm's records where a degraded open skipped the offsets: warm may hold
-    // records there that were never acknowledged.
+    // records there that were never acknowledged. The WAL's gap there is not a loss.
+    let warm_limit = tiers.warm_limit(topic, n);
     if let Some(w) = &tiers.warm
-        && let Ok(limit) = tiers.warm_limit(topic, n)
+        && let Ok(limit) = warm_limit
     {
         match w.range(topic).await {
             Ok(range) if range.contains(n) => {
@@ -174,9 +180,12 @@ pub(crate) async fn instead_of_wal(
             _ => {}
         }
     }
-    Err(match unreachable {
-        Some(e) => damaged_and_unreachable(topic, n, &error, &e),
-        None => error,
+    Err(match (unreachable, warm_limit) {
+        (Some(e), _) => damaged_and_unreachable(topic, n, &error, &e),
+        (None, Err(skipped)) if error.kind() == ErrorKind::NotFound => {
+            skipped_error(topic, n, skipped, skipped.end)
+        }
+        (None, _) => error,
     })
 }
 

@@ -422,6 +422,7 @@ fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
         let gap = reader.next().await.unwrap().expect_err("the skipped offsets hold no record");
         assert_eq!(gap.kind(), ErrorKind::NotFound, "{gap}");
         assert!(gap.to_string().contains(&format!("{}..{}", skipped.start, skipped.end)), "{gap}");
+        assert!(gap.to_string().contains("a degraded open skipped them"), "not called lost: {gap}");
 
         // Warm is restarted past the skipped offsets and takes the batch.
         flush_eventually(&topic).await;
