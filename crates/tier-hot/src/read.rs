@@ -334,7 +334,7 @@ where
         }
     };
     let shared = Arc::clone(shared);
-    blocking(&shared.name.clone(), move || {
+    read_blocking(&shared.name.clone(), move || {
         read_disk(&shared, &plan, to, &mut sink)?;
         Ok(sink)
     })
@@ -444,6 +444,22 @@ pub(crate) fn gap_error(topic: &tier_core::TopicName, from: Offset, gap: &Gap) -
             gap.marker.display()
         ),
     )
+}
+
+/// Runs a read's blocking file work (mapped pages may fault in from the disk) where the
+/// caller will use what it reads: on a multi-threaded runtime, in place on the caller's
+/// worker thread ([`tokio::task::block_in_place`]: the worker's other tasks move to
+/// another thread meanwhile), so the batches it verified are still in this core's cache
+/// when the caller builds records from them; elsewhere on the blocking pool.
+pub(crate) async fn read_blocking<T: Send + 'static>(
+    topic: &tier_core::TopicName,
+    f: impl FnOnce() -> Result<T, TierError> + Send + 'static,
+) -> Result<T, TierError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
+        return tokio::task::block_in_place(f);
+    }
+    blocking(topic, f).await
 }
 
 /// Runs blocking file work on tokio's blocking pool.
