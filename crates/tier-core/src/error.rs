@@ -1,6 +1,6 @@
 use std::fmt;
 
-use crate::{Offset, TopicName};
+use crate::{Offset, OffsetRange, TopicName};
 
 /// A boxed error used as the `source` of a [`TierError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -38,6 +38,7 @@ impl fmt::Display for TierKind {
 
 /// Where an error happened: every field optional, printed in a fixed order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ErrorContext {
     /// The tier that failed.
     pub tier: Option<TierKind>,
@@ -47,6 +48,12 @@ pub struct ErrorContext {
     pub offset: Option<Offset>,
     /// A file path or object key, with a byte position where known (`path@1234`).
     pub location: Option<String>,
+    /// Of a refused append: the offsets at which its records may still be committed (a
+    /// tier holds or may hold them, and recovery after a restart may commit them there).
+    /// Its outcome is unknown: appending the records again may store them twice. `None`
+    /// when nothing of the append lasts, or for any other error. Not printed: the message
+    /// says it.
+    pub may_commit: Option<OffsetRange>,
 }
 
 impl ErrorContext {
@@ -70,6 +77,13 @@ impl ErrorContext {
     /// Adds a path or object key.
     pub fn location(mut self, location: impl Into<String>) -> Self {
         self.location = Some(location.into());
+        self
+    }
+
+    /// Adds the offsets at which a refused append's records may still be committed
+    /// ([`ErrorContext::may_commit`]).
+    pub fn may_commit(mut self, range: OffsetRange) -> Self {
+        self.may_commit = Some(range);
         self
     }
 }
@@ -240,6 +254,13 @@ impl TierError {
     /// a closed store answers nothing else again).
     pub fn is_retryable(&self) -> bool {
         self.kind() == ErrorKind::Unavailable
+    }
+
+    /// Of a refused append whose outcome is unknown: the offsets at which its records may
+    /// still be committed (see [`ErrorContext::may_commit`]). `None` when nothing of the
+    /// append lasts — appending again is safe — or for any other error.
+    pub fn may_commit(&self) -> Option<OffsetRange> {
+        self.context().may_commit
     }
 
     /// Where the error happened.

@@ -505,8 +505,12 @@ impl Writer {
             let reply = if hwm >= range.end {
                 Ok(range)
             } else {
-                let message = self.refused_message(range);
-                Err(not_acknowledged(self.ctx().offset(range.start), message, errors.as_ref()))
+                let (message, may_commit) = self.refused_message(range);
+                let mut ctx = self.ctx().offset(range.start);
+                if may_commit {
+                    ctx = ctx.may_commit(range);
+                }
+                Err(not_acknowledged(ctx, message, errors.as_ref()))
             };
             let _ = done.send(reply);
         }
@@ -517,9 +521,10 @@ impl Writer {
     /// it, and it commits once warm holds it too). A batch the WAL does not hold is stored
     /// nowhere that lasts: a reopened writer continues from the WAL's end, so its offsets
     /// go to later records — unless warm took it, and recovery may commit it from warm.
-    fn refused_message(&self, range: OffsetRange) -> String {
+    /// With whether the records may still be committed at `range` (the outcome unknown).
+    fn refused_message(&self, range: OffsetRange) -> (String, bool) {
         let pending = self.pending.iter().find(|p| p.batch.base_offset() == range.start);
-        match pending {
+        let message = match pending {
             Some(p) if p.in_wal => format!(
                 "not acknowledged: the WAL holds the records at offsets {range}; they become readable only once \
                  every write tier holds them"
@@ -544,11 +549,17 @@ impl Writer {
                 "not acknowledged: the WAL did not store the records and warm did not confirm them, but warm may \
                  hold them at offsets {range}, and recovery after a restart may commit them there"
             ),
-            _ => format!(
-                "not written: the WAL did not store the records, so they hold no offsets; offsets {range} go to \
-                 the next records written"
-            ),
-        }
+            _ => {
+                return (
+                    format!(
+                        "not written: the WAL did not store the records, so they hold no offsets; offsets {range} go \
+                         to the next records written"
+                    ),
+                    false,
+                );
+            }
+        };
+        (message, true)
     }
 
     /// Sends every pending batch to the tiers that lack it, in order per tier (the WAL

@@ -247,7 +247,9 @@ async fn a_batch_the_wal_refused_that_warm_may_hold_is_not_called_unwritten() {
 
     assert_eq!(a.unwrap(), OffsetRange::new(1, 2));
     assert_eq!(b.unwrap(), OffsetRange::new(2, 3));
-    let c = c.expect_err("the WAL could not store C").to_string();
+    let c = c.expect_err("the WAL could not store C");
+    assert_eq!(c.may_commit(), Some(OffsetRange::new(3, 4)), "the outcome is unknown: {c}");
+    let c = c.to_string();
     assert!(!c.contains("not written"), "C may be committed from warm, so it is not 'not written': {c}");
     assert!(c.contains("warm may hold them at offsets [3, 4)"), "{c}");
     store.close().await;
@@ -277,8 +279,13 @@ async fn a_batch_whose_wal_fsync_failed_is_not_called_unwritten() {
     let topic = store.topic("fsync-failed").await.unwrap();
     topic.append_batch(builder("first", 2)).await.unwrap();
     faults::fail_nth(&d.hot_dir(), FaultPoint::Fsync, 1, std::io::ErrorKind::Other);
-    let refused = topic.append_batch(builder("unsynced", 3)).await.expect_err("the fsync failed").to_string();
+    let refused = topic.append_batch(builder("unsynced", 3)).await.expect_err("the fsync failed");
+    assert_eq!(refused.may_commit(), Some(OffsetRange::new(2, 5)), "the outcome is unknown: {refused}");
+    // Appends after it are refused unwritten until the store reopens.
+    let after = topic.append_batch(builder("after", 1)).await.expect_err("the WAL is failing");
+    assert_eq!(after.may_commit(), None, "{}", after.report());
     faults::clear(&d.hot_dir());
+    let refused = refused.to_string();
     assert!(!refused.contains("not written"), "the WAL wrote the records: {refused}");
     assert!(refused.contains("[2, 5)"), "{refused}");
     store.close().await;
@@ -289,5 +296,30 @@ async fn a_batch_whose_wal_fsync_failed_is_not_called_unwritten() {
     let records: Vec<tier_core::Record> =
         tokio::time::timeout(WAIT, reader.take(3).try_collect()).await.expect("read").unwrap();
     assert_eq!(records[0].payload.as_ref(), b"unsynced-0", "what a reopened store serves at 2");
+    store.close().await;
+}
+
+/// A batch no tier stored (hot only: the WAL could not create the segment it needed, its
+/// directory gone) is "not written": its error names no offsets it may be committed at —
+/// appending it again cannot store it twice.
+#[tokio::test]
+async fn a_batch_no_tier_stored_may_not_be_committed() {
+    let mut d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    d.hot.segment_bytes = 4096;
+    let store = d.open(&[]).await;
+    let topic = store.topic("unwritten").await.unwrap();
+    let big = |tag: &str| {
+        let mut b = RecordBatchBuilder::new();
+        b.push(1_700_000_000_000, None, &[], tag.repeat(1500).as_bytes()).unwrap();
+        b
+    };
+    topic.append_batch(builder("z", 1)).await.unwrap();
+    std::fs::remove_dir_all(d.hot_dir()).unwrap();
+    // The open segment (unlinked, still open) takes two; the third needs a new one.
+    assert_eq!(topic.append_batch(big("a")).await.unwrap(), OffsetRange::new(1, 2));
+    assert_eq!(topic.append_batch(big("b")).await.unwrap(), OffsetRange::new(2, 3));
+    let c = topic.append_batch(big("c")).await.expect_err("no segment for C");
+    assert!(c.to_string().contains("not written"), "{c}");
+    assert_eq!(c.may_commit(), None, "{c}");
     store.close().await;
 }

@@ -354,17 +354,36 @@ pub struct ErrorDetail {
     pub kind: ErrorKind,
     /// What happened, with each cause once.
     pub message: String,
+    /// Of a refused append: the offsets at which its records may still be committed (a
+    /// tier holds or may hold them, and the server's recovery after a restart may commit
+    /// them there). The outcome is unknown: appending the records again may store them
+    /// twice. Absent when nothing of the append lasts (appending again is safe) and for
+    /// every other error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub may_commit: Option<RangeJson>,
 }
 
 impl ApiError {
     /// An error of `kind`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { error: ErrorDetail { kind, message: message.into() } }
+        Self { error: ErrorDetail { kind, message: message.into(), may_commit: None } }
+    }
+
+    /// The error with [`ErrorDetail::may_commit`] set to `range`.
+    pub fn with_may_commit(mut self, range: RangeJson) -> Self {
+        self.error.may_commit = Some(range);
+        self
     }
 
     /// Its kind.
     pub fn kind(&self) -> ErrorKind {
         self.error.kind
+    }
+
+    /// Of a refused append whose outcome is unknown, the offsets at which its records may
+    /// still be committed ([`ErrorDetail::may_commit`]).
+    pub fn may_commit(&self) -> Option<RangeJson> {
+        self.error.may_commit
     }
 }
 

@@ -170,6 +170,19 @@ fn error_bodies_have_the_documented_shape() {
     assert_eq!(ErrorKind::Fenced.status(), 409);
     assert_eq!(ErrorKind::TooLarge.status(), 413);
     assert_eq!(ErrorKind::Closed.status(), 503);
+    // A refused append whose outcome is unknown names where it may be committed; a body
+    // without the field (every other error, and servers before it) parses as `None`.
+    let unknown = ApiError::new(ErrorKind::Unavailable, "not acknowledged")
+        .with_may_commit(crate::RangeJson { start: 2, end: 5 });
+    let json = serde_json::to_string(&unknown).expect("json");
+    assert_eq!(
+        json,
+        r#"{"error":{"kind":"unavailable","message":"not acknowledged","may_commit":{"start":2,"end":5}}}"#
+    );
+    assert_eq!(serde_json::from_str::<ApiError>(&json).expect("parse"), unknown);
+    let old: ApiError =
+        serde_json::from_str(r#"{"error":{"kind":"unavailable","message":"m"}}"#).expect("parse");
+    assert_eq!(old.may_commit(), None);
 }
 
 #[test]

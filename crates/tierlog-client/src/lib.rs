@@ -78,6 +78,18 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Of an append the server refused with its outcome unknown, the offsets at which the
+    /// records may still be committed: appending them again may store them twice. `None`
+    /// when the server said nothing of the append lasts — and for an error that is not
+    /// the server's answer (a connection lost after the request was sent leaves the
+    /// outcome unknown too, without offsets).
+    pub fn may_commit(&self) -> Option<RangeJson> {
+        match self {
+            Error::Api { error, .. } => error.may_commit(),
+            _ => None,
+        }
+    }
 }
 
 /// A bearer token; `Debug` prints `***`.

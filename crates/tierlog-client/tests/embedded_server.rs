@@ -13,11 +13,7 @@ async fn append_follow_and_drain_against_an_embedded_server() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let store = TieredStore::open(StoreConfig::hot_only(dir.path().join("wal"))).await.expect("store");
     let config = ServerConfig { tokens: vec![Token::new("t0ken")], ..ServerConfig::default() };
-    let server = Server::new(store.clone(), &config, None).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("address"));
-    let shutdown = server.shutdown_handle();
-    let serving = tokio::spawn(server.serve(listener));
+    let (url, shutdown, serving) = serve(&store, &config).await;
 
     let anonymous = Client::new(&url).expect("client");
     let refused = anonymous.append("t", vec![NewRecordJson::new("x")]).await.expect_err("no token");
@@ -71,11 +67,7 @@ async fn a_follow_reconnects_while_the_server_is_away_and_gives_up_in_time() {
 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let store = TieredStore::open(StoreConfig::hot_only(dir.path().join("wal"))).await.expect("store");
-    let server = Server::new(store.clone(), &ServerConfig::default(), None).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("address"));
-    let shutdown = server.shutdown_handle();
-    let serving = tokio::spawn(server.serve(listener));
+    let (url, shutdown, serving) = serve(&store, &ServerConfig::default()).await;
     let client = Client::new(&url).expect("client");
     client.append("t", vec![NewRecordJson::new("a")]).await.expect("append");
 
@@ -110,6 +102,63 @@ async fn a_follow_reconnects_while_the_server_is_away_and_gives_up_in_time() {
     }
     assert!(next(&mut follow).await.is_none(), "the follow ends after giving up");
     store.close().await;
+}
+
+/// An append refused with its outcome unknown carries, in the error the client gets, the
+/// offsets its records may still be committed at (here the WAL wrote them but its fsync
+/// failed: a restarted server may serve them there, so appending them again may store
+/// them twice); a refusal after which nothing of the append lasts carries none.
+#[tokio::test]
+async fn a_refused_append_says_where_its_records_may_still_be_committed() {
+    use tier_hot::faults::{self, FaultPoint};
+    use tier_router::{FsyncPolicy, HotConfig};
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let wal = dir.path().join("wal");
+    let config = StoreConfig::default().with_hot(HotConfig::new(&wal).with_fsync(FsyncPolicy::Always));
+    let store = TieredStore::open(config.clone()).await.expect("store");
+    let (url, shutdown, serving) = serve(&store, &ServerConfig::default()).await;
+    let client = Client::new(&url).expect("client");
+    let records =
+        |tag: &str, n: usize| (0..n).map(|i| NewRecordJson::new(format!("{tag}-{i}").as_str())).collect();
+    client.append("t", records("first", 2)).await.expect("append");
+
+    faults::fail_nth(&wal, FaultPoint::Fsync, 1, std::io::ErrorKind::Other);
+    let unknown = client.append("t", records("unsynced", 3)).await.expect_err("the fsync failed");
+    assert_eq!(unknown.kind(), Some(ErrorKind::Unavailable), "{unknown}");
+    assert_eq!(unknown.may_commit(), Some(tierlog_client::RangeJson { start: 2, end: 5 }), "{unknown}");
+    // The WAL refuses every append until the store reopens; those store nothing.
+    let refused = client.append("t", records("refused", 1)).await.expect_err("the WAL is failing");
+    faults::clear(&wal);
+    assert_eq!(refused.may_commit(), None, "{refused}");
+
+    shutdown.shutdown();
+    serving.await.expect("join").expect("the server drained");
+    store.close().await;
+    // What the first error said may happen: the reopened store serves the records there.
+    let store = TieredStore::open(config).await.expect("store");
+    let topic = store.topic("t").await.expect("topic");
+    let reader = topic.reader(tier_router::StartPosition::Offset(2)).await.expect("reader");
+    let payloads: Vec<_> = reader.take(3).map(|r| r.expect("a record").payload).collect().await;
+    assert_eq!(
+        payloads,
+        ["unsynced-0", "unsynced-1", "unsynced-2"].map(|p| bytes::Bytes::from_static(p.as_bytes()))
+    );
+    store.close().await;
+}
+
+/// `store` served on a free 127.0.0.1 port: its URL, the handle that drains it and the
+/// serving task.
+async fn serve(
+    store: &TieredStore,
+    config: &ServerConfig,
+) -> (String, tierlog_server::ShutdownHandle, tokio::task::JoinHandle<Result<(), impl std::fmt::Debug + use<>>>)
+{
+    let server = Server::new(store.clone(), config, None).expect("server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let shutdown = server.shutdown_handle();
+    (url, shutdown, tokio::spawn(server.serve(listener)))
 }
 
 /// The next item of `follow`, within 30 s.

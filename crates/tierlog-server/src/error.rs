@@ -1,11 +1,11 @@
-//! Errors as the API answers them: `{"error": {"kind", "message"}}` with the status of
+//! Errors as the API answers them: `{"error": {"kind", "message"[, "may_commit"]}}` with the status of
 //! the kind ([`tierlog_api::ErrorKind::status`]).
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tier_router::{ErrorKind as TierKind, TierError};
-use tierlog_api::{ApiError, ErrorKind};
+use tierlog_api::{ApiError, ErrorKind, RangeJson};
 
 /// An error answer.
 #[derive(Debug)]
@@ -35,9 +35,14 @@ pub(crate) fn kind_of(e: &TierError) -> ErrorKind {
     }
 }
 
-/// The API's error for a store error: its kind and its report (each cause once).
+/// The API's error for a store error: its kind, its report (each cause once) and, of a
+/// refused append whose outcome is unknown, the offsets it may still be committed at.
 pub(crate) fn api_error(e: &TierError) -> ApiError {
-    ApiError::new(kind_of(e), e.report().to_string())
+    let error = ApiError::new(kind_of(e), e.report().to_string());
+    match e.may_commit() {
+        Some(range) => error.with_may_commit(RangeJson { start: range.start, end: range.end }),
+        None => error,
+    }
 }
 
 impl From<TierError> for HttpError {
