@@ -306,6 +306,9 @@ async fn by_timestamp(
     if let Some(w) = &tiers.warm
         && let Some(o) = w.offset_for_timestamp(topic, t).await?
     {
+        // Never a record warm holds in offsets a degraded open skipped (never
+        // acknowledged, written before the records after them): the first after them.
+        let o = tiers.warm_limit(topic, o).map_or_else(|skipped| skipped.end, |_| o);
         return Ok(o.min(committed));
     }
     Ok(tiers.hot.offset_for_timestamp(topic, t).await?.map_or(committed, |o| o.min(committed)))

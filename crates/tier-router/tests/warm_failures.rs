@@ -571,6 +571,11 @@ async fn reads_below_the_wal_never_take_warms_records_in_skipped_offsets() {
         let want: Vec<_> = (15..20).map(|o| (o, rec(o).payload)).collect();
         assert_eq!(got, want, "batches: {batches}");
     }
+    // A seek by timestamp past the acknowledged [0, 10) (`rec` stamps offset o at 1000 +
+    // 10 o) lands on 15, not on the never-acknowledged records warm holds at 10.
+    let mut reader = topic.reader(StartPosition::Timestamp(1095)).await.unwrap();
+    let first = reader.next().await.unwrap().unwrap();
+    assert_eq!((first.offset, first.payload), (15, rec(15).payload));
     store.close().await;
 }
 
