@@ -22,18 +22,23 @@ const AXIS: f64 = 600.0;
 
 /// The commit point each topic had at the last render, for the append rate.
 #[derive(Debug, Default)]
-pub(crate) struct Rates(Mutex<HashMap<String, (Instant, u64, f64)>>);
+pub(crate) struct Rates(Mutex<HashMap<String, Sample>>);
+
+/// When a topic's commit point was last sampled, its value then, and the rate measured
+/// up to then (`None` before a second sample).
+type Sample = (Instant, u64, Option<f64>);
 
 impl Rates {
     /// Records per second since the previous sample at least a second ago (the last
-    /// rate between).
-    fn sample(&self, topic: &str, committed: u64) -> f64 {
+    /// rate between); `None` until there is one — the first render of a topic cannot
+    /// know its rate, and saying 0 would be wrong.
+    fn sample(&self, topic: &str, committed: u64) -> Option<f64> {
         let now = Instant::now();
         let mut map = self.0.lock();
-        let entry = map.entry(topic.to_owned()).or_insert((now, committed, 0.0));
+        let entry = map.entry(topic.to_owned()).or_insert((now, committed, None));
         let elapsed = now.duration_since(entry.0).as_secs_f64();
         if elapsed >= 1.0 {
-            entry.2 = committed.saturating_sub(entry.1) as f64 / elapsed;
+            entry.2 = Some(committed.saturating_sub(entry.1) as f64 / elapsed);
             entry.0 = now;
             entry.1 = committed;
         }
@@ -44,7 +49,8 @@ impl Rates {
 pub(crate) async fn status_page(State(state): State<AppState>) -> Response {
     match all_topics(&state).await {
         Ok(topics) => {
-            let rates: Vec<f64> = topics.iter().map(|t| state.rates.sample(&t.topic, t.committed)).collect();
+            let rates: Vec<Option<f64>> =
+                topics.iter().map(|t| state.rates.sample(&t.topic, t.committed)).collect();
             Html(render(&topics, &rates)).into_response()
         }
         Err(e) => {
@@ -77,8 +83,8 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// The page for `topics`, with each one's append rate.
-pub(crate) fn render(topics: &[TopicInfo], rates: &[f64]) -> String {
+/// The page for `topics`, with each one's append rate (`None`: not measured yet).
+pub(crate) fn render(topics: &[TopicInfo], rates: &[Option<f64>]) -> String {
     if topics.is_empty() {
         return page("<p>no topics</p>");
     }
@@ -99,9 +105,13 @@ pub(crate) fn render(topics: &[TopicInfo], rates: &[f64]) -> String {
             "<div class=\"topic\" id=\"topic-{name}\" data-topic=\"{name}\"><h2>{name}</h2><table>\
              <tr><th>commit point</th><td class=\"committed\">{}</td></tr>\
              <tr><th>export lag</th><td class=\"export-lag\">{}</td></tr>\
-             <tr><th>append rate</th><td class=\"rate\">{rate:.1} records/s</td></tr></table>",
+             <tr><th>append rate</th><td class=\"rate\">{}</td></tr></table>",
             t.committed,
             t.export_lag.map_or_else(|| "- (no cold tier)".to_owned(), records),
+            rate.map_or_else(
+                || format!("measuring (shown after {REFRESH_SECONDS} s)"),
+                |r| format!("{r:.1} records/s")
+            ),
         );
         let height = 24 * tiers.len() + 24;
         let _ = write!(body, "<svg width=\"{}\" height=\"{height}\" role=\"img\">", AXIS as u32 + 220);

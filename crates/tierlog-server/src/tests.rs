@@ -25,7 +25,7 @@ fn the_status_page_draws_each_tier_on_one_axis() {
         cold: Some(RangeJson { start: 0, end: 250 }),
         export_lag: Some(50),
     };
-    let html = page::render(&[topic], &[12.5]);
+    let html = page::render(std::slice::from_ref(&topic), &[Some(12.5)]);
     assert!(html.contains("<meta http-equiv=\"refresh\""), "refreshes itself");
     assert!(html.contains("cold [0, 250)") && html.contains("WAL [200, 300)"), "{html}");
     // On one axis from 0 to 300: the WAL's bar starts two thirds along.
@@ -33,6 +33,9 @@ fn the_status_page_draws_each_tier_on_one_axis() {
     assert!(html.contains("class=\"cold\" x=\"0.0\" y=\"0\" width=\"500.0\""), "{html}");
     assert!(html.contains("12.5 records/s") && html.contains("50 records"), "{html}");
     assert!(!html.contains("<script"), "no script");
+    // The first render of a topic has no earlier commit point to measure a rate against.
+    let first = page::render(&[topic], &[None]);
+    assert!(first.contains("measuring (shown after 2 s)") && !first.contains("records/s"), "{first}");
     let escaped = page::render(
         &[TopicInfo {
             topic: "<b>".into(),
@@ -42,7 +45,7 @@ fn the_status_page_draws_each_tier_on_one_axis() {
             cold: None,
             export_lag: None,
         }],
-        &[0.0],
+        &[None],
     );
     assert!(escaped.contains("&lt;b&gt;") && !escaped.contains("<b>"));
 }
