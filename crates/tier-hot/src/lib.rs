@@ -73,6 +73,7 @@ pub mod faults;
 pub mod layout;
 mod mmap;
 mod read;
+mod rebuilt;
 mod recovery;
 mod retention;
 mod segment;
@@ -82,6 +83,7 @@ mod topic;
 mod writer;
 
 pub use config::{FsyncPolicy, HotConfig, RecoveryPolicy};
+pub use rebuilt::Rebuilt;
 pub use segment::{SegmentEvent, SegmentInfo};
 pub use tail::Subscription;
 pub use tier::HotTier;

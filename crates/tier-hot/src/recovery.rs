@@ -125,6 +125,10 @@ fn list_files(topic: &TopicName, dir: &Path) -> Result<(Vec<(Offset, PathBuf)>, 
             files.push((base, entry.path()));
         } else if let Some(range) = name.and_then(parse_gap_file_name) {
             markers.unused.push((range, entry.path()));
+        } else if name.is_some_and(|n| n == crate::rebuilt::REBUILT_FILE || n == crate::rebuilt::REBUILT_TMP)
+        {
+            // The rebuilt marker (the router's recovery reads it), or a write of it a crash
+            // cut short (the marker is renamed into place once whole).
         } else {
             warn!(topic = %topic, file = ?entry.path(), "ignoring a file that is not a segment");
         }

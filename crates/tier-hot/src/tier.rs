@@ -204,6 +204,28 @@ impl HotTier {
         self.lookup(topic).and_then(|log| *log.shared.unsynced.lock())
     }
 
+    /// Records durably, in `topic`'s own directory, that its WAL is being rebuilt from
+    /// other tiers — a recovery replays warm's records into a WAL that was lost or cannot
+    /// vouch for its end — and that records may have been acknowledged at offsets up to
+    /// `bound` (unknown when `None`). Until [`clear_rebuilt`](Self::clear_rebuilt) the
+    /// WAL's end says nothing about what was acknowledged, even if everything beside the
+    /// WAL (the router's state directory) is lost. Creates the topic's directory when
+    /// missing. Blocking file I/O (a few small writes and fsyncs).
+    pub fn mark_rebuilt(&self, topic: &TopicName, bound: Option<Offset>) -> Result<(), TierError> {
+        crate::rebuilt::write(&self.inner.config.data_dir, topic, bound)
+    }
+
+    /// `topic`'s rebuilt marker ([`mark_rebuilt`](Self::mark_rebuilt)), if it has one.
+    pub fn rebuilt(&self, topic: &TopicName) -> Result<Option<crate::Rebuilt>, TierError> {
+        crate::rebuilt::read(&self.inner.config.data_dir, topic)
+    }
+
+    /// Removes `topic`'s rebuilt marker: the topic continues past every offset that may
+    /// have been acknowledged, and the WAL's end vouches again.
+    pub fn clear_rebuilt(&self, topic: &TopicName) -> Result<(), TierError> {
+        crate::rebuilt::remove(&self.inner.config.data_dir, topic)
+    }
+
     /// Counters of `topic`'s writer since the tier opened (`None` for an unknown
     /// topic).
     pub fn write_stats(&self, topic: &TopicName) -> Option<WriteStats> {

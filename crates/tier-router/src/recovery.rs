@@ -161,6 +161,10 @@ async fn recover(
     let unacked_found = read_unacked(state_dir, topic)?;
     // The WAL holds nothing of the topic: it was lost (or the topic is new).
     let wal_lost = hot.end == 0;
+    // An earlier recovery was rebuilding the WAL from warm and did not finish: what the
+    // WAL holds says nothing of what was acknowledged, and the marker, in the WAL's own
+    // directory, survives the state directory (see `HotTier::mark_rebuilt`).
+    let rebuilt = tiers.hot.rebuilt(topic)?;
     // A WAL that holds the topic while no state file survived, written without an fsync
     // per append: a power cut may have taken acknowledged records, and no reservation
     // says how many.
@@ -180,7 +184,8 @@ async fn recover(
         || fence.is_some()
         || checkpoint.is_some_and(|cp| cp > hot.end)
         || !pending.lost.is_empty()
-        || !pending.maybe_lost.is_empty();
+        || !pending.maybe_lost.is_empty()
+        || rebuilt.is_some();
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
         // Warm answers: first, it must hold none of the never-acknowledged records.
@@ -222,6 +227,10 @@ async fn recover(
     // Under `fail` a non-empty warm tier bounds what was acknowledged (every
     // acknowledgement waited for it).
     let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
+    // A WAL an earlier recovery was rebuilding when nothing local bounded the acknowledged
+    // offsets, and still no state file: as if the WAL were lost.
+    let rebuilt_unbounded =
+        rebuilt.is_some_and(|r| r.bound.is_none()) && checkpoint.is_none() && reservation.is_none();
     let mut replayed_unconfirmed: Vec<RecordBatch> = Vec::new();
 
     if !wal_lost && hot.end < cold_r.end {
@@ -285,6 +294,22 @@ async fn recover(
             if no_local_evidence && !warm_bounds_acks && fence.is_none() {
                 write_fence(state_dir, topic, warm_r.end.max(cold_r.end))?;
             }
+            // The same evidence in the WAL's own directory, which survives the state
+            // directory: until this recovery completes, the WAL's end vouches for nothing,
+            // and offsets up to the bound may have been acknowledged (unknown when nothing
+            // local bounded them).
+            let bound = ((!no_local_evidence && !rebuilt_unbounded) || warm_bounds_acks).then(|| {
+                let losses = kept.lost.iter().chain(&kept.maybe_lost).map(|r| r.end);
+                [hot.end, warm_r.end, cold_r.end, cold_continues, checkpoint.unwrap_or(0)]
+                    .into_iter()
+                    .chain(reservation.as_ref().map(|r| r.offset))
+                    .chain(rebuilt.and_then(|r| r.bound))
+                    .chain(fence)
+                    .chain(losses)
+                    .max()
+                    .unwrap_or(0)
+            });
+            tiers.hot.mark_rebuilt(topic, bound)?;
             // Warm's records in offsets a degraded open skipped are never replayed (it still
             // holds them only when it could not be restarted past them): the WAL skips them.
             let (range, kept) = replay(tiers, topic, from, &unacked_found, hot, keep_after).await?;
@@ -327,10 +352,22 @@ async fn recover(
     if let Some(res) = &reservation
         && res.offset > next
         && !warm_bounds_acks
-        && (wal_lost || !res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
+        && (wal_lost
+            || rebuilt.is_some()
+            || !res.wal_is_exact(&tiers.boot_id)
+            || tiers.hot.cut_back_at_open(topic))
     {
         report.maybe_lost.push(OffsetRange::new(next, res.offset));
         next = res.offset;
+    }
+    // The same from the marker of a WAL an earlier recovery was rebuilding (it kept the
+    // reservation's bound there; the reservation may be gone with the state directory).
+    if let Some(bound) = rebuilt.and_then(|r| r.bound)
+        && bound > next
+        && !warm_bounds_acks
+    {
+        report.maybe_lost.push(OffsetRange::new(next, bound));
+        next = bound;
     }
 
     // Warm was unreachable (`degraded_open` let the topic open: the WAL vouches for its
@@ -386,7 +423,10 @@ async fn recover(
         report.maybe_lost.push(OffsetRange::new(next, at_least));
         next = at_least;
     }
-    if fence.is_some() || ((no_local_evidence && other_tier_holds) || wal_unvouched) && !warm_bounds_acks {
+    if fence.is_some()
+        || ((no_local_evidence && other_tier_holds) || wal_unvouched || rebuilt_unbounded)
+            && !warm_bounds_acks
+    {
         report.end_unknown = true;
         error!(
             topic = %topic, next,
@@ -512,6 +552,9 @@ async fn recover(
         if skip_wal {
             skip_wal_to(tiers, topic, next).await?;
         }
+        // The WAL continues past every offset that may have been acknowledged: its end
+        // vouches again.
+        tiers.hot.clear_rebuilt(topic)?;
     }
 
     report.next_offset = next;

@@ -185,6 +185,9 @@ impl TieredStore {
             record_gap_in_cold(tiers, &name, held, wal_first).await?;
         }
         skip_wal_to(tiers, &name, at).await?;
+        // The operator said where the topic continues: a WAL a recovery was rebuilding
+        // vouches for its end again.
+        tiers.hot.clear_rebuilt(&name)?;
         let (done, answer) = tokio::sync::oneshot::channel();
         let tx = core.tx.lock().clone().ok_or_else(closed)?;
         tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;

@@ -448,6 +448,22 @@ fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
 /// replays.
 #[test]
 fn a_replay_into_a_lost_wal_that_fails_half_way_never_reuses_acknowledged_offsets() {
+    replay_into_a_lost_wal_fails_half_way(false);
+}
+
+/// As above, and the router's state directory — where that recovery kept the offsets up
+/// to the reservation as maybe lost — is lost too before the next open: the WAL's own
+/// directory says it was being rebuilt and how far records may have been acknowledged
+/// (`HotTier::mark_rebuilt`), so its end is still not taken for the acknowledged end.
+/// (Found by the simulation, seed 13006174.)
+#[test]
+fn a_wal_rebuilt_in_part_never_vouches_for_its_end_even_without_the_state_directory() {
+    replay_into_a_lost_wal_fails_half_way(true);
+}
+
+/// The scenario of the two tests above; `lose_state`: the state directory is lost after
+/// the failed open.
+fn replay_into_a_lost_wal_fails_half_way(lose_state: bool) {
     use tier_hot::faults::{self, FaultPoint};
     let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -496,6 +512,9 @@ fn a_replay_into_a_lost_wal_that_fails_half_way_never_reuses_acknowledged_offset
             "replayed in part"
         );
         store.close().await;
+        if lose_state {
+            std::fs::remove_dir_all(dir.path().join("router")).expect("the state directory beside the WAL's");
+        }
 
         let store = open(hot.clone(), warm.clone()).await.unwrap();
         let report = store.recover_topic("t").await.unwrap();

@@ -498,4 +498,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNACKED_SERVED,
         generator: 4,
     },
+    Regression {
+        seed: 13006174,
+        keep: &[3, 4, 7, 12, 13, 14, 18],
+        case: "session 16, 1,200 s run, generator 4: acknowledged on a WAL that was then lost (degrade, warm behind); a recovery replayed warm into the new WAL and failed (cold down); the state directory was lost; the next recovery took the WAL rebuilt in part for one vouching for its end and reused offsets acknowledged on the lost WAL",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 4,
+    },
 ];
