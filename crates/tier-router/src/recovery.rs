@@ -192,7 +192,7 @@ async fn recover(
         Some(w) => match w.range(topic).await {
             Ok(r) => Some(drop_unacked(tiers, topic, r, &unacked_found).await?),
             Err(e) if e.kind() == ErrorKind::Unavailable => {
-                warm_unreachable = degraded_open(tiers, topic, hot, wal_unsure, e)?;
+                warm_unreachable = degraded_open(tiers, topic, hot, wal_unsure, reservation.is_some(), e)?;
                 None
             }
             Err(e) => return Err(e),
@@ -738,13 +738,16 @@ pub(crate) async fn record_gap_in_cold(
 }
 
 /// Decides what an unreachable warm tier (`err`) at recovery means: under `degrade`,
-/// with a WAL that knows the topic and vouches for its end, the topic opens without warm
-/// (`Ok(true)`); otherwise recovery fails with an `Unavailable` error naming warm.
+/// with a WAL that knows the topic and vouches for its end, and a reservation file
+/// (`reserved`) that bounds how far warm may hold batches past it, the topic opens
+/// without warm (`Ok(true)`); otherwise recovery fails with an `Unavailable` error naming
+/// warm.
 fn degraded_open(
     tiers: &Tiers,
     topic: &TopicName,
     hot: OffsetRange,
     wal_unsure: bool,
+    reserved: bool,
     err: TierError,
 ) -> Result<bool, TierError> {
     let why = if tiers.config.warm_failure_policy != WarmFailurePolicy::Degrade {
@@ -759,6 +762,13 @@ fn degraded_open(
         // continue past them, leaving warm unable to take the next batch.
         "the WAL cannot vouch for its end (a power cut may have taken its tail, it ends before the last \
          checkpoint, or an earlier recovery did not finish), so recovery needs warm's records"
+    } else if !reserved {
+        // Each batch goes to warm and the WAL at once: warm may hold never-acknowledged
+        // batches past the WAL's end, up to the reservation — the state files are gone, so
+        // nothing says how far, and continuing at the WAL's end could hand their offsets
+        // out again.
+        "the router's state files are gone (no reservation), so nothing bounds the batches warm may hold past \
+         the WAL's end, and recovery needs warm's range"
     } else {
         warn!(
             topic = %topic, error = %err.report(),

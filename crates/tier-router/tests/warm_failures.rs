@@ -376,23 +376,7 @@ fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
     warm.target(&[Op::Range, Op::Append]);
     let name = TopicName::new("t").unwrap();
-
-    // First life, ended by a crash (its runtime dropped: nothing of a clean close runs)
-    // after warm took [10, 15) and before the WAL did.
-    let rt = runtime();
-    let (store, topic) = rt.block_on(async {
-        let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
-        append_range(&topic, 0, 10, 10).await;
-        let mut unacked = tier_core::RecordBatchBuilder::new();
-        for i in 0..5 {
-            unacked.push(2000 + i, None, &[], b"never acknowledged").unwrap();
-        }
-        warm.inner().append(&name, unacked.build(10).unwrap()).await.unwrap();
-        (store, topic)
-    });
-    drop(rt);
-    drop(topic);
-    drop(store);
+    crash_after_warm_took_a_batch_the_wal_did_not(&hot(&dir), &warm);
 
     let rt = runtime();
     rt.block_on(async {
@@ -438,6 +422,73 @@ fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
         assert_eq!(after, want);
         store.close().await;
     });
+}
+
+/// A first life of topic `t` (hot+`warm`, `degrade`) ended by a crash — its runtime
+/// dropped: nothing of a clean close runs — after warm took a never-acknowledged batch at
+/// [10, 15) and before the WAL did ([0, 10) acknowledged).
+fn crash_after_warm_took_a_batch_the_wal_did_not(hot: &HotConfig, warm: &Arc<FaultyTier<MemoryTier>>) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (store, topic) = rt.block_on(async {
+        let store = open_with(hot, warm).await.unwrap();
+        let topic = store.topic("t").await.unwrap();
+        append_range(&topic, 0, 10, 10).await;
+        let mut unacked = tier_core::RecordBatchBuilder::new();
+        for i in 0..5 {
+            unacked.push(2000 + i, None, &[], b"never acknowledged").unwrap();
+        }
+        warm.inner().append(topic.name(), unacked.build(10).unwrap()).await.unwrap();
+        (store, topic)
+    });
+    drop(rt);
+    drop(topic);
+    drop(store);
+}
+
+/// As above, and the router's state directory is lost too: no reservation says how far
+/// warm may hold batches past the WAL's end (each batch goes to warm and the WAL at once),
+/// so with warm unreachable the topic does not open — continuing at the WAL's end would
+/// hand out offsets warm holds other records at. Once warm answers, recovery replays them.
+/// (Found by the simulation, seed 14005661.)
+#[test]
+fn a_degraded_open_is_refused_when_no_reservation_bounds_what_warm_may_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Range, Op::Append]);
+    // Under `fsync = always`, with no state file, the WAL vouches for its own end.
+    let hot = hot(&dir).with_fsync(FsyncPolicy::Always);
+    crash_after_warm_took_a_batch_the_wal_did_not(&hot, &warm);
+    std::fs::remove_dir_all(dir.path().join("router")).expect("the state directory");
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        warm.fail_fraction(1.0);
+        let err = open_with(&hot, &warm).await.expect_err("warm is needed");
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(err.report().to_string().contains("no reservation"), "{}", err.report());
+
+        warm.clear();
+        let store = open_with(&hot, &warm).await.unwrap();
+        let report = store.recover_topic("t").await.unwrap();
+        assert_eq!(report.replayed, Some(r(10, 15)), "{report:?}");
+        let topic = store.topic("t").await.unwrap();
+        assert!(topic.append(vec![rec(99)]).await.unwrap().start >= 15, "offsets warm holds are not reused");
+        store.close().await;
+    });
+}
+
+/// The store over `hot` and `warm` under `degrade`, without background tasks.
+async fn open_with(
+    hot: &HotConfig,
+    warm: &Arc<FaultyTier<MemoryTier>>,
+) -> Result<TieredStore, tier_core::TierError> {
+    TieredStore::builder()
+        .hot(hot.clone())
+        .warm(warm.clone())
+        .router(router(WarmFailurePolicy::Degrade))
+        .background(false)
+        .open()
+        .await
 }
 
 /// A lost WAL is replayed from warm at the next open; if that open fails half-way (here the

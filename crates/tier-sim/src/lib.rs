@@ -505,4 +505,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
+    Regression {
+        seed: 14005661,
+        keep: &[0, 120, 123, 125, 132, 134, 145, 149, 150, 156, 159],
+        case: "session 16, 600 s run, generator 4: a group the WAL refused (its fsync failed) that warm took, warm down, the state directory lost; the degraded open continued at the WAL's end (no reservation to continue at) and handed out offsets warm held other records at",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 4,
+    },
 ];
