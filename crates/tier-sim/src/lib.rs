@@ -512,4 +512,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
+    Regression {
+        seed: 14008894,
+        keep: &[10, 23, 27, 28, 29, 31, 32, 41, 42],
+        case: "session 16, 600 s run, generator 4: the armed WAL fsync failure fired between an open and the operator's resume of the fenced topic (the interval timer after a replay); the resume was refused until a reopen, as it must be, and the runner called that a failed open (found as a model gap)",
+        invariant: model::inv::OPEN_FAILED,
+        generator: 4,
+    },
 ];

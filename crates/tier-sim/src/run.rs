@@ -465,6 +465,14 @@ impl World<'_> {
                     "  resuming at {at} refused while a tier is down (retried next step): {e}"
                 ));
             }
+            // The armed WAL fsync failure fired since the open (the timer's fsync after a
+            // replay): the WAL's writer refuses every write until the store reopens, the
+            // resume's skip included; the operator resumes after the next reopen.
+            Some(Err((at, e))) if e.kind() == ErrorKind::Unavailable && self.wal_failing() => {
+                self.note(format!(
+                    "  resuming at {at} refused: the WAL's writer failed (retried after a reopen): {e}"
+                ));
+            }
             Some(Err((at, e))) => {
                 self.resume_pending = false;
                 self.violate(inv::OPEN_FAILED, format!("resuming at {at}: {e}"));
