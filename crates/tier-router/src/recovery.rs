@@ -243,7 +243,11 @@ async fn recover(
         // Warm is ahead of the WAL: replay what the WAL lacks.
         let mut from = hot.end;
         if wal_lost {
-            from = from.max(cold_r.end);
+            // Into an empty WAL from where cold's log continues: past its segments and
+            // the offsets it recorded lost after them (an earlier recovery declared them
+            // lost or skipped; cold never takes records there, so the WAL must not hold
+            // them either).
+            from = from.max(cold_r.end).max(cold_continues);
         }
         if warm_r.start > from {
             if !wal_lost {

@@ -763,6 +763,43 @@ async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_
     store.close().await;
 }
 
+/// As above, with warm holding records inside cold's recorded gap (never acknowledged: a
+/// degraded open skipped those offsets and its `.unacked` file went with the data
+/// directory). Recovery replays into the empty WAL only from where cold's log continues —
+/// cold never takes records inside its gap, so a WAL holding them would stop the export
+/// there for good (the simulation's seed 14012903: export and WAL retention stuck).
+#[tokio::test]
+async fn a_lost_data_directory_never_replays_warms_records_inside_colds_recorded_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cold = local_cold(dir.path());
+    exported_then_more(&data, &cold, 10, 20).await;
+    std::fs::remove_dir_all(data.join("hot")).unwrap();
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    assert_eq!(store.recover_topic(T).await.unwrap().lost, vec![r(10, 20)]);
+    store.close().await;
+    std::fs::remove_dir_all(&data).unwrap();
+    // Warm holds [0, 14): [10, 14) inside cold's gap.
+    let warm = faulty_warm();
+    warm.inner().append(&name(), common::stored_batch(0, 10)).await.unwrap();
+    warm.inner().append(&name(), common::stored_batch(10, 14)).await.unwrap();
+
+    let store = open_warm_and_cold(&data, &warm, cold.clone()).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert_eq!(report.replayed, None, "nothing past cold's continuation to replay: {report:?}");
+    assert!(report.next_offset >= 20, "{report:?}");
+    let at = report.next_offset;
+    if report.end_unknown {
+        store.resume_topic(T, at).await.unwrap();
+    }
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(at)]).await.unwrap(), r(at, at + 1));
+    let exported = store.export_now(T).await.expect("cold accepts the segment after its recorded gap");
+    assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(at, at + 1)]);
+    drop(topic);
+    store.close().await;
+}
+
 /// A batch whose `WAIT` fell short (never acknowledged), then the whole data directory lost
 /// (WAL and checkpoint): the replay from warm brings the batch back, but with no checkpoint
 /// left only what warm trimmed away (or cold holds) is known committed, so it stays

@@ -519,4 +519,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::OPEN_FAILED,
         generator: 4,
     },
+    Regression {
+        seed: 14012903,
+        keep: &[84, 86, 108, 110, 114, 115, 117, 118, 132],
+        case: "session 16, 600 s run, generator 4: a degraded open skipped offsets and cold recorded them as its trailing gap; the data directory was lost; recovery replayed warm's never-acknowledged records inside that gap into the empty WAL, and the export (and WAL retention) stopped there for good",
+        invariant: model::inv::LIVENESS_EXPORT,
+        generator: 4,
+    },
 ];
