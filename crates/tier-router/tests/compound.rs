@@ -736,18 +736,7 @@ async fn export_now_reaches_the_commit_point_while_warm_is_behind() {
 #[tokio::test]
 async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let cold = local_cold(dir.path());
-    exported_then_more(&data, &cold, 10, 20).await;
-    std::fs::remove_dir_all(data.join("hot")).unwrap();
-    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
-    assert_eq!(store.recover_topic(T).await.unwrap().lost, vec![r(10, 20)]);
-    store.close().await;
-    assert_eq!(
-        (cold.range(&name()).await.unwrap(), cold.recorded_gaps(&name()).await.unwrap()),
-        (r(0, 10), vec![r(10, 20)])
-    );
-    std::fs::remove_dir_all(&data).unwrap();
+    let (data, cold) = data_directory_lost_after_a_trailing_gap_in_cold(dir.path()).await;
 
     let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
     let report = store.recover_topic(T).await.unwrap();
@@ -771,14 +760,7 @@ async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_
 #[tokio::test]
 async fn a_lost_data_directory_never_replays_warms_records_inside_colds_recorded_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let cold = local_cold(dir.path());
-    exported_then_more(&data, &cold, 10, 20).await;
-    std::fs::remove_dir_all(data.join("hot")).unwrap();
-    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
-    assert_eq!(store.recover_topic(T).await.unwrap().lost, vec![r(10, 20)]);
-    store.close().await;
-    std::fs::remove_dir_all(&data).unwrap();
+    let (data, cold) = data_directory_lost_after_a_trailing_gap_in_cold(dir.path()).await;
     // Warm holds [0, 14): [10, 14) inside cold's gap.
     let warm = faulty_warm();
     warm.inner().append(&name(), common::stored_batch(0, 10)).await.unwrap();
@@ -798,6 +780,24 @@ async fn a_lost_data_directory_never_replays_warms_records_inside_colds_recorded
     assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(at, at + 1)]);
     drop(topic);
     store.close().await;
+}
+
+/// Under `dir`: cold holds [0, 10) and, after a lost WAL, records [10, 20) as a trailing
+/// gap; then the whole data directory is lost. Returns the data directory and cold.
+async fn data_directory_lost_after_a_trailing_gap_in_cold(dir: &Path) -> (std::path::PathBuf, Arc<ColdTier>) {
+    let data = dir.join("data");
+    let cold = local_cold(dir);
+    exported_then_more(&data, &cold, 10, 20).await;
+    std::fs::remove_dir_all(data.join("hot")).unwrap();
+    let store = open(&data, FsyncPolicy::Never, WarmFailurePolicy::Fail, None, Some(cold.clone())).await;
+    assert_eq!(store.recover_topic(T).await.unwrap().lost, vec![r(10, 20)]);
+    store.close().await;
+    assert_eq!(
+        (cold.range(&name()).await.unwrap(), cold.recorded_gaps(&name()).await.unwrap()),
+        (r(0, 10), vec![r(10, 20)])
+    );
+    std::fs::remove_dir_all(&data).unwrap();
+    (data, cold)
 }
 
 /// A batch whose `WAIT` fell short (never acknowledged), then the whole data directory lost
