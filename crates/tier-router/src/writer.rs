@@ -165,8 +165,14 @@ impl Writer {
         }
     }
 
-    /// Keeps the warm floor at or below `at` (see [`WarmState::Known`]'s `hold`).
+    /// Keeps the warm floor at or below `at` (see [`WarmState::Known`]'s `hold`): the
+    /// first offset at or after `at` outside the WAL's holes (they hold no record warm
+    /// could lack), when one is below the WAL's end.
     pub(crate) fn hold_warm_floor(&mut self, at: Offset) {
+        let at = self.past_holes(at);
+        if at >= self.next {
+            return;
+        }
         if let WarmState::Known { hold, .. } = &mut self.warm {
             *hold = Some(hold.map_or(at, |h| h.min(at)));
         }
@@ -843,7 +849,7 @@ impl Writer {
             let fill = batches_for_warm(&self.tiers, &self.topic, OffsetRange::new(fill_from, first)).await?;
             // The back-fill stopped short (offsets no tier holds lie in between): until warm
             // is continued past them, WAL retention keeps what warm lacks.
-            let reached = fill.last().map_or(fill_from, RecordBatch::end_offset);
+            let reached = self.past_holes(fill.last().map_or(fill_from, RecordBatch::end_offset));
             if reached < first {
                 hold = Some(reached);
             }

@@ -491,6 +491,43 @@ async fn open_with(
         .await
 }
 
+/// Warm's back-fill at recovery stops where no tier holds the offsets — here a range
+/// recovery declared maybe lost (a reservation from another boot, `fsync = never`), which
+/// the WAL records as its gap. Warm, an empty stream, takes the next batch after the gap;
+/// WAL retention then deletes what warm holds: the gap holds no record warm could lack, so
+/// it keeps no segment after it. (Found by the simulation, seed 14003001: a segment kept
+/// for good.)
+#[tokio::test]
+async fn a_warm_backfill_stopped_at_the_wals_gap_keeps_no_segment_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let (store, topic) = open(&dir, warm.clone(), WarmFailurePolicy::Degrade).await;
+    let name = topic.name().clone();
+    append_range(&topic, 0, 10, 10).await;
+    store.close().await;
+    // Warm restarted past what it held (an empty stream at 10); the reservation says
+    // offsets up to 1000 were handed out, in a boot that is not this one.
+    warm.inner().restart_at(&name, 10).await.unwrap();
+    std::fs::write(dir.path().join("router/t.reserved"), "1000 another-boot lazy\n").unwrap();
+
+    let store = try_reopen(&dir, warm.clone(), WarmFailurePolicy::Degrade).await.unwrap();
+    let report = store.recover_topic("t").await.unwrap();
+    assert_eq!((report.maybe_lost.clone(), report.next_offset), (vec![r(10, 1000)], 1000), "{report:?}");
+    let topic = store.topic("t").await.unwrap();
+    append_range(&topic, 1000, 1010, 10).await;
+    topic.flush().await.unwrap();
+    assert_eq!(warm.inner().range(&name).await.unwrap(), r(1000, 1010));
+    store.wal().rotate(&name).await.unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    store.run_retention_now(later).await.unwrap();
+    assert_eq!(
+        store.wal().sealed_segments(&name),
+        vec![],
+        "warm holds everything the WAL holds: retention deletes every sealed segment"
+    );
+    store.close().await;
+}
+
 /// A lost WAL is replayed from warm at the next open; if that open fails half-way (here the
 /// WAL refuses the replay's second batch), the next recovery finds a WAL holding part of
 /// the topic and, under `fsync = always`, would trust it to vouch for its end — handing out

@@ -526,4 +526,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::LIVENESS_EXPORT,
         generator: 4,
     },
+    Regression {
+        seed: 14003001,
+        keep: &[160, 163, 164, 167, 187, 189, 192, 193],
+        case: "session 16, 600 s run, generator 4: hot+warm; warm restarted past offsets a degraded open skipped, then a power cut; recovery's back-fill of the empty warm stream stopped at the WAL's maybe-lost gap and held the warm floor there for good, so WAL retention kept every later segment",
+        invariant: model::inv::LIVENESS_RETENTION,
+        generator: 4,
+    },
 ];
