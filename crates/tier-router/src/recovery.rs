@@ -165,6 +165,8 @@ async fn recover(
     // WAL holds says nothing of what was acknowledged, and the marker, in the WAL's own
     // directory, survives the state directory (see `HotTier::mark_rebuilt`).
     let rebuilt = tiers.hot.rebuilt(topic)?;
+    // Whether the WAL carries the rebuilt marker now (found, or written before a replay below).
+    let mut rebuilding = rebuilt.is_some();
     // A WAL that holds the topic while no state file survived, written without an fsync
     // per append: a power cut may have taken acknowledged records, and no reservation
     // says how many.
@@ -314,6 +316,7 @@ async fn recover(
                     .unwrap_or(0)
             });
             tiers.hot.mark_rebuilt(topic, bound)?;
+            rebuilding = true;
             // Warm's records in offsets a degraded open skipped are never replayed (it still
             // holds them only when it could not be restarted past them): the WAL skips them.
             let (range, kept) = replay(tiers, topic, from, &unacked_found, hot, keep_after).await?;
@@ -515,8 +518,7 @@ async fn recover(
             // a different batch); what it lacks comes from the WAL or cold.
             // Never-acknowledged records warm still holds are not confirmed again.
             let held_to = if w.is_empty() { from } else { w.end.min(target) };
-            let held_to =
-                unacked.iter().filter(|r| r.end > from).map(|r| r.start.max(from)).fold(held_to, Offset::min);
+            let held_to = held_to.min(crate::tiers::first_unacked(&unacked, from));
             let reached = if from < held_to {
                 warm_batches(tiers, topic, from, held_to, &mut backlog).await?
             } else {
@@ -558,7 +560,9 @@ async fn recover(
         }
         // The WAL continues past every offset that may have been acknowledged: its end
         // vouches again.
-        tiers.hot.clear_rebuilt(topic)?;
+        if rebuilding {
+            tiers.hot.clear_rebuilt(topic)?;
+        }
     }
 
     report.next_offset = next;

@@ -356,9 +356,9 @@ impl TieredStore {
             }
         }
         writer.queue_backlog(recovered.backlog);
-        tiers.set_unacked(name, recovered.unacked.clone());
+        tiers.set_unacked(name, recovered.unacked);
         if recovered.report.warm_unreachable {
-            writer.warm_unknown(recovered.warm_confirmed_from, recovered.unacked);
+            writer.warm_unknown(recovered.warm_confirmed_from);
         }
         writer.settle_backlog().await;
         if recovered.report.end_unknown {

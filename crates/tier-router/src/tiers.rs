@@ -39,7 +39,12 @@ impl Tiers {
         if let Some(r) = ranges.iter().find(|r| r.contains(n)) {
             return Err(*r);
         }
-        Ok(ranges.iter().map(|r| r.start).filter(|s| *s > n).min().unwrap_or(Offset::MAX))
+        Ok(first_unacked(ranges, n))
+    }
+
+    /// `topic`'s offsets degraded opens skipped (see [`Tiers::unacked`]).
+    pub(crate) fn unacked_of(&self, topic: &TopicName) -> Vec<OffsetRange> {
+        self.unacked.lock().get(topic).cloned().unwrap_or_default()
     }
 
     /// Records `ranges` as `topic`'s (see [`Tiers::unacked`]); none forget it.
@@ -51,4 +56,11 @@ impl Tiers {
             map.insert(topic.clone(), ranges);
         }
     }
+}
+
+/// The first offset at or after `from` inside one of `unacked` (offsets degraded opens
+/// skipped), [`Offset::MAX`] when none is: where warm's records stop being ones to serve,
+/// replay or confirm.
+pub(crate) fn first_unacked(unacked: &[OffsetRange], from: Offset) -> Offset {
+    unacked.iter().filter(|r| r.end > from).map(|r| r.start.max(from)).min().unwrap_or(Offset::MAX)
 }

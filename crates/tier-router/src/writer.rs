@@ -123,10 +123,6 @@ pub(crate) struct Writer {
     reservation: Reservation,
     /// Offsets an operator's resume skipped, until the commit point passes them.
     skipped: Option<OffsetRange>,
-    /// Offsets degraded opens skipped where warm may hold never-acknowledged records
-    /// ([`RecoveryReport::skipped`](crate::RecoveryReport::skipped)): warm is restarted
-    /// past them when it answers ([`Writer::discover_warm`]).
-    unacked: Vec<OffsetRange>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -161,7 +157,6 @@ impl Writer {
             fenced: None,
             reservation,
             skipped: None,
-            unacked: Vec::new(),
         }
     }
 
@@ -204,10 +199,9 @@ impl Writer {
     /// until it answers a range query, then warm's batches from `confirmed_from` (the
     /// last point known confirmed) are confirmed again and the WAL's records from warm's
     /// end are queued.
-    pub(crate) fn warm_unknown(&mut self, confirmed_from: Offset, unacked: Vec<OffsetRange>) {
+    pub(crate) fn warm_unknown(&mut self, confirmed_from: Offset) {
         if self.warm != WarmState::Disabled {
             self.warm = WarmState::Unknown { confirmed_from };
-            self.unacked = unacked;
         }
         self.publish_warm_floor();
     }
@@ -254,12 +248,15 @@ impl Writer {
     /// refused batch warm holds or may hold: a recovery that cannot reach warm continues
     /// at the reservation, never at offsets warm holds other records at.
     async fn release(&mut self) {
-        let in_warm = self
-            .pending
-            .iter()
-            .filter(|p| self.tiers.warm.is_some() && (p.in_warm || p.maybe_in_warm))
-            .map(|p| p.batch.end_offset())
-            .max();
+        let in_warm = match self.tiers.warm {
+            Some(_) => self
+                .pending
+                .iter()
+                .filter(|p| p.in_warm || p.maybe_in_warm)
+                .map(|p| p.batch.end_offset())
+                .max(),
+            None => None,
+        };
         let floor = self.hwm.borrow().max(in_warm.unwrap_or(0));
         // Fenced: the acknowledged end is unknown, and a reservation would pass for
         // evidence of it.
@@ -821,17 +818,18 @@ impl Writer {
         // It must hold none of the never-acknowledged records of offsets a degraded open
         // skipped: restarted past them (when the WAL or cold holds the rest), they are
         // forgotten; else they are never confirmed again (below).
-        let held = crate::recovery::drop_unacked(&self.tiers, &self.topic, held, &self.unacked).await?;
-        if !self.unacked.iter().any(|r| crate::recovery::overlaps(*r, held)) {
-            self.forget_unacked().await?;
+        let mut unacked = self.tiers.unacked_of(&self.topic);
+        let held = crate::recovery::drop_unacked(&self.tiers, &self.topic, held, &unacked).await?;
+        if !unacked.iter().any(|r| crate::recovery::overlaps(*r, held)) {
+            self.forget_unacked(&unacked).await?;
+            unacked.clear();
         }
         let first = self.pending.front().map_or(self.next, |p| p.batch.base_offset());
         let mut backlog = Vec::new();
         // What warm holds past the last point known confirmed is confirmed again, as warm
         // stores it, before WAL retention may delete the WAL's copy.
         let (from, to) = (confirmed_from.max(held.start), held.end.min(first));
-        let to =
-            self.unacked.iter().filter(|r| r.end > from).map(|r| r.start.max(from)).fold(to, Offset::min);
+        let to = to.min(crate::tiers::first_unacked(&unacked, from));
         if !held.is_empty() && from < to {
             crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
         }
@@ -869,10 +867,10 @@ impl Writer {
         Ok(())
     }
 
-    /// Warm holds none of the offsets degraded opens skipped: they need no remembering
-    /// (`<topic>.unacked` is removed, on the blocking pool).
-    async fn forget_unacked(&mut self) -> Result<(), TierError> {
-        if self.unacked.is_empty() {
+    /// Warm holds none of the offsets degraded opens skipped (`unacked`): they need no
+    /// remembering (`<topic>.unacked` is removed, on the blocking pool).
+    async fn forget_unacked(&self, unacked: &[OffsetRange]) -> Result<(), TierError> {
+        if unacked.is_empty() {
             return Ok(());
         }
         let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());
@@ -882,7 +880,6 @@ impl Writer {
                     .with_source(e)
             },
         )??;
-        self.unacked.clear();
         self.tiers.set_unacked(&self.topic, Vec::new());
         Ok(())
     }
