@@ -742,14 +742,7 @@ async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_
     let report = store.recover_topic(T).await.unwrap();
     assert!(report.end_unknown, "{report:?}");
     assert!(report.next_offset >= 20, "the offsets cold recorded lost are not offered again: {report:?}");
-    let at = report.next_offset;
-    store.resume_topic(T, at).await.unwrap();
-    let topic = store.topic(T).await.unwrap();
-    assert_eq!(topic.append(vec![rec(at)]).await.unwrap(), r(at, at + 1));
-    let exported = store.export_now(T).await.expect("cold accepts the segment after its recorded gap");
-    assert_eq!(exported.iter().map(|e| e.range).collect::<Vec<_>>(), vec![r(at, at + 1)]);
-    drop(topic);
-    store.close().await;
+    resume_append_and_export(&store, &report).await;
 }
 
 /// As above, with warm holding records inside cold's recorded gap (never acknowledged: a
@@ -770,6 +763,13 @@ async fn a_lost_data_directory_never_replays_warms_records_inside_colds_recorded
     let report = store.recover_topic(T).await.unwrap();
     assert_eq!(report.replayed, None, "nothing past cold's continuation to replay: {report:?}");
     assert!(report.next_offset >= 20, "{report:?}");
+    resume_append_and_export(&store, &report).await;
+}
+
+/// Resumes the topic at `report`'s next offset when its end is unknown, appends one
+/// record there and exports it: cold takes the segment after its recorded gap. Closes
+/// the store.
+async fn resume_append_and_export(store: &TieredStore, report: &tier_router::RecoveryReport) {
     let at = report.next_offset;
     if report.end_unknown {
         store.resume_topic(T, at).await.unwrap();

@@ -270,7 +270,7 @@ async fn an_unreachable_warm_at_open_degrades_or_fails_by_policy() {
 
     // Meanwhile WAL retention keeps every segment: the back-fill will read them.
     store.wal().rotate(&name).await.unwrap();
-    let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    let later = ten_years_on();
     assert_eq!(store.run_retention_now(later).await.unwrap(), vec![], "warm's end is still unknown");
 
     // Warm answers again: the back-fill starts at its actual end (10) and catches up.
@@ -433,11 +433,7 @@ fn crash_after_warm_took_a_batch_the_wal_did_not(hot: &HotConfig, warm: &Arc<Fau
         let store = open_with(hot, warm).await.unwrap();
         let topic = store.topic("t").await.unwrap();
         append_range(&topic, 0, 10, 10).await;
-        let mut unacked = tier_core::RecordBatchBuilder::new();
-        for i in 0..5 {
-            unacked.push(2000 + i, None, &[], b"never acknowledged").unwrap();
-        }
-        warm.inner().append(topic.name(), unacked.build(10).unwrap()).await.unwrap();
+        warm.inner().append(topic.name(), never_acknowledged_at(10)).await.unwrap();
         (store, topic)
     });
     drop(rt);
@@ -518,7 +514,7 @@ async fn a_warm_backfill_stopped_at_the_wals_gap_keeps_no_segment_after_it() {
     topic.flush().await.unwrap();
     assert_eq!(warm.inner().range(&name).await.unwrap(), r(1000, 1010));
     store.wal().rotate(&name).await.unwrap();
-    let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    let later = ten_years_on();
     store.run_retention_now(later).await.unwrap();
     assert_eq!(
         store.wal().sealed_segments(&name),
@@ -659,7 +655,7 @@ async fn reads_below_the_wal_never_take_warms_records_in_skipped_offsets() {
     append_range(&topic, 18, 20, 2).await;
     topic.flush().await.unwrap();
     store.wal().rotate(&name).await.unwrap();
-    let later = std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600);
+    let later = ten_years_on();
     store.run_retention_now(later).await.unwrap();
     assert_eq!(store.wal().range(&name).await.unwrap().start, 20, "warm holds everything the WAL held");
     assert_eq!(warm.inner().range(&name).await.unwrap(), r(0, 20), "with the never-acknowledged batch");
@@ -723,11 +719,7 @@ async fn lost_wal_after_a_degraded_open(
     let name = topic.name().clone();
     append_range(&topic, 0, 10, 10).await;
     store.close().await;
-    let mut junk = tier_core::RecordBatchBuilder::new();
-    for i in 0..5 {
-        junk.push(2000 + i, None, &[], b"never acknowledged").unwrap();
-    }
-    warm.inner().append(&name, junk.build(10).unwrap()).await.unwrap();
+    warm.inner().append(&name, never_acknowledged_at(10)).await.unwrap();
     append_range_to(warm, 15, 18).await;
     std::fs::write(dir.path().join("router/t.unacked"), "10 15\n").unwrap();
     std::fs::write(dir.path().join("router/t.end"), "18").unwrap();
@@ -767,6 +759,21 @@ async fn a_wal_ending_before_the_checkpoint_does_not_open_without_warm() {
     assert_eq!(report.next_offset, 14);
     assert_eq!(report.replayed, Some(r(10, 14)));
     store.close().await;
+}
+
+/// Five records `never acknowledged` (stamped 2000..2005) in one batch at `base`: what
+/// warm took of a batch the WAL never stored.
+fn never_acknowledged_at(base: u64) -> tier_core::RecordBatch {
+    let mut batch = tier_core::RecordBatchBuilder::new();
+    for i in 0..5 {
+        batch.push(2000 + i, None, &[], b"never acknowledged").unwrap();
+    }
+    batch.build(base).unwrap()
+}
+
+/// A time past every segment's age: WAL retention may delete whatever it is allowed to.
+fn ten_years_on() -> std::time::SystemTime {
+    std::time::SystemTime::now() + Duration::from_secs(10 * 365 * 24 * 3600)
 }
 
 /// Appends records `from..to` (as `rec` makes them) straight to warm's inner tier.
