@@ -210,9 +210,11 @@ impl<T: Tier + ?Sized> TierExt for T {
             self.read_batches(topic, from, to.min(from), 0).await?;
             return Ok(Vec::new());
         }
-        let page = limit.max_bytes.min(READ_PAGE_BYTES);
         loop {
             let next = collector.next_offset();
+            // No more bytes than the records may still take: a tier verifies every batch
+            // it reads, and one read past the limit is work thrown away.
+            let page = collector.bytes_left().min(READ_PAGE_BYTES);
             // Only the batches holding the records still wanted: offsets within one tier's
             // read are contiguous, so they end by `next` + that many (a read of 1,000
             // small records does not fetch and verify megabytes of batches to drop them).

@@ -19,7 +19,7 @@ use tier_core::{
 
 use crate::layout::{at, ctx, io_err};
 use crate::segment::SealedFile;
-use crate::topic::{ActiveView, Gap, TopicShared, TopicState};
+use crate::topic::{ActiveView, Gap, ParkedBatch, TopicShared, TopicState};
 
 /// Where the active segment's batches are to be read from.
 #[derive(Debug, Clone)]
@@ -221,28 +221,69 @@ fn sealed_corrupt(shared: &TopicShared, seg: &SealedFile, e: DecodeError) -> Tie
 }
 
 /// Pushes the batches of `seg` holding `from..` into `collector`.
+///
+/// A read stops at a batch it has already read and verified (the one after the last that
+/// fit its byte limit or its end, or one it took only part of): it leaves that batch and
+/// the one before in the topic's [`ParkedBatch`] slot, and the read continuing there takes
+/// them from the slot, so a sequential reader's CRC and record checks run once a batch,
+/// not once more at every read's boundary.
 fn collect_sealed(
     shared: &TopicShared,
-    seg: &SealedFile,
+    seg: &Arc<SealedFile>,
     collector: &mut impl BatchSink,
 ) -> Result<(), TierError> {
-    let from = collector.next_offset();
-    let Some(range) = seg.segment.index().locate_offset(from) else {
-        return Ok(());
+    // The last two batches read, oldest first.
+    let mut seen: Vec<RecordBatch> = Vec::with_capacity(3);
+    let mut push = |collector: &mut _, batch: RecordBatch| {
+        BatchSink::push_batch(collector, &batch);
+        if seen.len() == 2 {
+            seen.remove(0);
+        }
+        seen.push(batch);
     };
-    let mut batches =
-        seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
-    // The batches of the index interval before `from` are stepped over without being
-    // decoded; every batch read from here on is checked (CRC, records, continuity).
-    batches.skip_to(from);
-    for item in batches {
+    for batch in take_parked(shared, seg, collector.next_offset()) {
         if collector.is_full() {
             break;
         }
-        let (_, batch) = item.map_err(|e| sealed_corrupt(shared, seg, e))?;
-        collector.push_batch(&batch);
+        push(collector, batch);
+    }
+    if !collector.is_full() {
+        let from = collector.next_offset();
+        if let Some(range) = seg.segment.index().locate_offset(from) {
+            let mut batches =
+                seg.segment.batches_from(range.bytes.start).map_err(|e| sealed_corrupt(shared, seg, e))?;
+            // The batches of the index interval before `from` are stepped over without
+            // being decoded; every batch read from here on is checked (CRC, records,
+            // continuity).
+            batches.skip_to(from);
+            for item in batches {
+                if collector.is_full() {
+                    break;
+                }
+                let (_, batch) = item.map_err(|e| sealed_corrupt(shared, seg, e))?;
+                push(collector, batch);
+            }
+        }
+    }
+    let next = collector.next_offset();
+    if seen.last().is_some_and(|b| next < b.end_offset()) {
+        *shared.parked.lock() = Some(ParkedBatch { segment: Arc::clone(seg), batches: seen });
     }
     Ok(())
+}
+
+/// The verified batches of `seg` from the one holding `from` on that an earlier read
+/// stopped at, taken out of the slot (none when it holds no batch of `seg` holding `from`).
+fn take_parked(shared: &TopicShared, seg: &Arc<SealedFile>, from: Offset) -> Vec<RecordBatch> {
+    let mut slot = shared.parked.lock();
+    let at = slot
+        .as_ref()
+        .filter(|p| Arc::ptr_eq(&p.segment, seg))
+        .and_then(|p| p.batches.iter().position(|b| b.base_offset() <= from && from < b.end_offset()));
+    match at {
+        Some(i) => slot.take().map(|p| p.batches[i..].to_vec()).unwrap_or_default(),
+        None => Vec::new(),
+    }
 }
 
 /// What a disk read needs, copied out of the topic state.

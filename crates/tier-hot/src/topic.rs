@@ -48,6 +48,21 @@ pub(crate) struct TopicShared {
     /// failed (`fsync = always`): never acknowledged, yet in the file — a restart finds
     /// them whole, or after a power cut not at all.
     pub(crate) unsynced: Mutex<Option<OffsetRange>>,
+    /// The sealed batches the last disk read stopped at, verified: the read continuing
+    /// there takes them without reading and checking them again (`read::collect_sealed`).
+    /// Retention drops them with their segment.
+    pub(crate) parked: Mutex<Option<ParkedBatch>>,
+}
+
+/// The verified batches of a sealed segment that a read stopped at: the one it stopped
+/// inside or before, and the one before that (which a record read built over batch reads
+/// may have taken only part of). Contiguous, in offset order.
+#[derive(Debug)]
+pub(crate) struct ParkedBatch {
+    /// The segment holding them: they are used only while a read's plan names this very
+    /// segment.
+    pub(crate) segment: Arc<SealedFile>,
+    pub(crate) batches: Vec<RecordBatch>,
 }
 
 /// Counters behind [`WriteStats`].
@@ -225,6 +240,7 @@ impl TopicShared {
             seal_failed: AtomicBool::new(false),
             seal_failure: Mutex::new(None),
             unsynced: Mutex::new(None),
+            parked: Mutex::new(None),
         }
     }
 

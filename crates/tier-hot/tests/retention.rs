@@ -108,3 +108,35 @@ async fn a_refusing_predicate_keeps_everything() {
     assert_eq!(tier.range(&topic("kept")).await.unwrap(), OffsetRange::new(0, 65));
     tier.close().await;
 }
+
+/// Whether this process maps the file at `path` (Linux: `/proc/self/maps`).
+fn mapped(path: &std::path::Path) -> bool {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().any(|l| l.contains(path.to_str().unwrap()))
+}
+
+/// A read that stops at a batch it has verified leaves that batch for the read that
+/// continues there; once retention deletes its segment, nothing may keep the segment
+/// mapped (an unlinked file still mapped keeps its disk space).
+#[tokio::test]
+async fn a_batch_split_between_reads_does_not_keep_a_deleted_segment_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = small_config(&std::fs::canonicalize(dir.path()).unwrap());
+    config.cache_bytes = 0;
+    config.retention_time = Duration::from_secs(3600);
+    let (tier, sealed) = tier_with_segments(config, "split", 2).await;
+    let t = topic("split");
+    // Batches of 5 records: a one-byte batch read hands out the first and leaves the
+    // second, read and verified, for the read continuing there.
+    let first = tier.read_batches(&t, 0, 100, 1).await.unwrap();
+    assert_eq!(first.iter().map(|b| b.offset_range()).collect::<Vec<_>>(), vec![OffsetRange::new(0, 5)]);
+    drop(first);
+    assert!(mapped(&sealed[0].path), "a sealed segment is read through its mapping");
+
+    let later = SystemTime::now() + Duration::from_secs(7200);
+    let deleted = tier.run_retention(later, &|s| s.range.start == 0).unwrap();
+    assert_eq!(deleted, vec![sealed[0].clone()]);
+    assert!(!mapped(&sealed[0].path), "the deleted segment is still mapped");
+    assert!(mapped(&sealed[1].path));
+    tier.close().await;
+}

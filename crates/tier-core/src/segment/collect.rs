@@ -44,6 +44,11 @@ impl RecordCollector {
     pub fn into_records(self) -> Vec<Record> {
         self.out
     }
+
+    /// The record bytes the limit still allows.
+    pub(crate) fn bytes_left(&self) -> usize {
+        self.limit.max_bytes.saturating_sub(self.bytes)
+    }
 }
 
 impl BatchSink for RecordCollector {
