@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use parking_lot::Mutex;
+use tier_core::batch::{BATCH_HEADER_LEN, MAX_BATCH_LEN};
 use tier_core::{
     ErrorContext, Header, Offset, OffsetRange, Record, RecordBatchBuilder, StartPosition, Tier, TierError,
     TierKind, Timestamp, TopicName,
@@ -65,6 +66,19 @@ impl NewRecord {
         self.headers.push(Header::new(name, value));
         self
     }
+
+    /// At least the encoded bytes of one batch of `records` (up to [`MAX_BATCH_LEN`]): the
+    /// capacity to build it in without growing the buffer record by record
+    /// ([`RecordBatchBuilder::with_capacity`]).
+    pub fn batch_capacity(records: &[NewRecord]) -> usize {
+        // Per record at most: the length, timestamp delta, key length and header count
+        // varints (5 + 10 + 5 + 5), and two length varints (5 + 5) per header.
+        let record = |r: &NewRecord| {
+            let headers: usize = r.headers.iter().map(|h| h.name.len() + h.value.len() + 10).sum();
+            25 + r.key.as_ref().map_or(0, Bytes::len) + headers + r.payload.len()
+        };
+        records.iter().map(record).fold(BATCH_HEADER_LEN, usize::saturating_add).min(MAX_BATCH_LEN)
+    }
 }
 
 /// The offsets each enabled tier holds for a topic, and its commit point.
@@ -120,7 +134,7 @@ impl Topic {
     /// `tierlog_append_seconds` when acknowledged, `tierlog_append_errors_total` when
     /// not (`docs/metrics.md`).
     pub async fn append(&self, records: Vec<NewRecord>) -> Result<OffsetRange, TierError> {
-        let mut builder = RecordBatchBuilder::new();
+        let mut builder = RecordBatchBuilder::with_capacity(NewRecord::batch_capacity(&records));
         for r in &records {
             if let Err(e) = builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload) {
                 let failed = Err(self.in_ctx(e));

@@ -15,6 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use tier_core::position::WarmBackend;
 use tier_core::{OffsetRange, RecordBatch, RecordBatchBuilder, Tier, TopicName};
 use tier_hot::HotTier;
+use tier_router::NewRecord;
 use tier_testkit::{FaultyTier, MemoryTier};
 
 /// Longest wait for what must happen (a hang detector, not synchronisation).
@@ -322,4 +323,28 @@ async fn a_batch_no_tier_stored_may_not_be_committed() {
     assert!(c.to_string().contains("not written"), "{c}");
     assert_eq!(c.may_commit(), None, "{c}");
     store.close().await;
+}
+
+/// `NewRecord::batch_capacity` is what `Topic::append` builds its batch in: never less
+/// than the batch's encoding, whatever the records hold (keys, headers, the widest
+/// timestamp deltas), so the buffer never grows record by record.
+#[test]
+fn batch_capacity_is_never_less_than_the_encoded_batch() {
+    let records = [
+        NewRecord::new(0, vec![1u8; 3]),
+        NewRecord::new(i64::MIN, Vec::new()).with_key(vec![2u8; 300]),
+        NewRecord::new(i64::MAX, vec![5u8; 1 << 16])
+            .with_header(vec![3u8; 200], vec![4u8; 70_000])
+            .with_header(Vec::new(), Vec::new()),
+        NewRecord::new(7, Vec::new()).with_key(Vec::new()),
+    ];
+    for n in 1..=records.len() {
+        let mut builder = RecordBatchBuilder::new();
+        for r in &records[..n] {
+            builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload).unwrap();
+        }
+        let capacity = NewRecord::batch_capacity(&records[..n]);
+        assert!(capacity >= builder.encoded_len(), "{capacity} < {} for {n} records", builder.encoded_len());
+        assert!(capacity <= builder.encoded_len() + 40 * n, "a loose bound wastes memory: {capacity}");
+    }
 }

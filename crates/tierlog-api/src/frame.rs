@@ -84,6 +84,13 @@ pub fn encode_magic(buf: &mut BytesMut) {
     buf.put_slice(&MAGIC);
 }
 
+/// The bytes [`encode_record`] appends for `record` (its length prefix included).
+pub fn record_frame_len(record: &FrameRecord) -> usize {
+    let key_len = record.key.as_ref().map_or(0, Bytes::len);
+    let headers_len: usize = record.headers.iter().map(|(n, v)| 8 + n.len() + v.len()).sum();
+    4 + 1 + 8 + 8 + 4 + key_len + 4 + headers_len + record.payload.len()
+}
+
 /// Appends one record frame to `buf`.
 ///
 /// # Panics
@@ -93,9 +100,7 @@ pub fn encode_magic(buf: &mut BytesMut) {
 /// 64 MiB).
 pub fn encode_record(buf: &mut BytesMut, record: &FrameRecord) {
     let len32 = |n: usize| u32::try_from(n).expect("frame fields are shorter than 4 GiB");
-    let key_len = record.key.as_ref().map_or(0, Bytes::len);
-    let headers_len: usize = record.headers.iter().map(|(n, v)| 8 + n.len() + v.len()).sum();
-    let len = 1 + 8 + 8 + 4 + key_len + 4 + headers_len + record.payload.len();
+    let len = record_frame_len(record) - 4;
     buf.reserve(4 + len);
     buf.put_u32(len32(len));
     buf.put_u8(KIND_RECORD);

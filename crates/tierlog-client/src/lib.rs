@@ -28,7 +28,7 @@ use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
-use tierlog_api::frame::{Decoder, Frame, FrameError, encode_magic, encode_record};
+use tierlog_api::frame::{Decoder, Frame, FrameError, MAGIC, encode_magic, encode_record, record_frame_len};
 pub use tierlog_api::frame::{FrameRecord as Record, SERVER_CLOCK};
 pub use tierlog_api::{
     ApiError, AppendRequest, AppendResponse, Data, ErrorKind, ExportResponse, Format, HeaderJson,
@@ -420,7 +420,8 @@ impl Client {
     /// Appends `records` in the binary framing (keys, headers and payloads as bytes;
     /// `timestamp` [`SERVER_CLOCK`] for the server's clock; `offset` is ignored).
     pub async fn append_binary(&self, topic: &str, records: &[Record]) -> Result<AppendResponse, Error> {
-        let mut body = BytesMut::new();
+        let frames: usize = records.iter().map(record_frame_len).sum();
+        let mut body = BytesMut::with_capacity(MAGIC.len() + frames);
         encode_magic(&mut body);
         for r in records {
             encode_record(&mut body, r);

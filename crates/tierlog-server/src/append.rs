@@ -70,7 +70,7 @@ fn checked(
 /// makes: `413 too_large` when they do not fit in one (at most 64 MiB encoded, whatever
 /// `max_body_bytes` allows).
 fn build(topic: &TopicName, records: &[NewRecord]) -> Result<RecordBatchBuilder, HttpError> {
-    let mut builder = RecordBatchBuilder::new();
+    let mut builder = RecordBatchBuilder::with_capacity(NewRecord::batch_capacity(records));
     for (i, r) in records.iter().enumerate() {
         builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload).map_err(|_| {
             HttpError::new(
