@@ -145,6 +145,11 @@ pub fn encode_tier(buf: &mut BytesMut, tier: Tier) {
 /// the body ended between frames.
 #[derive(Debug, Default)]
 pub struct Decoder {
+    /// Bytes handed over whole ([`push_bytes`](Self::push_bytes) into an empty decoder):
+    /// frames are slices of them, nothing is copied. Read before `buf`, which is empty
+    /// while this is not.
+    whole: Bytes,
+    /// Bytes copied in ([`push`](Self::push), or chunks after a frame cut in two).
     buf: BytesMut,
     /// Bytes of the body consumed so far (for error positions).
     consumed: u64,
@@ -157,81 +162,125 @@ impl Decoder {
         Self::default()
     }
 
-    /// Adds the next bytes of the body.
+    /// Adds the next bytes of the body (copied).
     pub fn push(&mut self, chunk: &[u8]) {
+        if !self.whole.is_empty() {
+            // A frame cut between chunks: its start moves to the copied buffer.
+            self.buf.extend_from_slice(&self.whole);
+            self.whole = Bytes::new();
+        }
         self.buf.extend_from_slice(chunk);
     }
 
-    fn error(&self, at: u64, message: impl Into<String>) -> FrameError {
-        FrameError { position: self.consumed + at, message: message.into() }
+    /// Adds the next bytes of the body without copying them when nothing is pending:
+    /// the frames decoded from them are slices of `chunk` (a whole body, or a chunk that
+    /// starts between frames).
+    pub fn push_bytes(&mut self, chunk: Bytes) {
+        if self.whole.is_empty() && self.buf.is_empty() {
+            self.whole = chunk;
+        } else {
+            self.push(&chunk);
+        }
     }
 
     /// The next complete frame, `None` when more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
-        if !self.magic_seen {
-            if self.buf.len() < MAGIC.len() {
-                if !MAGIC.starts_with(&self.buf) {
-                    return Err(self.error(0, "not a tierlog batch body (bad magic)"));
-                }
-                return Ok(None);
-            }
-            if self.buf[..MAGIC.len()] != MAGIC {
-                return Err(if self.buf[..3] == MAGIC[..3] {
-                    self.error(3, format!("unsupported framing version {}", self.buf[3]))
-                } else {
-                    self.error(0, "not a tierlog batch body (bad magic)")
-                });
-            }
-            self.buf.advance(MAGIC.len());
-            self.consumed += MAGIC.len() as u64;
-            self.magic_seen = true;
-        }
-        if self.buf.len() < 4 {
-            return Ok(None);
-        }
-        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-        if len == 0 || len > MAX_FRAME {
-            return Err(self.error(0, format!("frame length {len} is not in 1..={MAX_FRAME}")));
-        }
-        let total = 4 + len as usize;
-        if self.buf.len() < total {
-            return Ok(None);
-        }
-        let start = self.consumed;
-        let mut frame = self.buf.split_to(total).freeze();
-        self.consumed += total as u64;
-        frame.advance(4);
-        let kind = frame.get_u8();
-        match kind {
-            KIND_RECORD => decode_record(frame)
-                .map(|r| Some(Frame::Record(r)))
-                .map_err(|(at, message)| FrameError { position: start + 5 + at, message }),
-            KIND_ERROR => serde_json::from_slice(&frame).map(|e| Some(Frame::Error(e))).map_err(|e| {
-                FrameError { position: start + 5, message: format!("malformed error frame: {e}") }
-            }),
-            KIND_TIER => match std::str::from_utf8(&frame) {
-                Ok(name) => Ok(Some(Frame::Tier(Tier::from_name(name)))),
-                Err(e) => Err(FrameError {
-                    position: start + 5 + e.valid_up_to() as u64,
-                    message: "a tier frame's name is not UTF-8".into(),
-                }),
-            },
-            other => Err(FrameError { position: start + 4, message: format!("unknown frame kind {other}") }),
+        let at = (&mut self.consumed, &mut self.magic_seen);
+        if self.whole.is_empty() {
+            next_frame_in(&mut self.buf, at)
+        } else {
+            next_frame_in(&mut self.whole, at)
         }
     }
 
     /// Ok when the body ended between frames (after the magic); an error for a body cut
     /// inside a frame, or an empty one.
     pub fn finish(&self) -> Result<(), FrameError> {
+        let error = |message: String| FrameError { position: self.consumed, message };
         if !self.magic_seen {
-            return Err(self.error(0, "the body ended before the magic"));
+            return Err(error("the body ended before the magic".into()));
         }
-        if !self.buf.is_empty() {
-            return Err(
-                self.error(0, format!("the body ended inside a frame ({} bytes of it)", self.buf.len()))
-            );
+        let pending = self.whole.len() + self.buf.len();
+        if pending > 0 {
+            return Err(error(format!("the body ended inside a frame ({pending} bytes of it)")));
         }
         Ok(())
+    }
+}
+
+/// What [`next_frame_in`] decodes from: bytes it steps over and splits frames off.
+trait FrameBuf: std::ops::Deref<Target = [u8]> + Buf {
+    fn split_frame(&mut self, len: usize) -> Bytes;
+}
+
+impl FrameBuf for BytesMut {
+    fn split_frame(&mut self, len: usize) -> Bytes {
+        self.split_to(len).freeze()
+    }
+}
+
+impl FrameBuf for Bytes {
+    fn split_frame(&mut self, len: usize) -> Bytes {
+        self.split_to(len)
+    }
+}
+
+/// The next complete frame of `buf` (after the magic, once `magic_seen`), `None` when
+/// more bytes are needed; `consumed` counts the body's bytes before `buf`'s first.
+fn next_frame_in(
+    buf: &mut impl FrameBuf,
+    (consumed, magic_seen): (&mut u64, &mut bool),
+) -> Result<Option<Frame>, FrameError> {
+    let error = |consumed: u64, at: u64, message: String| FrameError { position: consumed + at, message };
+    if !*magic_seen {
+        if buf.len() < MAGIC.len() {
+            if !MAGIC.starts_with(&buf[..]) {
+                return Err(error(*consumed, 0, "not a tierlog batch body (bad magic)".into()));
+            }
+            return Ok(None);
+        }
+        if buf[..MAGIC.len()] != MAGIC {
+            return Err(if buf[..3] == MAGIC[..3] {
+                error(*consumed, 3, format!("unsupported framing version {}", buf[3]))
+            } else {
+                error(*consumed, 0, "not a tierlog batch body (bad magic)".into())
+            });
+        }
+        buf.advance(MAGIC.len());
+        *consumed += MAGIC.len() as u64;
+        *magic_seen = true;
+    }
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if len == 0 || len > MAX_FRAME {
+        return Err(error(*consumed, 0, format!("frame length {len} is not in 1..={MAX_FRAME}")));
+    }
+    let total = 4 + len as usize;
+    if buf.len() < total {
+        return Ok(None);
+    }
+    let start = *consumed;
+    let mut frame = buf.split_frame(total);
+    *consumed += total as u64;
+    frame.advance(4);
+    let kind = frame.get_u8();
+    match kind {
+        KIND_RECORD => decode_record(frame)
+            .map(|r| Some(Frame::Record(r)))
+            .map_err(|(at, message)| FrameError { position: start + 5 + at, message }),
+        KIND_ERROR => serde_json::from_slice(&frame)
+            .map(|e| Some(Frame::Error(e)))
+            .map_err(|e| FrameError { position: start + 5, message: format!("malformed error frame: {e}") }),
+        KIND_TIER => match std::str::from_utf8(&frame) {
+            Ok(name) => Ok(Some(Frame::Tier(Tier::from_name(name)))),
+            Err(e) => Err(FrameError {
+                position: start + 5 + e.valid_up_to() as u64,
+                message: "a tier frame's name is not UTF-8".into(),
+            }),
+        },
+        other => Err(FrameError { position: start + 4, message: format!("unknown frame kind {other}") }),
     }
 }
 

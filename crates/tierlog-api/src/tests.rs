@@ -83,18 +83,55 @@ fn frames_round_trip_whatever_the_chunking() {
     let error = ApiError::new(ErrorKind::Unavailable, "warm did not answer");
     expected.push(Frame::Error(error.clone()));
     encode_error(&mut buf, &error);
-    for chunk in [1usize, 3, 7, 64, buf.len()] {
-        let mut decoder = Decoder::new();
-        let mut got = Vec::new();
-        for piece in buf.chunks(chunk) {
-            decoder.push(piece);
-            while let Some(frame) = decoder.next_frame().expect("a valid body") {
-                got.push(frame);
+    let body = buf.freeze();
+    // Chunks copied in (`push`), handed over (`push_bytes`), and the two alternating.
+    for how in ["copied", "handed over", "alternating"] {
+        for chunk in [1usize, 3, 7, 64, body.len()] {
+            let mut decoder = Decoder::new();
+            let mut got = Vec::new();
+            for (i, at) in (0..body.len()).step_by(chunk).enumerate() {
+                let piece = body.slice(at..(at + chunk).min(body.len()));
+                match how {
+                    "copied" => decoder.push(&piece),
+                    "handed over" => decoder.push_bytes(piece),
+                    _ if i % 2 == 0 => decoder.push(&piece),
+                    _ => decoder.push_bytes(piece),
+                }
+                while let Some(frame) = decoder.next_frame().expect("a valid body") {
+                    got.push(frame);
+                }
             }
+            decoder.finish().expect("the body ends between frames");
+            assert_eq!(got, expected, "chunks of {chunk}, {how}");
         }
-        decoder.finish().expect("the body ends between frames");
-        assert_eq!(got, expected, "chunks of {chunk}");
     }
+}
+
+#[test]
+fn a_body_handed_over_whole_is_decoded_without_copying_it() {
+    let mut buf = BytesMut::new();
+    encode_magic(&mut buf);
+    for _ in 0..3 {
+        encode_record(&mut buf, &record());
+    }
+    let body = buf.freeze();
+    let within = |b: &Bytes| body.as_ptr_range().contains(&b.as_ptr());
+    let mut decoder = Decoder::new();
+    decoder.push_bytes(body.clone());
+    for _ in 0..3 {
+        let Some(Frame::Record(r)) = decoder.next_frame().unwrap() else { panic!("a record frame") };
+        assert!(within(&r.payload), "the payload is a slice of the body");
+    }
+    assert_eq!(decoder.next_frame().unwrap(), None);
+    decoder.finish().unwrap();
+
+    // Cut inside a frame and finished there: an error naming the bytes pending, from
+    // either buffer.
+    let mut decoder = Decoder::new();
+    decoder.push_bytes(body.slice(..body.len() - 2));
+    while decoder.next_frame().unwrap().is_some() {}
+    let e = decoder.finish().expect_err("the body ends inside a frame");
+    assert!(e.message.contains("inside a frame"), "{e}");
 }
 
 #[test]

@@ -340,8 +340,9 @@ impl BodyDecoder {
         Self { frames: Decoder::new(), tier: None }
     }
 
-    fn push(&mut self, chunk: &[u8]) {
-        self.frames.push(chunk);
+    /// The next chunk of the body: the records decoded from it are slices of it.
+    fn push(&mut self, chunk: Bytes) {
+        self.frames.push_bytes(chunk);
     }
 
     /// The next record, or the error the server ended the read with; `None` until more
@@ -514,7 +515,7 @@ impl Client {
                     Ok(None) => {}
                 }
                 match chunks.next().await {
-                    Some(Ok(chunk)) => decoder.push(&chunk),
+                    Some(Ok(chunk)) => decoder.push(chunk),
                     Some(Err(e)) => {
                         done = true;
                         return Some((Err(Error::Http(e)), (chunks, decoder, done)));

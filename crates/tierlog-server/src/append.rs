@@ -138,7 +138,7 @@ fn decode(headers: &HeaderMap, body: Bytes) -> Result<Vec<NewRecord>, HttpError>
         }
         CONTENT_TYPE_BATCH => {
             let mut decoder = Decoder::new();
-            decoder.push(&body);
+            decoder.push_bytes(body);
             let mut records = Vec::new();
             while let Some(frame) = decoder.next_frame().map_err(|e| HttpError::invalid(e.to_string()))? {
                 let Frame::Record(r) = frame else {
