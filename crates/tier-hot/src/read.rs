@@ -232,14 +232,11 @@ fn collect_sealed(
     seg: &Arc<SealedFile>,
     collector: &mut impl BatchSink,
 ) -> Result<(), TierError> {
-    // The last two batches read, oldest first.
-    let mut seen: Vec<RecordBatch> = Vec::with_capacity(3);
+    // The last two batches read.
+    let (mut before, mut last): (Option<RecordBatch>, Option<RecordBatch>) = (None, None);
     let mut push = |collector: &mut _, batch: RecordBatch| {
         BatchSink::push_batch(collector, &batch);
-        if seen.len() == 2 {
-            seen.remove(0);
-        }
-        seen.push(batch);
+        before = last.replace(batch);
     };
     for batch in take_parked(shared, seg, collector.next_offset()) {
         if collector.is_full() {
@@ -266,8 +263,9 @@ fn collect_sealed(
         }
     }
     let next = collector.next_offset();
-    if seen.last().is_some_and(|b| next < b.end_offset()) {
-        *shared.parked.lock() = Some(ParkedBatch { segment: Arc::clone(seg), batches: seen });
+    if let Some(last) = last.filter(|b| next < b.end_offset()) {
+        let batches = before.into_iter().chain([last]).collect();
+        *shared.parked.lock() = Some(ParkedBatch { segment: Arc::clone(seg), batches });
     }
     Ok(())
 }

@@ -60,7 +60,7 @@ pub(crate) fn run_topic(
             }
             let start = state.range().start;
             state.cache.trim_before(start);
-            shared.parked.lock().take_if(|p| p.batches.first().is_some_and(|b| b.base_offset() < start));
+            shared.parked.lock().take_if(|p| Arc::ptr_eq(&p.segment, &oldest));
             let below = state.gaps.partition_point(|g| g.range.end <= start);
             state.gaps.drain(..below).collect::<Vec<_>>()
         };
