@@ -546,16 +546,7 @@ impl RecordBatchBuilder {
             self.first_ts = timestamp;
         }
         let delta = zigzag(timestamp.wrapping_sub(self.first_ts));
-        let mut inner = varint_len(delta) + payload.len();
-        inner += match key {
-            Some(k) => varint_len(k.len() as u64 + 1) + k.len(),
-            None => 1,
-        };
-        inner += varint_len(headers.len() as u64);
-        for h in headers {
-            inner += varint_len(h.name.len() as u64) + h.name.len();
-            inner += varint_len(h.value.len() as u64) + h.value.len();
-        }
+        let inner = record_body_len(varint_len(delta), key, headers, payload.len());
         let total = varint_len(inner as u64) + inner;
         if self.encoded_len() + total > MAX_BATCH_LEN || self.count == u32::MAX {
             return Err(TierError::invalid(
@@ -589,6 +580,14 @@ impl RecordBatchBuilder {
         self.max_ts = self.max_ts.max(timestamp);
         self.payload_bytes += payload.len() as u64;
         Ok(())
+    }
+
+    /// The most bytes [`push`](Self::push) adds for a record (its timestamp delta at its
+    /// widest): summed over the records of a batch, the capacity to build it in without
+    /// growing the buffer ([`with_capacity`](Self::with_capacity)).
+    pub fn max_record_len(key: Option<&[u8]>, headers: &[Header], payload_len: usize) -> usize {
+        let inner = record_body_len(varint_len(u64::MAX), key, headers, payload_len);
+        varint_len(inner as u64) + inner
     }
 
     /// Finishes the batch with its first record at `base_offset`. Fails if no record
@@ -761,6 +760,22 @@ fn zigzag(v: i64) -> u64 {
 
 fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A record's encoding after its length varint: the timestamp delta (`delta_len` bytes),
+/// the key, the headers and the payload.
+fn record_body_len(delta_len: usize, key: Option<&[u8]>, headers: &[Header], payload_len: usize) -> usize {
+    let mut len = delta_len + payload_len;
+    len += match key {
+        Some(k) => varint_len(k.len() as u64 + 1) + k.len(),
+        None => 1,
+    };
+    len += varint_len(headers.len() as u64);
+    for h in headers {
+        len += varint_len(h.name.len() as u64) + h.name.len();
+        len += varint_len(h.value.len() as u64) + h.value.len();
+    }
+    len
 }
 
 fn varint_len(mut v: u64) -> usize {

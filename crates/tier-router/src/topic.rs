@@ -71,12 +71,8 @@ impl NewRecord {
     /// capacity to build it in without growing the buffer record by record
     /// ([`RecordBatchBuilder::with_capacity`]).
     pub fn batch_capacity(records: &[NewRecord]) -> usize {
-        // Per record at most: the length, timestamp delta, key length and header count
-        // varints (5 + 10 + 5 + 5), and two length varints (5 + 5) per header.
-        let record = |r: &NewRecord| {
-            let headers: usize = r.headers.iter().map(|h| h.name.len() + h.value.len() + 10).sum();
-            25 + r.key.as_ref().map_or(0, Bytes::len) + headers + r.payload.len()
-        };
+        let record =
+            |r: &NewRecord| RecordBatchBuilder::max_record_len(r.key.as_deref(), &r.headers, r.payload.len());
         records.iter().map(record).fold(BATCH_HEADER_LEN, usize::saturating_add).min(MAX_BATCH_LEN)
     }
 }
