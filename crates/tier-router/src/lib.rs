@@ -83,7 +83,7 @@ pub use open::StoreBuilder;
 pub use reader::{ReadBatch, Source};
 pub use recovery::RecoveryReport;
 pub use store::{TieredStore, Wal};
-pub use topic::{NewRecord, TierRanges, Topic};
+pub use topic::{NewRecord, PendingAppend, TierRanges, Topic};
 
 #[cfg(feature = "cold")]
 pub use tier_cold::ColdConfig;

@@ -90,6 +90,40 @@ pub struct TierRanges {
     pub committed: Offset,
 }
 
+/// `Closed` for `topic`: its writer's queue is gone.
+fn closed(topic: &TopicName) -> TierError {
+    TierError::closed(ErrorContext::tier(TierKind::Router).topic(topic), "the store is closed")
+}
+
+/// A batch queued by [`Topic::enqueue_batch`]: resolves to its offsets once every
+/// enabled write tier confirmed it, or to the error that refused it (as
+/// [`Topic::append_batch`]). Counted in the append metrics when it resolves.
+#[derive(Debug)]
+#[must_use = "the batch is appended whether or not this is awaited; await it for its offsets"]
+pub struct PendingAppend {
+    answer: oneshot::Receiver<Result<OffsetRange, TierError>>,
+    /// The topic, for the error of a writer gone without answering.
+    core: Arc<TopicCore>,
+    records: usize,
+    bytes: u64,
+    started: Instant,
+}
+
+impl std::future::Future for PendingAppend {
+    type Output = Result<OffsetRange, TierError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        let answer = std::task::ready!(std::pin::Pin::new(&mut this.answer).poll(cx));
+        let result = answer.unwrap_or_else(|_| Err(closed(&this.core.name)));
+        metrics::appended(&result, this.records, this.bytes, this.started.elapsed());
+        std::task::Poll::Ready(result)
+    }
+}
+
 /// A handle on one topic of a [`TieredStore`](crate::TieredStore). Cheap to clone;
 /// usable from any number of tasks at once.
 #[derive(Clone, Debug)]
@@ -104,12 +138,8 @@ impl Topic {
         &self.core.name
     }
 
-    fn ctx(&self) -> ErrorContext {
-        ErrorContext::tier(TierKind::Router).topic(&self.core.name)
-    }
-
     fn closed(&self) -> TierError {
-        TierError::closed(self.ctx(), "the store is closed")
+        closed(&self.core.name)
     }
 
     /// `Closed` once the store was closed (or aborted): its writer's queue is gone.
@@ -143,17 +173,34 @@ impl Topic {
 
     /// Appends the records of `builder` as one batch; see [`append`](Self::append).
     pub async fn append_batch(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
-        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
-        let result = self.append_built(builder).await;
-        metrics::appended(&result, records, bytes, started.elapsed());
-        result
+        self.enqueue_batch(builder).await?.await
     }
 
-    async fn append_built(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
-        let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
-        let (done, answer) = oneshot::channel();
-        self.send(Command::Append { batch, done }).await?;
-        answer.await.map_err(|_| self.closed())?
+    /// [`append_batch`](Self::append_batch) in two steps, for a producer that keeps
+    /// several batches in flight and their order: this returns once the batch has its
+    /// place in the topic's queue (waiting only for room in it), and the
+    /// [`PendingAppend`] resolves to its offsets as `append_batch` would. Batches
+    /// enqueued one after another get offsets in that order, whatever order their
+    /// answers are awaited in. Dropping the `PendingAppend` does not cancel the append.
+    ///
+    /// An error here (an oversized batch, a closed store) means the batch was not
+    /// queued; it is counted as a failed append, as the pending append's own error is.
+    pub async fn enqueue_batch(&self, builder: RecordBatchBuilder) -> Result<PendingAppend, TierError> {
+        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
+        let queued = async {
+            let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
+            let (done, answer) = oneshot::channel();
+            self.send(Command::Append { batch, done }).await?;
+            Ok(answer)
+        };
+        match queued.await {
+            Ok(answer) => Ok(PendingAppend { answer, core: Arc::clone(&self.core), records, bytes, started }),
+            Err(e) => {
+                let failed = Err(e);
+                metrics::appended(&failed, records, bytes, started.elapsed());
+                failed
+            }
+        }
     }
 
     /// Waits until everything appended before is in every enabled write tier (warm

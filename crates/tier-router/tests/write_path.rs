@@ -98,6 +98,53 @@ async fn appends_meeting_in_one_group_are_stored_as_their_producers_encoded_them
     hot.close().await;
 }
 
+/// `enqueue_batch` (what the server's append streams use): batches enqueued one after
+/// another get offsets in that order, whatever order their answers are awaited in, and one
+/// whose answer is never awaited is appended all the same.
+#[tokio::test]
+async fn enqueued_batches_keep_their_order_whatever_order_they_are_awaited_in() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    let store = d.open(&[]).await;
+    let name = TopicName::new("enqueued").unwrap();
+    let topic = store.topic(&name).await.unwrap();
+
+    // The first batch's warm write is held: the others queue behind it, in one group or
+    // several, while their answers are awaited last to first.
+    warm.hold(&name);
+    let tags = ["a", "b", "c", "d", "e", "f"];
+    let mut pending = Vec::new();
+    for (i, tag) in tags.iter().enumerate() {
+        pending.push(topic.enqueue_batch(builder(tag, i + 1)).await.unwrap());
+        if i == 0 {
+            tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
+        }
+    }
+    // C's answer is never awaited.
+    drop(pending.remove(2));
+    warm.release(&name);
+    let mut answers = Vec::new();
+    while let Some(p) = pending.pop() {
+        answers.push(tokio::time::timeout(WAIT, p).await.expect("answered").unwrap());
+    }
+    answers.reverse();
+    let expected = [(0, "a", 1), (1, "b", 2), (3, "c", 3), (6, "d", 4), (10, "e", 5), (15, "f", 6)];
+    let without_c: Vec<OffsetRange> = expected
+        .iter()
+        .filter(|(_, tag, _)| *tag != "c")
+        .map(|&(at, _, n)| OffsetRange::new(at, at + n as u64))
+        .collect();
+    assert_eq!(answers, without_c, "each batch is answered the offsets of its place in the queue");
+    let reader = topic.batch_reader(tier_core::StartPosition::Earliest).await.unwrap();
+    let read: Vec<RecordBatch> =
+        tokio::time::timeout(WAIT, reader.take(tags.len()).map(|b| b.unwrap().batch).collect())
+            .await
+            .expect("the six batches are read");
+    assert_as_produced("the store's batch reader", &read, &expected);
+    store.close().await;
+}
+
 /// A rotation inside a group seals a segment holding batches the writer commits only
 /// once warm confirms them: the exporter, which skips what is not committed, exports it
 /// as soon as the commit point passes it — not at the next sweep (an hour here).
