@@ -13,7 +13,18 @@
 //! kind 2 = tier (reads with `tiers=true` only): the tier's name in UTF-8 (`cold`, `warm`,
 //!          `hot`, `live`); the records after it, up to the next tier frame, were served
 //!          by that tier
+//! kind 3 = end (append streams, client to server): the record frames since the stream's
+//!          magic or the previous end frame are one batch; empty body
+//! kind 4 = appended (append streams, server to client): the answer to the next batch not
+//!          yet answered, its offsets: start:u64 end:u64
+//! kind 5 = close (append streams, server to client, the last frame): an `ApiError` as
+//!          JSON, why the server ends the stream; no batch it did not answer was appended
 //! ```
+//!
+//! An append stream (`docs/server.md`, "Append streams") carries this framing both ways
+//! over one upgraded connection: the client sends batches (record frames, then an end
+//! frame), the server answers each in order (an appended frame, or an error frame for a
+//! batch it refused).
 //!
 //! In an append, `offset` is ignored (write 0) and `timestamp` [`SERVER_CLOCK`] asks for
 //! the server's clock. [`Decoder`] decodes incrementally (a body arriving in chunks) and
@@ -39,6 +50,9 @@ const NO_KEY: u32 = u32::MAX;
 const KIND_RECORD: u8 = 0;
 const KIND_ERROR: u8 = 1;
 const KIND_TIER: u8 = 2;
+const KIND_END: u8 = 3;
+const KIND_APPENDED: u8 = 4;
+const KIND_CLOSE: u8 = 5;
 
 /// A record as framed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,6 +81,20 @@ pub enum Frame {
     /// The tier that served the records after it (a read asked for `tiers=true`); a name
     /// this program does not know (a newer server) is [`Tier::Unknown`].
     Tier(Tier),
+    /// The end of a batch in an append stream: the record frames since the previous end
+    /// (or the magic) are one batch.
+    End,
+    /// An append stream's answer to its next unanswered batch: the batch's offsets,
+    /// `start..end`.
+    Appended {
+        /// The first offset of the batch.
+        start: u64,
+        /// The offset after its last record.
+        end: u64,
+    },
+    /// Why the server ends an append stream (its last frame): every batch it did not
+    /// answer before it was not appended.
+    Close(ApiError),
 }
 
 /// A malformed body.
@@ -138,6 +166,31 @@ pub fn encode_tier(buf: &mut BytesMut, tier: Tier) {
     buf.put_u32(u32::try_from(name.len() + 1).expect("a tier name is short"));
     buf.put_u8(KIND_TIER);
     buf.put_slice(name);
+}
+
+/// Appends an end frame to `buf`: in an append stream, the record frames before it (since
+/// the previous end frame) are one batch.
+pub fn encode_end(buf: &mut BytesMut) {
+    buf.put_u32(1);
+    buf.put_u8(KIND_END);
+}
+
+/// Appends an appended frame to `buf`: an append stream's answer to a batch stored at
+/// `start..end`.
+pub fn encode_appended(buf: &mut BytesMut, start: u64, end: u64) {
+    buf.put_u32(17);
+    buf.put_u8(KIND_APPENDED);
+    buf.put_u64(start);
+    buf.put_u64(end);
+}
+
+/// Appends a close frame to `buf`: the last frame of an append stream the server ends,
+/// saying why.
+pub fn encode_close(buf: &mut BytesMut, error: &ApiError) {
+    let json = serde_json::to_vec(error).expect("an ApiError serialises");
+    buf.put_u32(u32::try_from(json.len() + 1).expect("an error message is shorter than 4 GiB"));
+    buf.put_u8(KIND_CLOSE);
+    buf.put_slice(&json);
 }
 
 /// Decodes a body incrementally: feed it chunks with [`push`](Self::push), take frames
@@ -280,6 +333,25 @@ fn next_frame_in(
                 message: "a tier frame's name is not UTF-8".into(),
             }),
         },
+        KIND_END if frame.is_empty() => Ok(Some(Frame::End)),
+        KIND_END => Err(FrameError { position: start + 5, message: "an end frame has no body".into() }),
+        KIND_APPENDED if frame.len() == 16 => {
+            let (start, end) = (frame.get_u64(), frame.get_u64());
+            if start > end {
+                return Err(FrameError {
+                    position: start + 5,
+                    message: format!("an appended frame's offsets {start}..{end} are reversed"),
+                });
+            }
+            Ok(Some(Frame::Appended { start, end }))
+        }
+        KIND_APPENDED => Err(FrameError {
+            position: start + 5,
+            message: format!("an appended frame's body is {} bytes, not 16", frame.len()),
+        }),
+        KIND_CLOSE => serde_json::from_slice(&frame)
+            .map(|e| Some(Frame::Close(e)))
+            .map_err(|e| FrameError { position: start + 5, message: format!("malformed close frame: {e}") }),
         other => Err(FrameError { position: start + 4, message: format!("unknown frame kind {other}") }),
     }
 }

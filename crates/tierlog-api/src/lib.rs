@@ -25,6 +25,9 @@ pub const CONTENT_TYPE_LINES: &str = "text/plain";
 pub const CONTENT_TYPE_NDJSON: &str = "application/x-ndjson";
 /// Content type of the binary record framing ([`frame`]).
 pub const CONTENT_TYPE_BATCH: &str = "application/x-tierlog-batch";
+/// The `Upgrade` protocol of an append stream (`POST /v1/topics/{topic}/append-stream`):
+/// the binary framing both ways over the upgraded connection ([`frame`]).
+pub const APPEND_STREAM_PROTOCOL: &str = "tierlog-append/1";
 
 /// Bytes in JSON: a string when they are valid UTF-8, else `{"base64": "…"}` (standard
 /// alphabet, padded) — the form `tierlog consume --output json` writes.

@@ -1,7 +1,8 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::frame::{
-    Decoder, Frame, FrameRecord, MAGIC, encode_error, encode_magic, encode_record, encode_tier,
+    Decoder, Frame, FrameRecord, MAGIC, encode_appended, encode_close, encode_end, encode_error,
+    encode_magic, encode_record, encode_tier,
 };
 use crate::{ApiError, Data, ErrorKind, NewRecordJson, RecordJson, Start, Tier};
 
@@ -56,6 +57,44 @@ fn a_tier_frame_has_the_documented_bytes_and_an_unknown_name_decodes_as_unknown(
 }
 
 #[test]
+fn append_stream_frames_have_the_documented_bytes() {
+    let mut buf = BytesMut::new();
+    encode_end(&mut buf);
+    assert_eq!(&buf[..], b"\x00\x00\x00\x01\x03", "end: len 1, kind 3, no body");
+    buf.clear();
+    encode_appended(&mut buf, 7, 0x0102);
+    let mut expected = vec![0, 0, 0, 17, 4];
+    expected.extend_from_slice(&7u64.to_be_bytes());
+    expected.extend_from_slice(&0x0102u64.to_be_bytes());
+    assert_eq!(&buf[..], &expected[..], "appended: len 17, kind 4, start, end");
+    buf.clear();
+    let error = ApiError::new(ErrorKind::Closed, "draining");
+    encode_close(&mut buf, &error);
+    let json = serde_json::to_vec(&error).unwrap();
+    assert_eq!(&buf[..5], &[&((json.len() + 1) as u32).to_be_bytes()[..], &[5]].concat()[..]);
+    assert_eq!(&buf[5..], &json[..], "close: the error's JSON");
+
+    // Malformed stream frames are errors naming where.
+    for (bad, says) in [
+        (&b"TLB\x01\x00\x00\x00\x02\x03\x00"[..], "end frame has no body"),
+        (&b"TLB\x01\x00\x00\x00\x02\x04\x00"[..], "not 16"),
+        (&b"TLB\x01\x00\x00\x00\x03\x05{}"[..], "malformed close frame"),
+    ] {
+        let mut decoder = Decoder::new();
+        decoder.push(bad);
+        let e = decoder.next_frame().expect_err(says);
+        assert!(e.message.contains(says), "{e}");
+        assert_eq!(e.position, 9, "{e}");
+    }
+    let mut reversed = BytesMut::new();
+    encode_magic(&mut reversed);
+    encode_appended(&mut reversed, 9, 8);
+    let mut decoder = Decoder::new();
+    decoder.push(&reversed);
+    assert!(decoder.next_frame().expect_err("reversed").message.contains("reversed"));
+}
+
+#[test]
 fn frames_round_trip_whatever_the_chunking() {
     let mut buf = BytesMut::new();
     encode_magic(&mut buf);
@@ -79,7 +118,16 @@ fn frames_round_trip_whatever_the_chunking() {
         }
         encode_record(&mut buf, r);
         expected.push(Frame::Record(r.clone()));
+        // An append stream's frames, between them.
+        if i % 7 == 6 {
+            encode_end(&mut buf);
+            encode_appended(&mut buf, i as u64, i as u64 + 3);
+            expected.extend([Frame::End, Frame::Appended { start: i as u64, end: i as u64 + 3 }]);
+        }
     }
+    let closing = ApiError::new(ErrorKind::Closed, "the server is draining");
+    encode_close(&mut buf, &closing);
+    expected.push(Frame::Close(closing));
     let error = ApiError::new(ErrorKind::Unavailable, "warm did not answer");
     expected.push(Frame::Error(error.clone()));
     encode_error(&mut buf, &error);
