@@ -36,6 +36,10 @@ pub use tierlog_api::{
 };
 use tierlog_api::{CONTENT_TYPE_BATCH, CONTENT_TYPE_LINES};
 
+mod stream;
+
+pub use stream::AppendStream;
+
 /// What can go wrong talking to the server.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -68,6 +72,16 @@ pub enum Error {
     /// An answer that is not what the API says it is.
     #[error("unexpected answer: {0}")]
     Unexpected(String),
+    /// An append stream's connection broke or ended before the server answered a batch
+    /// ([`AppendStream::append`]): with `outcome_unknown` the batch was sent and may have
+    /// been appended; without, it was never sent and was not appended.
+    #[error("{message}")]
+    Stream {
+        /// What happened.
+        message: String,
+        /// Whether the batch may have been appended.
+        outcome_unknown: bool,
+    },
 }
 
 impl Error {
@@ -234,7 +248,7 @@ pub type FollowStream = BoxStream<'static, Result<FollowEvent, Error>>;
 /// unknown topic, trimmed offsets, a malformed body, a refused token) would fail again.
 fn reconnects(e: &Error) -> bool {
     match e {
-        Error::Http(_) => true,
+        Error::Http(_) | Error::Stream { .. } => true,
         Error::Api { error, .. } => matches!(error.kind(), ErrorKind::Closed | ErrorKind::Unavailable),
         _ => false,
     }
@@ -432,6 +446,29 @@ impl Client {
             .header(CONTENT_TYPE, CONTENT_TYPE_BATCH)
             .body(body.freeze());
         Self::json(request).await
+    }
+
+    /// Opens an append stream to `topic` (`docs/server.md`, "Append streams"): one
+    /// connection that carries any number of batches without waiting for each answer —
+    /// the way to append at the rate of the store rather than of round trips. Batches
+    /// get offsets in the order they are sent. `invalid_input` for a bad topic name;
+    /// `closed` from a draining server. The topic is created by its first batch.
+    pub async fn append_stream(&self, topic: &str) -> Result<AppendStream, Error> {
+        let request = self
+            .request(Method::POST, &format!("/v1/topics/{}/append-stream", encode(topic)))
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(reqwest::header::UPGRADE, tierlog_api::APPEND_STREAM_PROTOCOL);
+        let response = request.send().await?;
+        let status = response.status();
+        if status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(match Self::check(response).await {
+                Err(e) => e,
+                Ok(_) => {
+                    Error::Unexpected(format!("the server answered {status} instead of opening the stream"))
+                }
+            });
+        }
+        Ok(AppendStream::start(response.upgrade().await?))
     }
 
     /// Reads `topic` from `from`, following the live tail: the stream never ends by

@@ -1,12 +1,15 @@
 //! The client against `tierlog-server` serving a store in this process (the binary's
 //! tests, `crates/tierlog/tests/serve`, run the real `tierlog serve`).
 
+mod common;
+
 use std::time::Duration;
 
+use common::serve;
 use futures::StreamExt;
 use tier_router::{StoreConfig, TieredStore};
 use tierlog_client::{Client, ErrorKind, NewRecordJson, Start, Tier};
-use tierlog_server::{Server, ServerConfig, Token};
+use tierlog_server::{ServerConfig, Token};
 
 #[tokio::test]
 async fn append_follow_and_drain_against_an_embedded_server() {
@@ -145,20 +148,6 @@ async fn a_refused_append_says_where_its_records_may_still_be_committed() {
         ["unsynced-0", "unsynced-1", "unsynced-2"].map(|p| bytes::Bytes::from_static(p.as_bytes()))
     );
     store.close().await;
-}
-
-/// `store` served on a free 127.0.0.1 port: its URL, the handle that drains it and the
-/// serving task.
-async fn serve(
-    store: &TieredStore,
-    config: &ServerConfig,
-) -> (String, tierlog_server::ShutdownHandle, tokio::task::JoinHandle<Result<(), impl std::fmt::Debug + use<>>>)
-{
-    let server = Server::new(store.clone(), config, None).expect("server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("address"));
-    let shutdown = server.shutdown_handle();
-    (url, shutdown, tokio::spawn(server.serve(listener)))
 }
 
 /// The next item of `follow`, within 30 s.

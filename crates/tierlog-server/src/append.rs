@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 use tier_core::batch::MAX_BATCH_LEN;
 use tier_router::{IntoTopicName, NewRecord, RecordBatchBuilder, TopicName};
-use tierlog_api::frame::{Decoder, Frame, SERVER_CLOCK};
+use tierlog_api::frame::{Decoder, Frame, FrameRecord, SERVER_CLOCK};
 use tierlog_api::{
     AppendRequest, AppendResponse, CONTENT_TYPE_BATCH, CONTENT_TYPE_JSON, CONTENT_TYPE_LINES, ErrorKind,
 };
@@ -20,7 +20,7 @@ use crate::AppState;
 use crate::error::HttpError;
 
 /// Now, in ms since the Unix epoch.
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -69,7 +69,7 @@ fn checked(
 /// The records as one batch, the check [`Topic::append`](tier_router::Topic::append)
 /// makes: `413 too_large` when they do not fit in one (at most 64 MiB encoded, whatever
 /// `max_body_bytes` allows).
-fn build(topic: &TopicName, records: &[NewRecord]) -> Result<RecordBatchBuilder, HttpError> {
+pub(crate) fn build(topic: &TopicName, records: &[NewRecord]) -> Result<RecordBatchBuilder, HttpError> {
     let mut builder = RecordBatchBuilder::with_capacity(NewRecord::batch_capacity(records));
     for (i, r) in records.iter().enumerate() {
         builder.push(r.timestamp, r.key.as_deref(), &r.headers, &r.payload).map_err(|_| {
@@ -84,6 +84,19 @@ fn build(topic: &TopicName, records: &[NewRecord]) -> Result<RecordBatchBuilder,
         })?;
     }
     Ok(builder)
+}
+
+/// A framed record to append, stamped with `now` when it asks for the server's clock.
+pub(crate) fn new_record(r: FrameRecord, now: i64) -> NewRecord {
+    let timestamp = if r.timestamp == SERVER_CLOCK { now } else { r.timestamp };
+    let mut record = NewRecord::new(timestamp, r.payload);
+    if let Some(key) = r.key {
+        record = record.with_key(key);
+    }
+    for (name, value) in r.headers {
+        record = record.with_header(name, value);
+    }
+    record
 }
 
 /// The records of a body, by its content type.
@@ -144,15 +157,7 @@ fn decode(headers: &HeaderMap, body: Bytes) -> Result<Vec<NewRecord>, HttpError>
                 let Frame::Record(r) = frame else {
                     return Err(HttpError::invalid("an append holds record frames only"));
                 };
-                let timestamp = if r.timestamp == SERVER_CLOCK { now } else { r.timestamp };
-                let mut record = NewRecord::new(timestamp, r.payload);
-                if let Some(key) = r.key {
-                    record = record.with_key(key);
-                }
-                for (name, value) in r.headers {
-                    record = record.with_header(name, value);
-                }
-                records.push(record);
+                records.push(new_record(r, now));
             }
             decoder.finish().map_err(|e| HttpError::invalid(e.to_string()))?;
             Ok(records)

@@ -21,6 +21,7 @@ mod listen;
 mod page;
 mod read;
 mod routes;
+mod stream;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -156,8 +157,10 @@ pub(crate) struct AppState {
     pub(crate) draining: Arc<AtomicBool>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) rates: Arc<page::Rates>,
-    /// The largest request body.
+    /// The largest request body (and batch of an append stream).
     pub(crate) max_body: usize,
+    /// Connections and append streams, which the drain waits for.
+    pub(crate) tasks: listen::Tasks,
 }
 
 impl fmt::Debug for AppState {
@@ -186,12 +189,16 @@ impl fmt::Debug for Server {
 
 /// Tells a running [`Server`] to drain (from any task).
 #[derive(Clone, Debug)]
-pub struct ShutdownHandle(watch::Sender<bool>);
+pub struct ShutdownHandle {
+    tx: watch::Sender<bool>,
+    draining: Arc<AtomicBool>,
+}
 
 impl ShutdownHandle {
-    /// Starts the drain.
+    /// Starts the drain: from now on `/readyz` answers 503 and no append stream opens.
     pub fn shutdown(&self) {
-        let _ = self.0.send(true);
+        self.draining.store(true, Ordering::SeqCst);
+        let _ = self.tx.send(true);
     }
 }
 
@@ -219,6 +226,7 @@ impl Server {
             shutdown,
             rates: Arc::new(page::Rates::default()),
             max_body: config.max_body_bytes.unwrap_or(MAX_BODY_BYTES),
+            tasks: listen::Tasks::new(),
         };
         Ok(Self {
             state,
@@ -235,7 +243,7 @@ impl Server {
 
     /// A handle that starts the drain.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle(self.shutdown_tx.clone())
+        ShutdownHandle { tx: self.shutdown_tx.clone(), draining: Arc::clone(&self.state.draining) }
     }
 
     /// The application (routes and authentication), for serving by other means.
@@ -248,13 +256,8 @@ impl Server {
     /// requests to finish. The store stays open: close it afterwards.
     pub async fn serve(self, listener: TcpListener) -> anyhow::Result<()> {
         let app = self.router();
-        let mut shutdown = self.state.shutdown.clone();
-        let draining = Arc::clone(&self.state.draining);
-        let signal = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-            draining.store(true, Ordering::SeqCst);
-        };
-        listen::serve(listener, self.tls, app, signal, self.drain_timeout).await
+        let shutdown = self.state.shutdown.clone();
+        listen::serve(listener, self.tls, app, shutdown, self.state.tasks.clone(), self.drain_timeout).await
     }
 }
 

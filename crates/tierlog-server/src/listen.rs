@@ -1,18 +1,18 @@
 //! The accept loop: HTTP/1.1 on plain TCP or rustls, one task per connection, and the
-//! drain (stop accepting, let connections finish their requests, bounded by a timeout).
+//! drain (stop accepting, let connections finish their requests and append streams
+//! answer what they took, bounded by a timeout).
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
@@ -41,16 +41,86 @@ pub fn load_tls(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Serves `app` on `listener` until `signal` completes, then drains.
+/// The tasks a drain waits for: connections, and the append streams upgraded from them
+/// (an upgraded connection is no longer hyper's to drain).
+#[derive(Clone, Debug)]
+pub(crate) struct Tasks(Arc<watch::Sender<usize>>);
+
+/// One task counted by [`Tasks`] until dropped.
+#[derive(Debug)]
+pub(crate) struct TaskGuard(Arc<watch::Sender<usize>>);
+
+impl Tasks {
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(watch::Sender::new(0)))
+    }
+
+    /// Counts a task until the guard is dropped.
+    pub(crate) fn enter(&self) -> TaskGuard {
+        self.0.send_modify(|n| *n += 1);
+        TaskGuard(Arc::clone(&self.0))
+    }
+
+    /// Tasks running now.
+    fn count(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Returns once no task runs.
+    async fn idle(&self) {
+        let mut count = self.0.subscribe();
+        // The sender lives in `self`: `wait_for` cannot fail.
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// Returns once `shutdown` is true (or its sender is gone).
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// Serves one connection (HTTP/1.1, upgrades allowed) until it ends; once `shutdown`
+/// turns true it finishes the request in progress and closes.
+async fn serve_connection<I>(
+    io: I,
+    service: TowerToHyperService<axum::Router>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), hyper::Error>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Also the longest a kept-alive connection waits idle for its next request
+    // (tierlog-client's pool drops idle connections after 20 s).
+    builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
+    let mut conn = std::pin::pin!(builder.serve_connection(TokioIo::new(io), service).with_upgrades());
+    tokio::select! {
+        result = conn.as_mut() => result,
+        () = stopped(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` turns true, then drains: stops accepting,
+/// lets connections finish their requests and append streams answer what they took,
+/// for at most `drain_timeout`.
 pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     app: axum::Router,
-    signal: impl Future<Output = ()>,
+    shutdown: watch::Receiver<bool>,
+    tasks: Tasks,
     drain_timeout: Duration,
 ) -> anyhow::Result<()> {
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(signal);
+    let mut signal = shutdown.clone();
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -61,23 +131,19 @@ pub(crate) async fn serve(
                     continue;
                 }
             },
-            () = &mut signal => break,
+            () = stopped(&mut signal) => break,
         };
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let watcher = graceful.watcher();
+        let guard = tasks.enter();
+        let shutdown = shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            // Also the longest a kept-alive connection waits idle for its next request
-            // (tierlog-client's pool drops idle connections after 20 s).
-            builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
+            let _guard = guard;
             let result = match tls {
-                None => watcher.watch(builder.serve_connection(TokioIo::new(tcp), service)).await,
+                None => serve_connection(tcp, service, shutdown).await,
                 Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        watcher.watch(builder.serve_connection(TokioIo::new(stream), service)).await
-                    }
+                    Ok(Ok(stream)) => serve_connection(stream, service, shutdown).await,
                     Ok(Err(e)) => {
                         debug!(%peer, error = %e, "TLS handshake failed");
                         return;
@@ -94,8 +160,11 @@ pub(crate) async fn serve(
         });
     }
     drop(listener);
-    info!(connections = graceful.count(), "draining: no new connections; waiting for requests in flight");
-    if tokio::time::timeout(drain_timeout, graceful.shutdown()).await.is_err() {
+    info!(
+        tasks = tasks.count(),
+        "draining: no new connections; waiting for requests and append streams in flight"
+    );
+    if tokio::time::timeout(drain_timeout, tasks.idle()).await.is_err() {
         warn!(timeout = ?drain_timeout, "drain timed out: closing the remaining connections");
     }
     Ok(())

@@ -15,7 +15,7 @@ use tierlog_api::{
 };
 
 use crate::error::HttpError;
-use crate::{AppState, append, auth, page, read};
+use crate::{AppState, append, auth, page, read, stream};
 
 /// Every route, behind the token check.
 pub(crate) fn router(state: AppState) -> Router {
@@ -27,6 +27,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/topics", get(topics))
         .route("/v1/topics/{topic}", get(topic))
         .route("/v1/topics/{topic}/records", post(append::append).get(read::read))
+        .route("/v1/topics/{topic}/append-stream", post(stream::open))
         .route("/v1/topics/{topic}/export", post(export))
         .route("/v1/topics/{topic}/verify", get(verify))
         .route("/v1/recovery", get(recovery))
