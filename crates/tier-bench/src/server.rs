@@ -1,10 +1,12 @@
 //! Workload 10, server loopback: `tierlog-server` serving a hot-only store (fsync never)
 //! in this process on 127.0.0.1, driven by `tierlog-client`.
 //!
-//! - Append: 1 KiB x 100-record batches through the client's binary append against
-//!   `Topic::append` of the same batches in process on the same deployment, one batch in
-//!   flight and eight; rounds alternate, best of each kept. A server that reads each
-//!   body and answers without storing it gives the floor: the HTTP round trip alone.
+//! - Append: 1 KiB x 100-record batches through the client — one POST per batch
+//!   (`append_binary`) and one append stream (`append_stream`) — against `Topic::append`
+//!   of the same batches in process on the same deployment, one batch in flight and
+//!   eight; rounds alternate, best of each kept. Servers that read each batch and answer
+//!   without storing it give the floors: the HTTP round trip of the POST, and the append
+//!   stream's connection, alone.
 //! - Live tail: single 100 B records appended through the client at a fixed rate, a
 //!   follower (the client's `read` from the first offset, following); latency from just
 //!   before the append is sent to the follower holding the record.
@@ -117,6 +119,19 @@ async fn append_over_loopback(dir: &Path, batches: u64, in_flight: u64, payload:
     Ok(secs)
 }
 
+/// Seconds `batches` appends of 1 KiB x 100 take through one append stream of the
+/// client, `in_flight` tasks sharing it (each appending its share one batch after
+/// another).
+async fn append_over_stream(dir: &Path, batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
+    let store = store(dir).await?;
+    let (url, shutdown, serving) = serve(&store).await?;
+    let client = Client::new(&url)?;
+    let secs = stream_appends(&client, payload, batches, in_flight).await?;
+    drop(client);
+    stop(store, shutdown, serving).await?;
+    Ok(secs)
+}
+
 /// Seconds `batches` appends of 1 KiB x 100 take through a server that reads each body
 /// and answers without decoding or storing it: the HTTP round trip over loopback alone
 /// (one batch in flight).
@@ -135,6 +150,88 @@ async fn append_to_null_server(batches: u64, payload: &Bytes) -> Result<f64> {
     let secs = client_appends(&client, &records, batches, 1).await;
     serving.abort();
     secs
+}
+
+/// A server that answers an append stream's batches without decoding their records or
+/// storing them: the stream's floor (the connection and the client alone).
+async fn null_stream_session(io: hyper::upgrade::Upgraded) -> std::io::Result<()> {
+    use tierlog_api::frame::{Decoder, Frame, encode_appended, encode_magic};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut io = hyper_util::rt::TokioIo::new(io);
+    let (mut decoder, mut input, mut out) = (Decoder::new(), bytes::BytesMut::new(), bytes::BytesMut::new());
+    encode_magic(&mut out);
+    let mut next = 0;
+    loop {
+        input.reserve(128 << 10);
+        if io.read_buf(&mut input).await? == 0 {
+            return Ok(());
+        }
+        decoder.push_bytes(input.split().freeze());
+        while let Some(frame) = decoder.next_frame().map_err(std::io::Error::other)? {
+            if frame == Frame::End {
+                encode_appended(&mut out, next, next + BATCH as u64);
+                next += BATCH as u64;
+            }
+        }
+        if !out.is_empty() {
+            io.write_all(&out).await?;
+            out.clear();
+        }
+    }
+}
+
+/// Seconds `batches` appends of 1 KiB x 100 take through one append stream to a server
+/// that stores nothing ([`null_stream_session`]), `in_flight` tasks sharing it.
+async fn append_to_null_stream(batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
+    let app = axum::Router::new().route(
+        "/v1/topics/{topic}/append-stream",
+        axum::routing::post(|mut request: axum::extract::Request| async move {
+            let upgrade = hyper::upgrade::on(&mut request);
+            tokio::spawn(async move {
+                if let Ok(io) = upgrade.await {
+                    let _ = null_stream_session(io).await;
+                }
+            });
+            axum::response::Response::builder()
+                .status(axum::http::StatusCode::SWITCHING_PROTOCOLS)
+                .header("connection", "upgrade")
+                .header("upgrade", tierlog_api::APPEND_STREAM_PROTOCOL)
+                .body(axum::body::Body::empty())
+                .expect("a valid response")
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let client = Client::new(&format!("http://{}", listener.local_addr()?))?;
+    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+    let secs = stream_appends(&client, payload, batches, in_flight).await;
+    serving.abort();
+    secs
+}
+
+/// Seconds `batches` appends of 1 KiB x 100 take through one append stream of `client`
+/// (its first batch, which creates the topic, not timed), `in_flight` tasks sharing it,
+/// each appending its share one batch after another.
+async fn stream_appends(client: &Client, payload: &Bytes, batches: u64, in_flight: u64) -> Result<f64> {
+    let stream = client.append_stream("bench").await?;
+    let records: std::sync::Arc<[Record]> = client_batch(payload).into();
+    stream.append(&records).await?;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let (stream, records) = (stream.clone(), records.clone());
+            tokio::spawn(async move {
+                for _ in 0..batches / in_flight {
+                    stream.append(&records).await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(util::secs(started.elapsed()))
 }
 
 /// Seconds `batches` appends of 1 KiB x 100 take through `Topic::append` in process,
@@ -179,23 +276,29 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
     let bytes = records * SIZE as u64;
     let mut rows = Vec::new();
     for in_flight in [1, PIPELINED] {
-        let (mut server, mut inproc, mut null) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+        let (mut server, mut stream, mut inproc, mut null, mut null_stream) =
+            (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
         for _ in 0..settings.rounds {
             let case = tempfile::tempdir_in(dir)?;
             inproc = inproc
                 .min(append_in_process(&case.path().join("inproc"), batches, in_flight, &payload).await?);
             server = server
                 .min(append_over_loopback(&case.path().join("server"), batches, in_flight, &payload).await?);
+            stream = stream
+                .min(append_over_stream(&case.path().join("stream"), batches, in_flight, &payload).await?);
+            null_stream = null_stream.min(append_to_null_stream(batches, in_flight, &payload).await?);
             if in_flight == 1 {
                 null = null.min(append_to_null_server(batches, &payload).await?);
             }
         }
         let per_batch = |secs: f64| secs * 1e6 / batches as f64;
-        let mut detail = format!(
+        let common = format!(
             "{batches} batches, {in_flight} in flight (as many tasks, each appending one batch after another; the in-process baseline the same); \
-             baseline = Topic::append in process on the same deployment (hot only); best of {}; \
-             {:.0} us per batch over loopback, {:.0} us in process",
+             baseline = Topic::append in process on the same deployment (hot only); best of {}",
             settings.rounds,
+        );
+        let mut detail = format!(
+            "{common}; one POST per batch: {:.0} us per batch over loopback, {:.0} us in process",
             per_batch(server),
             per_batch(inproc),
         );
@@ -214,6 +317,22 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
             .throughput(records, bytes, server, Some(inproc))
             .target_at_least(0.8, ">= 0.8x in-process append")
             .detail(detail),
+        );
+        rows.push(
+            Row::new(
+                WORKLOAD,
+                format!("append, 1 KiB x100, {in_flight} in flight, fsync=never, client append stream vs Topic::append"),
+            )
+            .throughput(records, bytes, stream, Some(inproc))
+            .target_at_least(0.8, ">= 0.8x in-process append")
+            .detail(format!(
+                "{common}; the tasks share one append stream (one connection, batches answered in order): \
+                 {:.0} us per batch over loopback, {:.0} us in process; floor: the same stream to a server that \
+                 stores nothing takes {:.0} us per batch",
+                per_batch(stream),
+                per_batch(inproc),
+                per_batch(null_stream),
+            )),
         );
     }
     Ok(rows)
