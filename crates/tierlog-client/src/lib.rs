@@ -38,7 +38,7 @@ use tierlog_api::{CONTENT_TYPE_BATCH, CONTENT_TYPE_LINES};
 
 mod stream;
 
-pub use stream::AppendStream;
+pub use stream::{AppendStream, PendingAppend};
 
 /// What can go wrong talking to the server.
 #[derive(Debug, thiserror::Error)]

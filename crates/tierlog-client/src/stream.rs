@@ -105,7 +105,8 @@ impl AppendStream {
     /// Appends `records` as one batch (`timestamp` [`SERVER_CLOCK`](crate::SERVER_CLOCK)
     /// for the server's clock; `offset` is ignored): their offsets once every enabled
     /// write tier of the server's store holds them. Several calls may wait at once; each
-    /// batch is sent as soon as it is queued.
+    /// batch is sent as soon as it is queued. [`queue`](Self::queue) and then awaiting its
+    /// answer is the same in two steps.
     ///
     /// Errors: the server's answer refusing the batch (as [`Client::append_binary`]'s:
     /// [`Error::kind`], [`Error::may_commit`]) — the stream goes on; `closed` when the
@@ -115,6 +116,15 @@ impl AppendStream {
     ///
     /// [`Client::append_binary`]: crate::Client::append_binary
     pub async fn append(&self, records: &[Record]) -> Result<AppendResponse, Error> {
+        self.queue(records).await?.await
+    }
+
+    /// Queues `records` as one batch and returns once it has its place in the stream:
+    /// it is sent after every batch queued before it and gets offsets after theirs. The
+    /// [`PendingAppend`] resolves to its answer, as [`append`](Self::append) does;
+    /// dropping it does not withdraw the batch. An error here (the stream has ended)
+    /// means the batch was not sent.
+    pub async fn queue(&self, records: &[Record]) -> Result<PendingAppend, Error> {
         let frames: usize = records.iter().map(record_frame_len).sum();
         let mut body = BytesMut::with_capacity(frames + 5);
         for r in records {
@@ -125,7 +135,28 @@ impl AppendStream {
         if self.tx.send(Queued { body: body.freeze(), answer }).await.is_err() {
             return Err(self.shared.ended().error(false));
         }
-        answered.await.unwrap_or_else(|_| Err(self.shared.ended().error(true)))
+        Ok(PendingAppend { answered, shared: Arc::clone(&self.shared) })
+    }
+}
+
+/// A batch queued on an [`AppendStream`] ([`AppendStream::queue`]): resolves to the
+/// server's answer.
+#[derive(Debug)]
+#[must_use = "the batch is sent whether or not this is awaited; await it for its offsets"]
+pub struct PendingAppend {
+    answered: oneshot::Receiver<Result<AppendResponse, Error>>,
+    shared: Arc<Shared>,
+}
+
+impl std::future::Future for PendingAppend {
+    type Output = Result<AppendResponse, Error>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let answer = std::task::ready!(std::pin::Pin::new(&mut self.answered).poll(cx));
+        std::task::Poll::Ready(answer.unwrap_or_else(|_| Err(self.shared.ended().error(true))))
     }
 }
 

@@ -1,12 +1,15 @@
 //! `POST /v1/topics/{topic}/append-stream` with `Upgrade: tierlog-append/1`: an append
 //! stream. The connection is upgraded and carries the binary framing both ways: the
 //! client sends batches (record frames, then an end frame) without waiting for answers,
-//! the server keeps up to [`WINDOW`] of them in the router's queue and answers each, in
-//! order, with its offsets (an appended frame) or why it was refused (an error frame).
+//! the server keeps up to [`WINDOW`] of them (and [`IN_FLIGHT_BYTES`]) decoded or in the
+//! router's queue and answers each, in order, with its offsets (an appended frame) or why
+//! it was refused (an error frame).
 //! Batches are queued in the order they arrive ([`Topic::enqueue_batch`]), so their
 //! offsets follow the stream's order. When the server ends the stream — draining, or a
 //! malformed frame — it answers every batch it took, then sends a close frame: no batch
 //! after the ones answered was appended. `docs/server.md`, "Append streams".
+
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -24,7 +27,7 @@ use tierlog_api::frame::{
 };
 use tierlog_api::{APPEND_STREAM_PROTOCOL, ApiError, ErrorKind};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tracing::debug;
 
 use crate::AppState;
@@ -35,6 +38,12 @@ use crate::listen::stopped;
 /// Batches of one stream queued or being appended at once; the stream is not read while
 /// this many wait for their answers (the client's writes then wait in TCP's buffers).
 pub(crate) const WINDOW: usize = 32;
+
+/// Framed bytes of one stream's batches decoded and not yet answered: the reader waits
+/// for room before handing over the next batch (a batch larger than this waits until
+/// it is alone). With the batch being received (at most `max_body_bytes`), what one
+/// stream holds in memory.
+pub(crate) const IN_FLIGHT_BYTES: usize = 64 << 20;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 128 << 10;
@@ -92,8 +101,9 @@ type Answer = BoxFuture<'static, Result<OffsetRange, ApiError>>;
 
 /// What the reader hands the answerer.
 enum Received {
-    /// A batch's records, or why it is refused.
-    Batch(Result<Vec<FrameRecord>, ApiError>),
+    /// A batch's records, or why it is refused, and its share of the stream's
+    /// [`IN_FLIGHT_BYTES`], held until it is answered.
+    Batch(Result<Vec<FrameRecord>, ApiError>, OwnedSemaphorePermit),
     /// The stream ends: why, when the server ends it (`None`: the client did).
     End(Option<ApiError>),
 }
@@ -123,6 +133,7 @@ impl Session {
     async fn run<IO: AsyncRead + AsyncWrite + Send + Unpin + 'static>(self, io: IO) {
         let (rd, wr) = tokio::io::split(io);
         let (tx, rx) = mpsc::channel(DECODED);
+        let budget = Arc::new(Semaphore::new(IN_FLIGHT_BYTES));
         let answerer = Answerer {
             state: self.state.clone(),
             name: self.name.clone(),
@@ -134,12 +145,12 @@ impl Session {
             let _guard = guard;
             answerer.run(rx, wr).await;
         });
-        self.read(rd, tx).await;
+        self.read(rd, tx, budget).await;
     }
 
     /// Reads and decodes the client's batches until the client ends the stream, the
     /// server drains, or a frame is malformed; then tells the answerer why.
-    async fn read<R: AsyncRead + Unpin>(self, mut rd: R, tx: mpsc::Sender<Received>) {
+    async fn read<R: AsyncRead + Unpin>(self, mut rd: R, tx: mpsc::Sender<Received>, budget: Arc<Semaphore>) {
         let mut shutdown = self.state.shutdown.clone();
         let mut decoder = Decoder::new();
         let mut input = BytesMut::new();
@@ -170,11 +181,17 @@ impl Session {
                 match frame {
                     Frame::Record(r) => batch.push(r, self.state.max_body),
                     Frame::End => {
-                        let received = Received::Batch(std::mem::take(&mut batch).finish());
+                        let batch = std::mem::take(&mut batch);
+                        let share = u32::try_from(batch.bytes.min(IN_FLIGHT_BYTES)).unwrap_or(u32::MAX);
+                        let handed = async {
+                            let permit = Arc::clone(&budget).acquire_many_owned(share).await;
+                            let permit = permit.expect("the budget is never closed");
+                            tx.send(Received::Batch(batch.finish(), permit)).await
+                        };
                         tokio::select! {
                             biased;
                             () = stopped(&mut shutdown) => break 'stream Some(draining()),
-                            sent = tx.send(received) => if sent.is_err() {
+                            sent = handed => if sent.is_err() {
                                 // The answerer is gone (the client stopped reading).
                                 return;
                             },
@@ -259,9 +276,10 @@ impl Answerer {
                     }
                 }
                 received = rx.recv(), if self.answers.len() < WINDOW => match received {
-                    Some(Received::Batch(batch)) => {
+                    Some(Received::Batch(batch, permit)) => {
                         let answer = self.queue(batch).await;
-                        self.answers.push_back(answer);
+                        // The batch's bytes count until it is answered.
+                        self.answers.push_back(answer.inspect(move |_| drop(permit)).boxed());
                     }
                     Some(Received::End(ending)) => break ending,
                     None => break None,
