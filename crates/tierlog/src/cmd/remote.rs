@@ -82,10 +82,27 @@ pub(crate) fn client(
     Ok(Some(builder.build().with_context(|| format!("the client of {url}"))?))
 }
 
-/// `produce` through the server: batches of `--batch` records, appended in the binary
-/// framing, each acknowledged before the next. Ctrl-C stops between batches (an append
-/// under way is awaited), prints the summary and what was acknowledged, and exits 130, as
-/// the local command does.
+/// Batches a remote `produce` keeps in flight on its append stream.
+const IN_FLIGHT: usize = 8;
+
+/// Payload bytes a remote `produce` keeps in flight (a larger batch goes alone).
+const IN_FLIGHT_BYTES: u64 = 64 << 20;
+
+/// A batch sent and its answer to come, with the run's number of its first record
+/// (from 1), its records and its payload bytes.
+type InFlight = futures::future::BoxFuture<
+    'static,
+    (Result<tierlog_client::AppendResponse, tierlog_client::Error>, u64, u64, u64),
+>;
+
+/// `produce` through the server: batches of `--batch` records over one append stream, up
+/// to [`IN_FLIGHT`] (and [`IN_FLIGHT_BYTES`]) sent before their answers come, which
+/// arrive in order (`--acks` is written in that order). The first refused batch stops
+/// the run: nothing more is sent, the batches under way are answered (and acknowledged
+/// if they were: they may be stored after the refused one), and the error names the
+/// refused batch's records and what was acknowledged. Ctrl-C stops
+/// sending, awaits the batches under way, prints the summary and what was acknowledged,
+/// and exits 130, as the local command does.
 pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> anyhow::Result<u8> {
     let name = store::topic_name(&args.topic)?;
     let size = usize::try_from(parse_size(&args.size).map_err(exit::usage)?)
@@ -101,6 +118,10 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
     if let Some(result) = (&mut ctrl_c).now_or_never() {
         result.context("installing the Ctrl-C handler")?;
     }
+    let stream = client
+        .append_stream(name.as_str())
+        .await
+        .with_context(|| format!("opening an append stream to {name}"))?;
     let mut batches = match args.count {
         Some(count) => synthetic(count, size, batch),
         None => lines(args.file.clone(), batch, !args.keep_cr)?,
@@ -109,61 +130,93 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
     let bar = ctx.progress.bar(args.count, "producing", "records");
     let started = Instant::now();
     let mut produced = Produced::default();
+    let mut acknowledged = Acknowledged::default();
     let mut interrupted = false;
-    let run: anyhow::Result<()> = async {
-        loop {
-            let payloads = tokio::select! {
-                biased;
-                _ = &mut ctrl_c => {
-                    interrupted = true;
-                    return Ok(());
-                }
-                payloads = batches.recv() => payloads,
-            };
-            let Some(payloads) = payloads else { return Ok(()) };
-            let payloads = payloads.context("reading input")?;
-            let framed: Vec<WireRecord> = payloads
-                .into_iter()
-                .map(|payload| WireRecord {
-                    timestamp: SERVER_CLOCK,
-                    key: key.clone(),
-                    payload,
-                    ..WireRecord::default()
-                })
-                .collect();
-            let answer = client
-                .append_binary(name.as_str(), &framed)
-                .await
-                .with_context(|| format!("appending to {name}"))?;
-            produced.records += framed.len() as u64;
-            produced.bytes += framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
-            produced.range =
-                Some(OffsetRange::new(produced.range.map_or(answer.start, |r| r.start), answer.end));
-            if let Some(out) = acks.as_mut() {
-                write_ack(out, OffsetRange::new(answer.start, answer.end)).context("writing --acks")?;
-            }
-            bar.inc(framed.len() as u64);
-            if let Some(rate) = args.rate {
-                // Pace: the records sent so far are due at `records / rate` seconds.
-                let due = started + Duration::from_secs_f64(produced.records as f64 / rate);
-                tokio::select! {
-                    biased;
-                    _ = &mut ctrl_c => {
-                        interrupted = true;
-                        return Ok(());
+    let mut in_flight: futures::stream::FuturesOrdered<InFlight> = futures::stream::FuturesOrdered::new();
+    let mut in_flight_bytes = 0u64;
+    let mut sent = 0u64;
+    let mut input_done = false;
+    // The first error: the run stops sending and reports it once the answers are in.
+    let mut failed: Option<anyhow::Error> = None;
+    loop {
+        let room = in_flight.len() < IN_FLIGHT && (in_flight.is_empty() || in_flight_bytes < IN_FLIGHT_BYTES);
+        let sending = !input_done && !interrupted && failed.is_none();
+        if !sending && in_flight.is_empty() {
+            break;
+        }
+        // Pace: the records sent so far are due at `records / rate` seconds.
+        let due = args.rate.map(|rate| started + Duration::from_secs_f64(sent as f64 / rate));
+        tokio::select! {
+            biased;
+            Some((answer, first, records, bytes)) = in_flight.next() => {
+                in_flight_bytes -= bytes;
+                match answer {
+                    Ok(answer) => {
+                        let range = OffsetRange::new(answer.start, answer.end);
+                        produced.records += records;
+                        produced.bytes += bytes;
+                        produced.range = Some(OffsetRange::new(produced.range.map_or(range.start, |r| r.start), range.end));
+                        acknowledged.add(range);
+                        if let Some(out) = acks.as_mut()
+                            && let Err(e) = write_ack(out, range)
+                        {
+                            failed.get_or_insert(anyhow::Error::new(e).context("writing --acks"));
+                        }
+                        bar.inc(records);
                     }
-                    () = tokio::time::sleep_until(due.into()) => {}
+                    Err(e) => {
+                        let last = first + records - 1;
+                        failed.get_or_insert(anyhow::Error::new(e).context(format!(
+                            "appending to {name}: the batch of this run's records {first} to {last} (counting from 1) was refused"
+                        )));
+                    }
+                }
+            }
+            _ = &mut ctrl_c, if sending => interrupted = true,
+            payloads = async {
+                if let Some(due) = due {
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                batches.recv().await
+            }, if sending && room => {
+                let Some(payloads) = payloads else {
+                    input_done = true;
+                    continue;
+                };
+                let payloads = match payloads {
+                    Ok(payloads) => payloads,
+                    Err(e) => {
+                        failed.get_or_insert(anyhow::Error::new(e).context("reading input"));
+                        continue;
+                    }
+                };
+                let framed: Vec<WireRecord> = payloads
+                    .into_iter()
+                    .map(|payload| WireRecord { timestamp: SERVER_CLOCK, key: key.clone(), payload, ..WireRecord::default() })
+                    .collect();
+                let records = framed.len() as u64;
+                let bytes = framed.iter().map(|r| r.payload.len() as u64).sum::<u64>();
+                match stream.queue(&framed).await {
+                    Ok(pending) => {
+                        let first = sent + 1;
+                        sent += records;
+                        in_flight_bytes += bytes;
+                        in_flight.push_back(pending.map(move |answer| (answer, first, records, bytes)).boxed());
+                    }
+                    Err(e) => {
+                        failed.get_or_insert(anyhow::Error::new(e).context(format!("appending to {name}")));
+                    }
                 }
             }
         }
     }
-    .await;
+    drop(stream);
     bar.finish_and_clear();
-    let stored = match produced.range {
-        Some(r) => format!("{} acknowledged at offsets {r}", count(produced.records, "record")),
-        None => "no records acknowledged".to_owned(),
+    let stored = match produced.records {
+        0 => "no records acknowledged".to_owned(),
+        n => format!("{} acknowledged at offsets {acknowledged}", count(n, "record")),
     };
-    if let Err(e) = run {
+    if let Some(e) = failed {
         return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
     }
     let secs = started.elapsed().as_secs_f64();
@@ -180,6 +233,32 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
         return Ok(exit::INTERRUPTED);
     }
     Ok(exit::OK)
+}
+
+/// The offsets acknowledged, as ranges merged where they touch: `[0, 500)`, or
+/// `[0, 500), [600, 800)` when a refused batch between them left its offsets to others.
+#[derive(Debug, Default)]
+struct Acknowledged(Vec<OffsetRange>);
+
+impl Acknowledged {
+    fn add(&mut self, range: OffsetRange) {
+        match self.0.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => self.0.push(range),
+        }
+    }
+}
+
+impl std::fmt::Display for Acknowledged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, range) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{range}")?;
+        }
+        Ok(())
+    }
 }
 
 type Batches = mpsc::Receiver<std::io::Result<Vec<Bytes>>>;

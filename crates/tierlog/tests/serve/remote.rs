@@ -576,3 +576,38 @@ async fn large_records_are_sent_in_batches_the_server_accepts() {
     assert!(read.status.success());
     assert!(read.stdout == input, "every line back, with its bytes");
 }
+
+/// A remote produce keeps several batches in flight on its append stream: a batch the
+/// server refuses stops the run, the error names that batch's records and every offset
+/// acknowledged — the batches under way after it were stored, and `--acks` lists them.
+#[tokio::test]
+async fn a_refused_batch_stops_a_remote_produce_and_its_error_names_it() {
+    let served = workdir();
+    let server = serve_with_env(served.path(), &[], &[("TIERLOG_SERVER__MAX_BODY_BYTES", "65536")]);
+    let here = workdir();
+    let mut input = b"a\nb\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', 100 << 10));
+    input.extend_from_slice(b"\nc\nd\n");
+    std::fs::write(here.path().join("input"), &input).expect("input");
+    let url = server.url.as_str();
+    let out = cli(
+        here.path(),
+        &["--server", url, "produce", "t", "--file", "input", "--batch", "1", "--acks", "acks"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("records 3 to 3 (counting from 1) was refused"), "{stderr}");
+    assert!(stderr.contains("too_large"), "{stderr}");
+    let acks = std::fs::read_to_string(here.path().join("acks")).expect("acks file");
+    let acked: Vec<&str> = acks.lines().collect();
+    // What the error says was acknowledged is what --acks holds and what the topic holds.
+    let stored = format!("{} records acknowledged at offsets [0, {})", acked.len(), acked.len());
+    assert!(stderr.contains(&stored), "{stderr} / {acks}");
+    assert!(acked.len() >= 2, "a and b were answered before the refused batch: {acks}");
+    let read = ok(here.path(), &["--server", url, "consume", "t"]);
+    let lines: Vec<&str> = read.lines().collect();
+    assert_eq!(lines.len(), acked.len(), "{read}");
+    assert_eq!(&lines[..2], ["a", "b"]);
+    assert!(lines[2..].iter().all(|l| ["c", "d"].contains(l)), "{read}");
+    assert!(server.terminate().success());
+}
