@@ -1,5 +1,7 @@
 //! Server kill (issue 16 item 3): the real `tierlog serve` binary on a hot-only store,
-//! 8 producers appending through `tierlog-client` (binary framing) and 8 followers
+//! 8 producers appending through `tierlog-client` (binary framing: the even ones one
+//! `POST` per batch, the odd ones over an append stream with up to
+//! [`STREAM_IN_FLIGHT`] batches in flight) and 8 followers
 //! reading from the earliest offset into the live tail, all over loopback; the server is
 //! SIGKILLed at random moments and restarted on the same data directory (on a new port:
 //! the clients reconnect to the URL it prints). Followers must never see two payloads for
@@ -42,6 +44,9 @@ pub const NAME: &str = "server-kill hot";
 
 /// Producers and followers (each).
 const CLIENTS: u64 = 8;
+
+/// Batches a streaming producer keeps in flight.
+const STREAM_IN_FLIGHT: usize = 4;
 
 /// How long a starting server may take to print its URL.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -163,8 +168,16 @@ pub async fn run(
     }];
     let (tx, rx) = watch::channel::<Current>(Some((0, first)));
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let producers: Vec<JoinHandle<ProducerTally>> =
-        (0..CLIENTS).map(|w| tokio::spawn(produce(w, opts.seed.wrapping_add(w), rx.clone()))).collect();
+    let producers: Vec<JoinHandle<ProducerTally>> = (0..CLIENTS)
+        .map(|w| {
+            let (seed, rx) = (opts.seed.wrapping_add(w), rx.clone());
+            if w % 2 == 0 {
+                tokio::spawn(produce(w, seed, rx))
+            } else {
+                tokio::spawn(produce_streaming(w, seed, rx))
+            }
+        })
+        .collect();
     let followers: Vec<JoinHandle<()>> =
         (0..CLIENTS).map(|_| tokio::spawn(follow(rx.clone(), Arc::clone(&seen)))).collect();
 
@@ -187,10 +200,17 @@ pub async fn run(
     }
     tx.send_replace(None);
     let mut tally = ProducerTally::default();
-    for p in producers {
+    let mut streamed = 0;
+    for (w, p) in producers.into_iter().enumerate() {
         let t = p.await.map_err(|e| ChaosError::Other(format!("a producer task: {e}")))?;
+        if w % 2 == 1 {
+            streamed += t.acks.len();
+        }
         acks.extend(t.acks);
         tally.errors += t.errors;
+    }
+    if streamed == 0 {
+        result.fail("no batch sent over an append stream was acknowledged".to_owned());
     }
     for f in followers {
         f.await.map_err(|e| ChaosError::Other(format!("a follower task: {e}")))?;
@@ -219,7 +239,7 @@ pub async fn run(
         result.fail(format!("followers: {} violations in all", seen.violations));
     }
     result.notes.push(format!(
-        "seed {}; {} acked appends, {} failed appends; followers received {} records over {} connections; {} records read back, commit point {committed}",
+        "seed {}; {} acked appends ({streamed} of them over append streams), {} failed appends; followers received {} records over {} connections; {} records read back, commit point {committed}",
         opts.seed,
         acks.len(),
         tally.errors,
@@ -309,6 +329,69 @@ async fn produce(writer: u64, seed: u64, mut rx: watch::Receiver<Current>) -> Pr
             }
         }
         seq += n;
+    }
+}
+
+/// As [`produce`], over an append stream (one per server), keeping up to
+/// [`STREAM_IN_FLIGHT`] batches sent and not yet answered. After a failed batch nothing
+/// more is sent on that stream; the batches under way are awaited (those answered are
+/// acknowledged) before moving to the next server. A failed batch's sequence numbers are
+/// never reused.
+async fn produce_streaming(writer: u64, seed: u64, mut rx: watch::Receiver<Current>) -> ProducerTally {
+    let mut rng = Rng::new(seed);
+    let mut tally = ProducerTally::default();
+    let mut seq = 0;
+    let Some((mut generation, mut client)) = rx.borrow_and_update().clone() else { return tally };
+    loop {
+        if let Ok(stream) = client.append_stream(TOPIC).await {
+            let mut in_flight = std::collections::VecDeque::new();
+            let mut failed = false;
+            loop {
+                let stopping = rx.borrow().is_none();
+                if !stopping && !failed && in_flight.len() < STREAM_IN_FLIGHT {
+                    let n = rng.between(1, 4);
+                    let batch: Vec<Record> =
+                        (seq..seq + n).map(|s| record(RecordId { writer, seq: s })).collect();
+                    match stream.queue(&batch).await {
+                        Ok(pending) => in_flight.push_back((pending, seq, n)),
+                        Err(_) => {
+                            tally.errors += 1;
+                            failed = true;
+                        }
+                    }
+                    seq += n;
+                    continue;
+                }
+                let Some((pending, first_seq, n)) = in_flight.pop_front() else { break };
+                match pending.await {
+                    Ok(r) => {
+                        // Recorded as acknowledged even if its size is wrong: the verifier
+                        // then reports the mismatch.
+                        if r.end - r.start != n {
+                            tally.errors += 1;
+                        }
+                        tally.acks.push(Ack {
+                            range: OffsetRange { start: r.start, end: r.end },
+                            writer,
+                            first_seq,
+                        });
+                    }
+                    Err(_) => {
+                        tally.errors += 1;
+                        failed = true;
+                    }
+                }
+            }
+            if rx.borrow().is_none() {
+                return tally;
+            }
+        } else {
+            tally.errors += 1;
+        }
+        match next_server(&mut rx, generation).await {
+            Some((g, c)) => (generation, client) = (g, c),
+            None => return tally,
+        }
     }
 }
 
