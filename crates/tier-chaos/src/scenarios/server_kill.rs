@@ -1,7 +1,7 @@
 //! Server kill (issue 16 item 3): the real `tierlog serve` binary on a hot-only store,
 //! 8 producers appending through `tierlog-client` (binary framing: the even ones one
 //! `POST` per batch, the odd ones over an append stream with up to
-//! [`STREAM_IN_FLIGHT`] batches in flight) and 8 followers
+//! `STREAM_IN_FLIGHT` batches in flight) and 8 followers
 //! reading from the earliest offset into the live tail, all over loopback; the server is
 //! SIGKILLed at random moments and restarted on the same data directory (on a new port:
 //! the clients reconnect to the URL it prints). Followers must never see two payloads for
