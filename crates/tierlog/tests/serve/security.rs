@@ -30,6 +30,19 @@ async fn tls_serves_https_with_the_configured_certificate() {
     let mut read = client.read_with("secure", Start::Offset(offsets.start), false, None).await.expect("read");
     let record = read.next().await.expect("a record").expect("a record");
     assert_eq!(&record.payload[..], b"over tls");
+    // An append stream is upgraded inside the TLS connection.
+    let stream = client.append_stream("secure").await.expect("an append stream over TLS");
+    let streamed = tierlog_client::Record {
+        offset: 0,
+        timestamp: tierlog_client::SERVER_CLOCK,
+        key: None,
+        headers: Vec::new(),
+        payload: bytes::Bytes::from_static(b"streamed over tls"),
+    };
+    let answer = stream.append(&[streamed]).await.expect("a batch over the stream");
+    assert_eq!((answer.start, answer.end), (offsets.end, offsets.end + 1));
+    let record = read_one(&client, answer.start).await;
+    assert_eq!(&record.payload[..], b"streamed over tls");
 
     // A client that does not trust the certificate cannot talk to it, and plain HTTP on
     // the TLS port gets no answer.
@@ -133,4 +146,10 @@ async fn without_a_valid_token_requests_get_401_and_write_nothing() {
         assert!(!log.contains(token), "the server logged a token");
     }
     assert!(log.contains("serving"), "the log was written (RUST_LOG=info): {log}");
+}
+
+/// The record at `offset` of `secure`.
+async fn read_one(client: &Client, offset: u64) -> tierlog_client::Record {
+    let mut read = client.read_with("secure", Start::Offset(offset), false, Some(1)).await.expect("read");
+    read.next().await.expect("a record").expect("a record")
 }
