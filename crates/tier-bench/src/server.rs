@@ -85,14 +85,32 @@ fn client_batch(payload: &Bytes) -> Vec<Record> {
 /// (that many tasks, each appending its share one batch after another). The tasks run
 /// on the runtime's workers, as a program's would.
 async fn client_appends(client: &Client, records: &[Record], batches: u64, in_flight: u64) -> Result<f64> {
-    let records: std::sync::Arc<[Record]> = records.into();
+    let (client, records): (Client, std::sync::Arc<[Record]>) = (client.clone(), records.into());
+    timed_tasks(batches, in_flight, move || {
+        let (client, records) = (client.clone(), records.clone());
+        async move {
+            client.append_binary("bench", &records).await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// Seconds `in_flight` tasks take to make `batches` appends in all (each its share, one
+/// after another; `append` makes one). The tasks run on the runtime's workers, as a
+/// program's would.
+async fn timed_tasks<F, Fut>(batches: u64, in_flight: u64, append: F) -> Result<f64>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
     let started = Instant::now();
     let tasks: Vec<_> = (0..in_flight)
         .map(|_| {
-            let (client, records) = (client.clone(), records.clone());
+            let append = append.clone();
             tokio::spawn(async move {
                 for _ in 0..batches / in_flight {
-                    client.append_binary("bench", &records).await?;
+                    append().await?;
                 }
                 Ok::<_, anyhow::Error>(())
             })
@@ -216,22 +234,14 @@ async fn stream_appends(client: &Client, payload: &Bytes, batches: u64, in_fligh
     let stream = client.append_stream("bench").await?;
     let records: std::sync::Arc<[Record]> = client_batch(payload).into();
     stream.append(&records).await?;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
-            let (stream, records) = (stream.clone(), records.clone());
-            tokio::spawn(async move {
-                for _ in 0..batches / in_flight {
-                    stream.append(&records).await?;
-                }
-                Ok::<_, anyhow::Error>(())
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await??;
-    }
-    Ok(util::secs(started.elapsed()))
+    timed_tasks(batches, in_flight, move || {
+        let (stream, records) = (stream.clone(), records.clone());
+        async move {
+            stream.append(&records).await?;
+            Ok(())
+        }
+    })
+    .await
 }
 
 /// Seconds `batches` appends of 1 KiB x 100 take through `Topic::append` in process,
@@ -243,22 +253,15 @@ async fn append_in_process(dir: &Path, batches: u64, in_flight: u64, payload: &B
         (0..BATCH as u64).map(|j| NewRecord::new(BASE_TS + j as i64, payload.clone())).collect()
     };
     topic.append(batch(payload)).await?;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
-            let (topic, payload) = (topic.clone(), payload.clone());
-            tokio::spawn(async move {
-                for _ in 0..batches / in_flight {
-                    topic.append(batch(&payload)).await?;
-                }
-                Ok::<_, anyhow::Error>(())
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await??;
-    }
-    let secs = util::secs(started.elapsed());
+    let payload = payload.clone();
+    let secs = timed_tasks(batches, in_flight, move || {
+        let (topic, payload) = (topic.clone(), payload.clone());
+        async move {
+            topic.append(batch(&payload)).await?;
+            Ok(())
+        }
+    })
+    .await?;
     store.close().await;
     Ok(secs)
 }
