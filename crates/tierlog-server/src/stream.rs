@@ -114,6 +114,11 @@ const DECODED: usize = 4;
 /// A batch refused before it reached the router: counted as the failed append it is.
 fn refused(error: ApiError) -> Answer {
     metrics::counter!(APPEND_ERRORS).increment(1);
+    failed(error)
+}
+
+/// An answer already known: the batch failed with `error` (counted where it failed).
+fn failed(error: ApiError) -> Answer {
     futures::future::ready(Err(error)).boxed()
 }
 
@@ -321,13 +326,13 @@ impl Answerer {
             Some(topic) => topic,
             None => match self.state.store.topic(self.name.clone()).await {
                 Ok(topic) => self.topic.insert(topic),
-                Err(e) => return futures::future::ready(Err(api_error(&e))).boxed(),
+                Err(e) => return failed(api_error(&e)),
             },
         };
         match topic.enqueue_batch(builder).await {
             Ok(pending) => pending.map(|result| result.map_err(|e| api_error(&e))).boxed(),
             // Counted by the router.
-            Err(e) => futures::future::ready(Err(api_error(&e))).boxed(),
+            Err(e) => failed(api_error(&e)),
         }
     }
 }

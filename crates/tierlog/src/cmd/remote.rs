@@ -155,7 +155,6 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
                         let range = OffsetRange::new(answer.start, answer.end);
                         produced.records += records;
                         produced.bytes += bytes;
-                        produced.range = Some(OffsetRange::new(produced.range.map_or(range.start, |r| r.start), range.end));
                         acknowledged.add(range);
                         if let Some(out) = acks.as_mut()
                             && let Err(e) = write_ack(out, range)
@@ -212,6 +211,7 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
     }
     drop(stream);
     bar.finish_and_clear();
+    produced.range = acknowledged.span();
     let stored = match produced.records {
         0 => "no records acknowledged".to_owned(),
         n => format!("{} acknowledged at offsets {acknowledged}", count(n, "record")),
@@ -241,6 +241,12 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
 struct Acknowledged(Vec<OffsetRange>);
 
 impl Acknowledged {
+    /// From the first offset acknowledged to the end of the last (what the summary
+    /// shows).
+    fn span(&self) -> Option<OffsetRange> {
+        Some(OffsetRange::new(self.0.first()?.start, self.0.last()?.end))
+    }
+
     fn add(&mut self, range: OffsetRange) {
         match self.0.last_mut() {
             Some(last) if last.end == range.start => last.end = range.end,
