@@ -1,9 +1,9 @@
 //! `POST /v1/topics/{topic}/append-stream` with `Upgrade: tierlog-append/1`: an append
 //! stream. The connection is upgraded and carries the binary framing both ways: the
 //! client sends batches (record frames, then an end frame) without waiting for answers,
-//! the server keeps up to [`WINDOW`] of them (and [`IN_FLIGHT_BYTES`]) decoded or in the
-//! router's queue and answers each, in order, with its offsets (an appended frame) or why
-//! it was refused (an error frame).
+//! the server keeps up to [`WINDOW`] of them waiting for their answers (and
+//! [`IN_FLIGHT_BYTES`] built or in the router's queue) and answers each, in order, with
+//! its offsets (an appended frame) or why it was refused (an error frame).
 //! Batches are queued in the order they arrive ([`Topic::enqueue_batch`]), so their
 //! offsets follow the stream's order. When the server ends the stream — draining, or a
 //! malformed frame — it answers every batch it took, then sends a close frame: no batch
@@ -35,12 +35,13 @@ use crate::append::{build, new_record, now_ms};
 use crate::error::{HttpError, api_error};
 use crate::listen::stopped;
 
-/// Batches of one stream queued or being appended at once; the stream is not read while
-/// this many wait for their answers (the client's writes then wait in TCP's buffers).
+/// Batches of one stream whose answers the answerer waits for at once; with this many
+/// waiting it takes no more from the reader, which stops once [`QUEUED`] more are handed
+/// over (the client's writes then wait in TCP's buffers).
 pub(crate) const WINDOW: usize = 32;
 
 /// Framed bytes of one stream's batches decoded and not yet answered: the reader waits
-/// for room before handing over the next batch (a batch larger than this waits until
+/// for room before queuing the next batch (a batch larger than this waits until
 /// it is alone). With the batch being received (at most `max_body_bytes`), what one
 /// stream holds in memory.
 pub(crate) const IN_FLIGHT_BYTES: usize = 64 << 20;
@@ -101,15 +102,15 @@ type Answer = BoxFuture<'static, Result<OffsetRange, ApiError>>;
 
 /// What the reader hands the answerer.
 enum Received {
-    /// A batch's records, or why it is refused, and its share of the stream's
-    /// [`IN_FLIGHT_BYTES`], held until it is answered.
-    Batch(Result<Vec<FrameRecord>, ApiError>, OwnedSemaphorePermit),
+    /// A batch queued to the router (or refused), as its answer, and its share of the
+    /// stream's [`IN_FLIGHT_BYTES`], held until it is answered.
+    Batch(Answer, OwnedSemaphorePermit),
     /// The stream ends: why, when the server ends it (`None`: the client did).
     End(Option<ApiError>),
 }
 
-/// Batches decoded and not yet queued to the router, per stream.
-const DECODED: usize = 4;
+/// Batches queued to the router and not yet taken by the answerer, per stream.
+const QUEUED: usize = 4;
 
 /// A batch refused before it reached the router: counted as the failed append it is.
 fn refused(error: ApiError) -> Answer {
@@ -122,29 +123,28 @@ fn failed(error: ApiError) -> Answer {
     futures::future::ready(Err(error)).boxed()
 }
 
-/// One append stream: a reader task decodes the client's batches and hands them to the
-/// answerer task, which queues them to the router in order and writes the answers. Two
-/// tasks, so that receiving the next batch and building the last one run at once.
+/// One append stream: a reader task decodes the client's batches, builds them and queues
+/// them to the router, in order, and hands their answers to the answerer task, which
+/// writes them. Two tasks, so that receiving the next batch and answering the last one
+/// run at once; the batch is built where it is received, so a batch takes one hand-off
+/// between the stream's tasks, not two.
 struct Session {
     state: AppState,
     name: TopicName,
+    /// Opened at the first batch.
+    topic: Option<Topic>,
 }
 
 impl Session {
     fn new(state: AppState, name: TopicName) -> Self {
-        Self { state, name }
+        Self { state, name, topic: None }
     }
 
     async fn run<IO: AsyncRead + AsyncWrite + Send + Unpin + 'static>(self, io: IO) {
         let (rd, wr) = tokio::io::split(io);
-        let (tx, rx) = mpsc::channel(DECODED);
+        let (tx, rx) = mpsc::channel(QUEUED);
         let budget = Arc::new(Semaphore::new(IN_FLIGHT_BYTES));
-        let answerer = Answerer {
-            state: self.state.clone(),
-            name: self.name.clone(),
-            topic: None,
-            answers: FuturesOrdered::new(),
-        };
+        let answerer = Answerer { name: self.name.clone(), answers: FuturesOrdered::new() };
         let guard = self.state.tasks.enter();
         tokio::spawn(async move {
             let _guard = guard;
@@ -153,9 +153,14 @@ impl Session {
         self.read(rd, tx, budget).await;
     }
 
-    /// Reads and decodes the client's batches until the client ends the stream, the
-    /// server drains, or a frame is malformed; then tells the answerer why.
-    async fn read<R: AsyncRead + Unpin>(self, mut rd: R, tx: mpsc::Sender<Received>, budget: Arc<Semaphore>) {
+    /// Reads, decodes and queues the client's batches until the client ends the stream,
+    /// the server drains, or a frame is malformed; then tells the answerer why.
+    async fn read<R: AsyncRead + Unpin>(
+        mut self,
+        mut rd: R,
+        tx: mpsc::Sender<Received>,
+        budget: Arc<Semaphore>,
+    ) {
         let mut shutdown = self.state.shutdown.clone();
         let mut decoder = Decoder::new();
         let mut input = BytesMut::new();
@@ -188,18 +193,19 @@ impl Session {
                     Frame::End => {
                         let batch = std::mem::take(&mut batch);
                         let share = u32::try_from(batch.bytes.min(IN_FLIGHT_BYTES)).unwrap_or(u32::MAX);
-                        let handed = async {
-                            let permit = Arc::clone(&budget).acquire_many_owned(share).await;
-                            let permit = permit.expect("the budget is never closed");
-                            tx.send(Received::Batch(batch.finish(), permit)).await
-                        };
-                        tokio::select! {
+                        let permit = tokio::select! {
                             biased;
                             () = stopped(&mut shutdown) => break 'stream Some(draining()),
-                            sent = handed => if sent.is_err() {
-                                // The answerer is gone (the client stopped reading).
-                                return;
-                            },
+                            permit = Arc::clone(&budget).acquire_many_owned(share) => {
+                                permit.expect("the budget is never closed")
+                            }
+                        };
+                        // Not raced with the drain from here: a batch queued to the router
+                        // is always handed to the answerer, which answers it.
+                        let answer = self.queue(batch.finish()).await;
+                        if tx.send(Received::Batch(answer, permit)).await.is_err() {
+                            // The answerer is gone (the client stopped reading).
+                            return;
                         }
                     }
                     other => {
@@ -212,6 +218,33 @@ impl Session {
             }
         };
         let _ = tx.send(Received::End(ending)).await;
+    }
+
+    /// Queues a batch received (or refuses it): its answer.
+    async fn queue(&mut self, batch: Result<Vec<FrameRecord>, ApiError>) -> Answer {
+        let records = match batch {
+            Ok(records) => records,
+            Err(error) => return refused(error),
+        };
+        let now = now_ms();
+        let records: Vec<_> = records.into_iter().map(|r| new_record(r, now)).collect();
+        let builder = match build(&self.name, &records) {
+            Ok(builder) => builder,
+            Err(HttpError(error)) => return refused(error),
+        };
+        drop(records);
+        let topic = match &self.topic {
+            Some(topic) => topic,
+            None => match self.state.store.topic(self.name.clone()).await {
+                Ok(topic) => self.topic.insert(topic),
+                Err(e) => return failed(api_error(&e)),
+            },
+        };
+        match topic.enqueue_batch(builder).await {
+            Ok(pending) => pending.map(|result| result.map_err(|e| api_error(&e))).boxed(),
+            // Counted by the router.
+            Err(e) => failed(api_error(&e)),
+        }
     }
 }
 
@@ -257,12 +290,9 @@ impl Batch {
     }
 }
 
-/// Queues the batches the reader decoded and writes their answers, in order.
+/// Writes the answers of the batches the reader queued, in order.
 struct Answerer {
-    state: AppState,
     name: TopicName,
-    /// Opened at the first batch.
-    topic: Option<Topic>,
     answers: FuturesOrdered<Answer>,
 }
 
@@ -281,8 +311,7 @@ impl Answerer {
                     }
                 }
                 received = rx.recv(), if self.answers.len() < WINDOW => match received {
-                    Some(Received::Batch(batch, permit)) => {
-                        let answer = self.queue(batch).await;
+                    Some(Received::Batch(answer, permit)) => {
                         // The batch's bytes count until it is answered.
                         self.answers.push_back(answer.inspect(move |_| drop(permit)).boxed());
                     }
@@ -306,33 +335,6 @@ impl Answerer {
         }
         if wr.write_all(&out).await.is_ok() {
             let _ = wr.shutdown().await;
-        }
-    }
-
-    /// Queues a batch received (or refuses it): its answer.
-    async fn queue(&mut self, batch: Result<Vec<FrameRecord>, ApiError>) -> Answer {
-        let records = match batch {
-            Ok(records) => records,
-            Err(error) => return refused(error),
-        };
-        let now = now_ms();
-        let records: Vec<_> = records.into_iter().map(|r| new_record(r, now)).collect();
-        let builder = match build(&self.name, &records) {
-            Ok(builder) => builder,
-            Err(HttpError(error)) => return refused(error),
-        };
-        drop(records);
-        let topic = match &self.topic {
-            Some(topic) => topic,
-            None => match self.state.store.topic(self.name.clone()).await {
-                Ok(topic) => self.topic.insert(topic),
-                Err(e) => return failed(api_error(&e)),
-            },
-        };
-        match topic.enqueue_batch(builder).await {
-            Ok(pending) => pending.map(|result| result.map_err(|e| api_error(&e))).boxed(),
-            // Counted by the router.
-            Err(e) => failed(api_error(&e)),
         }
     }
 }
