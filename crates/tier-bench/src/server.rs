@@ -1,10 +1,14 @@
-//! Workload 10, server loopback: `tierlog-server` serving a hot-only store (fsync never)
-//! in this process on 127.0.0.1, driven by `tierlog-client`.
+//! Workload 10, server loopback: `tierlog-server` serving a hot-only store in this
+//! process on 127.0.0.1, driven by `tierlog-client`.
 //!
 //! - Append: 1 KiB x 100-record batches through the client — one POST per batch
-//!   (`append_binary`) and one append stream (`append_stream`) — against `Topic::append`
-//!   of the same batches in process on the same deployment, one batch in flight and
-//!   eight; rounds alternate, best of each kept. Servers that read each batch and answer
+//!   (`append_binary`), one append stream the tasks share (`append_stream`), and with
+//!   eight in flight a stream per task — against `Topic::append` of the same batches in
+//!   process on the same deployment, one batch in flight and eight; rounds alternate,
+//!   best of each kept. Two deployments: `hot.fsync = "never"`, where the store's own
+//!   work is a copy into the page cache and the transport's cost shows in full, and the
+//!   default, `"always"` (every acknowledged batch fsynced, group commit), which is what
+//!   `tierlog serve` runs unless told otherwise. Servers that read each batch and answer
 //!   without storing it give the floors: the HTTP round trip of the POST, and the append
 //!   stream's connection, alone.
 //! - Live tail: single 100 B records appended through the client at a fixed rate, a
@@ -37,10 +41,10 @@ const WORKLOAD: &str = "10 server loopback";
 const SIZE: usize = 1024;
 const BATCH: usize = 100;
 
-/// A hot-only store (fsync never, no background work) under `dir`.
-async fn store(dir: &Path) -> Result<TieredStore> {
+/// A hot-only store (no background work) under `dir`, fsyncing as `fsync` says.
+async fn store(dir: &Path, fsync: FsyncPolicy) -> Result<TieredStore> {
     Ok(TieredStore::builder()
-        .hot(HotConfig::new(dir.join("hot")).with_fsync(FsyncPolicy::Never))
+        .hot(HotConfig::new(dir.join("hot")).with_fsync(fsync))
         .background(false)
         .open()
         .await?)
@@ -86,7 +90,7 @@ fn client_batch(payload: &Bytes) -> Vec<Record> {
 /// on the runtime's workers, as a program's would.
 async fn client_appends(client: &Client, records: &[Record], batches: u64, in_flight: u64) -> Result<f64> {
     let (client, records): (Client, std::sync::Arc<[Record]>) = (client.clone(), records.into());
-    timed_tasks(batches, in_flight, move || {
+    timed_tasks(batches, in_flight, move |_| {
         let (client, records) = (client.clone(), records.clone());
         async move {
             client.append_binary("bench", &records).await?;
@@ -97,20 +101,20 @@ async fn client_appends(client: &Client, records: &[Record], batches: u64, in_fl
 }
 
 /// Seconds `in_flight` tasks take to make `batches` appends in all (each its share, one
-/// after another; `append` makes one). The tasks run on the runtime's workers, as a
-/// program's would.
+/// after another; `append(task)` makes one for the task numbered `task`). The tasks run
+/// on the runtime's workers, as a program's would.
 async fn timed_tasks<F, Fut>(batches: u64, in_flight: u64, append: F) -> Result<f64>
 where
-    F: Fn() -> Fut + Clone + Send + 'static,
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<()>> + Send + 'static,
 {
     let started = Instant::now();
     let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
+        .map(|task| {
             let append = append.clone();
             tokio::spawn(async move {
                 for _ in 0..batches / in_flight {
-                    append().await?;
+                    append(task).await?;
                 }
                 Ok::<_, anyhow::Error>(())
             })
@@ -124,8 +128,9 @@ where
 
 /// Seconds `batches` appends of 1 KiB x 100 take through the client, `in_flight` at a
 /// time.
-async fn append_over_loopback(dir: &Path, batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
-    let store = store(dir).await?;
+async fn append_over_loopback(dir: &Path, case: &Case<'_>) -> Result<f64> {
+    let Case { fsync, batches, in_flight, payload } = *case;
+    let store = store(dir, fsync).await?;
     let (url, shutdown, serving) = serve(&store).await?;
     let client = Client::new(&url)?;
     let records = client_batch(payload);
@@ -137,14 +142,15 @@ async fn append_over_loopback(dir: &Path, batches: u64, in_flight: u64, payload:
     Ok(secs)
 }
 
-/// Seconds `batches` appends of 1 KiB x 100 take through one append stream of the
-/// client, `in_flight` tasks sharing it (each appending its share one batch after
-/// another).
-async fn append_over_stream(dir: &Path, batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
-    let store = store(dir).await?;
+/// Seconds `batches` appends of 1 KiB x 100 take through append streams of the client,
+/// `in_flight` tasks each appending its share one batch after another: sharing one
+/// stream, or each with its own (`Streams::PerTask`).
+async fn append_over_stream(dir: &Path, case: &Case<'_>, streams: Streams) -> Result<f64> {
+    let Case { fsync, batches, in_flight, payload } = *case;
+    let store = store(dir, fsync).await?;
     let (url, shutdown, serving) = serve(&store).await?;
     let client = Client::new(&url)?;
-    let secs = stream_appends(&client, payload, batches, in_flight).await?;
+    let secs = stream_appends(&client, streams, payload, batches, in_flight).await?;
     drop(client);
     stop(store, shutdown, serving).await?;
     Ok(secs)
@@ -222,20 +228,41 @@ async fn append_to_null_stream(batches: u64, in_flight: u64, payload: &Bytes) ->
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let client = Client::new(&format!("http://{}", listener.local_addr()?))?;
     let serving = tokio::spawn(async move { axum::serve(listener, app).await });
-    let secs = stream_appends(&client, payload, batches, in_flight).await;
+    let secs = stream_appends(&client, Streams::Shared, payload, batches, in_flight).await;
     serving.abort();
     secs
 }
 
-/// Seconds `batches` appends of 1 KiB x 100 take through one append stream of `client`
-/// (its first batch, which creates the topic, not timed), `in_flight` tasks sharing it,
-/// each appending its share one batch after another.
-async fn stream_appends(client: &Client, payload: &Bytes, batches: u64, in_flight: u64) -> Result<f64> {
-    let stream = client.append_stream("bench").await?;
+/// How the tasks of a stream case append: over one stream they share (as `tierlog
+/// produce --server` does), or each over a stream of its own (as separate producers do).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Streams {
+    Shared,
+    PerTask,
+}
+
+/// Seconds `batches` appends of 1 KiB x 100 take through append streams of `client` (the
+/// first batch of each, which creates the topic, not timed), `in_flight` tasks each
+/// appending its share one batch after another.
+async fn stream_appends(
+    client: &Client,
+    streams: Streams,
+    payload: &Bytes,
+    batches: u64,
+    in_flight: u64,
+) -> Result<f64> {
     let records: std::sync::Arc<[Record]> = client_batch(payload).into();
-    stream.append(&records).await?;
-    timed_tasks(batches, in_flight, move || {
-        let (stream, records) = (stream.clone(), records.clone());
+    let count = if streams == Streams::PerTask { in_flight } else { 1 };
+    let mut opened = Vec::new();
+    for _ in 0..count {
+        let stream = client.append_stream("bench").await?;
+        stream.append(&records).await?;
+        opened.push(stream);
+    }
+    let opened: std::sync::Arc<[_]> = opened.into();
+    timed_tasks(batches, in_flight, move |task| {
+        let which = usize::try_from(task % count).expect("a task number fits a usize");
+        let (stream, records) = (opened[which].clone(), records.clone());
         async move {
             stream.append(&records).await?;
             Ok(())
@@ -246,15 +273,16 @@ async fn stream_appends(client: &Client, payload: &Bytes, batches: u64, in_fligh
 
 /// Seconds `batches` appends of 1 KiB x 100 take through `Topic::append` in process,
 /// `in_flight` tasks appending at a time.
-async fn append_in_process(dir: &Path, batches: u64, in_flight: u64, payload: &Bytes) -> Result<f64> {
-    let store = store(dir).await?;
+async fn append_in_process(dir: &Path, case: &Case<'_>) -> Result<f64> {
+    let Case { fsync, batches, in_flight, payload } = *case;
+    let store = store(dir, fsync).await?;
     let topic = store.topic("bench").await?;
     let batch = |payload: &Bytes| -> Vec<NewRecord> {
         (0..BATCH as u64).map(|j| NewRecord::new(BASE_TS + j as i64, payload.clone())).collect()
     };
     topic.append(batch(payload)).await?;
     let payload = payload.clone();
-    let secs = timed_tasks(batches, in_flight, move || {
+    let secs = timed_tasks(batches, in_flight, move |_| {
         let (topic, payload) = (topic.clone(), payload.clone());
         async move {
             topic.append(batch(&payload)).await?;
@@ -269,74 +297,116 @@ async fn append_in_process(dir: &Path, batches: u64, in_flight: u64, payload: &B
 /// Batches in flight in the pipelined append case.
 const PIPELINED: u64 = 8;
 
+/// The deployments of the append rows, with their names in the rows: `never` first (the
+/// hardest for the ratio: the store's work is a copy into the page cache), then the
+/// default, `always`, what `tierlog serve` runs unless told otherwise.
+const DEPLOYMENTS: [(FsyncPolicy, &str); 2] =
+    [(FsyncPolicy::Never, "never"), (FsyncPolicy::Always, "always")];
+
+/// One append case: the deployment, how many batches, how many in flight, the payload.
+#[derive(Clone, Copy)]
+struct Case<'a> {
+    fsync: FsyncPolicy,
+    batches: u64,
+    in_flight: u64,
+    payload: &'a Bytes,
+}
+
+/// Best-of-rounds seconds of one deployment's append cases at one depth.
+#[derive(Clone, Copy)]
+struct Best {
+    inproc: f64,
+    post: f64,
+    stream: f64,
+    /// With more than one in flight: a stream per task.
+    per_task: f64,
+}
+
+/// Runs one deployment's append cases at one depth, `rounds` times interleaved.
+async fn append_cases(settings: &Settings, dir: &Path, case: &Case<'_>) -> Result<Best> {
+    let mut best =
+        Best { inproc: f64::INFINITY, post: f64::INFINITY, stream: f64::INFINITY, per_task: f64::INFINITY };
+    for _ in 0..settings.rounds {
+        let round = tempfile::tempdir_in(dir)?;
+        let at = |name: &str| round.path().join(name);
+        best.inproc = best.inproc.min(append_in_process(&at("inproc"), case).await?);
+        best.post = best.post.min(append_over_loopback(&at("post"), case).await?);
+        best.stream = best.stream.min(append_over_stream(&at("stream"), case, Streams::Shared).await?);
+        if case.in_flight > 1 {
+            best.per_task =
+                best.per_task.min(append_over_stream(&at("streams"), case, Streams::PerTask).await?);
+        }
+    }
+    Ok(best)
+}
+
 /// The append rows: client over loopback against `Topic::append` in process, one batch
-/// in flight and [`PIPELINED`], with the round trip to a server that stores nothing as
-/// the floor of the first.
+/// in flight and [`PIPELINED`], on each of [`DEPLOYMENTS`], with the round trips to
+/// servers that store nothing as the floors.
 pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> {
     let payload = Bytes::from(util::payload(SIZE));
     let batches = (settings.append_bytes / (SIZE * BATCH) as u64).max(PIPELINED).next_multiple_of(PIPELINED);
     let records = batches * BATCH as u64;
     let bytes = records * SIZE as u64;
+    let per_batch = |secs: f64| secs * 1e6 / batches as f64;
+    // The floors do not depend on the deployment.
+    let (mut null, mut null_stream) = (f64::INFINITY, [f64::INFINITY; 2]);
+    for _ in 0..settings.rounds {
+        null = null.min(append_to_null_server(batches, &payload).await?);
+        for (floor, in_flight) in null_stream.iter_mut().zip([1, PIPELINED]) {
+            *floor = floor.min(append_to_null_stream(batches, in_flight, &payload).await?);
+        }
+    }
     let mut rows = Vec::new();
-    for in_flight in [1, PIPELINED] {
-        let (mut server, mut stream, mut inproc, mut null, mut null_stream) =
-            (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
-        for _ in 0..settings.rounds {
-            let case = tempfile::tempdir_in(dir)?;
-            inproc = inproc
-                .min(append_in_process(&case.path().join("inproc"), batches, in_flight, &payload).await?);
-            server = server
-                .min(append_over_loopback(&case.path().join("server"), batches, in_flight, &payload).await?);
-            stream = stream
-                .min(append_over_stream(&case.path().join("stream"), batches, in_flight, &payload).await?);
-            null_stream = null_stream.min(append_to_null_stream(batches, in_flight, &payload).await?);
+    for (fsync, fsync_name) in DEPLOYMENTS {
+        for (depth, in_flight) in [1, PIPELINED].into_iter().enumerate() {
+            let case = Case { fsync, batches, in_flight, payload: &payload };
+            let best = append_cases(settings, dir, &case).await?;
+            let common = format!(
+                "{batches} batches, {in_flight} in flight (as many tasks, each appending one batch after another; the in-process baseline the same); \
+                 baseline = Topic::append in process on the same deployment (hot only, fsync={fsync_name}): {:.0} us per batch; best of {}",
+                per_batch(best.inproc),
+                settings.rounds,
+            );
+            let row = |what: &str, secs: f64, detail: String| {
+                Row::new(
+                    WORKLOAD,
+                    format!("append, 1 KiB x100, {in_flight} in flight, fsync={fsync_name}, {what} vs Topic::append"),
+                )
+                .throughput(records, bytes, secs, Some(best.inproc))
+                .target_at_least(0.8, ">= 0.8x in-process append")
+                .detail(format!("{common}; {detail}"))
+            };
+            let mut post =
+                format!("one POST per batch: {:.0} us per batch over loopback", per_batch(best.post));
             if in_flight == 1 {
-                null = null.min(append_to_null_server(batches, &payload).await?);
+                post.push_str(&format!(
+                    "; floor: a server that stores nothing takes {:.0} us per batch",
+                    per_batch(null)
+                ));
+            }
+            rows.push(row("client binary append", best.post, post));
+            rows.push(row(
+                "client append stream",
+                best.stream,
+                format!(
+                    "the tasks share one append stream (one connection, batches answered in order): {:.0} us per batch \
+                     over loopback; floor: the same stream to a server that stores nothing takes {:.0} us per batch",
+                    per_batch(best.stream),
+                    per_batch(null_stream[depth]),
+                ),
+            ));
+            if in_flight > 1 {
+                rows.push(row(
+                    "client append stream per task",
+                    best.per_task,
+                    format!(
+                        "each task appends over an append stream of its own ({in_flight} connections): {:.0} us per batch over loopback",
+                        per_batch(best.per_task),
+                    ),
+                ));
             }
         }
-        let per_batch = |secs: f64| secs * 1e6 / batches as f64;
-        let common = format!(
-            "{batches} batches, {in_flight} in flight (as many tasks, each appending one batch after another; the in-process baseline the same); \
-             baseline = Topic::append in process on the same deployment (hot only); best of {}",
-            settings.rounds,
-        );
-        let mut detail = format!(
-            "{common}; one POST per batch: {:.0} us per batch over loopback, {:.0} us in process",
-            per_batch(server),
-            per_batch(inproc),
-        );
-        if in_flight == 1 {
-            detail.push_str(&format!(
-                "; floor: a server that stores nothing takes {:.0} us per batch ({:.2}x in-process)",
-                per_batch(null),
-                inproc / null,
-            ));
-        }
-        rows.push(
-            Row::new(
-                WORKLOAD,
-                format!("append, 1 KiB x100, {in_flight} in flight, fsync=never, client binary append vs Topic::append"),
-            )
-            .throughput(records, bytes, server, Some(inproc))
-            .target_at_least(0.8, ">= 0.8x in-process append")
-            .detail(detail),
-        );
-        rows.push(
-            Row::new(
-                WORKLOAD,
-                format!("append, 1 KiB x100, {in_flight} in flight, fsync=never, client append stream vs Topic::append"),
-            )
-            .throughput(records, bytes, stream, Some(inproc))
-            .target_at_least(0.8, ">= 0.8x in-process append")
-            .detail(format!(
-                "{common}; the tasks share one append stream (one connection, batches answered in order): \
-                 {:.0} us per batch over loopback, {:.0} us in process; floor: the same stream to a server that \
-                 stores nothing takes {:.0} us per batch",
-                per_batch(stream),
-                per_batch(inproc),
-                per_batch(null_stream),
-            )),
-        );
     }
     Ok(rows)
 }
@@ -345,7 +415,7 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
 /// holding the record.
 pub(crate) async fn live_tail(settings: &Settings, dir: &Path) -> Result<Row> {
     let case = tempfile::tempdir_in(dir)?;
-    let store = store(case.path()).await?;
+    let store = store(case.path(), FsyncPolicy::Never).await?;
     let (url, shutdown, serving) = serve(&store).await?;
     let client = Client::new(&url)?;
     let record = |i: u64| Record {
