@@ -326,15 +326,20 @@ struct Best {
 async fn append_cases(settings: &Settings, dir: &Path, case: &Case<'_>) -> Result<Best> {
     let mut best =
         Best { inproc: f64::INFINITY, post: f64::INFINITY, stream: f64::INFINITY, per_task: f64::INFINITY };
+    // Each case in a directory of its own, removed after it (its dirty pages dropped,
+    // not written back), the file system's dirty pages written back before it.
+    let fresh = || -> Result<tempfile::TempDir> {
+        let case = tempfile::tempdir_in(dir)?;
+        util::settle(dir)?;
+        Ok(case)
+    };
     for _ in 0..settings.rounds {
-        let round = tempfile::tempdir_in(dir)?;
-        let at = |name: &str| round.path().join(name);
-        best.inproc = best.inproc.min(append_in_process(&at("inproc"), case).await?);
-        best.post = best.post.min(append_over_loopback(&at("post"), case).await?);
-        best.stream = best.stream.min(append_over_stream(&at("stream"), case, Streams::Shared).await?);
+        best.inproc = best.inproc.min(append_in_process(fresh()?.path(), case).await?);
+        best.post = best.post.min(append_over_loopback(fresh()?.path(), case).await?);
+        best.stream = best.stream.min(append_over_stream(fresh()?.path(), case, Streams::Shared).await?);
         if case.in_flight > 1 {
             best.per_task =
-                best.per_task.min(append_over_stream(&at("streams"), case, Streams::PerTask).await?);
+                best.per_task.min(append_over_stream(fresh()?.path(), case, Streams::PerTask).await?);
         }
     }
     Ok(best)

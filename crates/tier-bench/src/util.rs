@@ -78,6 +78,14 @@ pub(crate) fn evict(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Writes back every dirty page of the file system holding `dir` (`syncfs`), so that a
+/// case timed next does not pay for the write-back of the data cases before it left.
+pub(crate) fn settle(dir: &Path) -> Result<()> {
+    let fd = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    rustix::fs::syncfs(&fd).with_context(|| format!("syncfs on {}", dir.display()))?;
+    Ok(())
+}
+
 /// Every regular file under `dir` (recursively), sorted.
 pub(crate) fn files_under(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     let mut out = Vec::new();
