@@ -225,11 +225,19 @@ async fn a_connection_cut_under_a_batch_leaves_its_outcome_unknown() {
     assert!(matches!(unsent, Error::Stream { outcome_unknown: false, .. }), "{unsent:?}");
     faults::release(&wal, FaultPoint::Fsync);
 
-    // The held batch was appended after all: "may have been appended" was the truth.
+    // The held batch was appended after all: "may have been appended" was the truth. (Its
+    // fsync finishes on the WAL's thread after the release: follow until it is there.)
     let direct = Client::new(&url).expect("client");
-    let read = direct.read_with("c", Start::Earliest, false, None).await.expect("read");
-    let got: Vec<_> = read.map(|r| r.expect("a record").payload).collect().await;
+    let read = direct.read_with("c", Start::Earliest, true, None).await.expect("read");
+    let got: Vec<_> =
+        tokio::time::timeout(WAIT, read.map(|r| r.expect("a record").payload).take(5).collect())
+            .await
+            .expect("the held batch is committed in time");
     assert_eq!(got, ["first-0", "first-1", "held-0", "held-1", "held-2"].map(|p| Bytes::from(p.to_owned())));
+    // And nothing else: the batch sent after the cut was not.
+    let read = direct.read_with("c", Start::Earliest, false, None).await.expect("read");
+    let all: Vec<_> = read.map(|r| r.expect("a record").payload).collect().await;
+    assert_eq!(all, got);
     shutdown.shutdown();
     tokio::time::timeout(WAIT, serving).await.expect("in time").expect("join").expect("drained");
     store.close().await;
