@@ -246,6 +246,12 @@ impl Decoder {
         }
     }
 
+    /// Bytes pushed and not yet taken as frames: a partial frame, or whole frames
+    /// [`next_frame`](Self::next_frame) has not returned yet.
+    pub fn buffered(&self) -> usize {
+        self.whole.len() + self.buf.len()
+    }
+
     /// Ok when the body ended between frames (after the magic); an error for a body cut
     /// inside a frame, or an empty one.
     pub fn finish(&self) -> Result<(), FrameError> {
@@ -253,7 +259,7 @@ impl Decoder {
         if !self.magic_seen {
             return Err(error("the body ended before the magic".into()));
         }
-        let pending = self.whole.len() + self.buf.len();
+        let pending = self.buffered();
         if pending > 0 {
             return Err(error(format!("the body ended inside a frame ({pending} bytes of it)")));
         }

@@ -166,9 +166,12 @@ fn a_body_handed_over_whole_is_decoded_without_copying_it() {
     let within = |b: &Bytes| body.as_ptr_range().contains(&b.as_ptr());
     let mut decoder = Decoder::new();
     decoder.push_bytes(body.clone());
-    for _ in 0..3 {
+    let frame_len = (body.len() - MAGIC.len()) / 3;
+    for taken in 1..=3 {
         let Some(Frame::Record(r)) = decoder.next_frame().unwrap() else { panic!("a record frame") };
         assert!(within(&r.payload), "the payload is a slice of the body");
+        // The frames not yet taken are buffered.
+        assert_eq!(decoder.buffered(), (3 - taken) * frame_len);
     }
     assert_eq!(decoder.next_frame().unwrap(), None);
     decoder.finish().unwrap();
@@ -178,6 +181,7 @@ fn a_body_handed_over_whole_is_decoded_without_copying_it() {
     let mut decoder = Decoder::new();
     decoder.push_bytes(body.slice(..body.len() - 2));
     while decoder.next_frame().unwrap().is_some() {}
+    assert_eq!(decoder.buffered(), frame_len - 2);
     let e = decoder.finish().expect_err("the body ends inside a frame");
     assert!(e.message.contains("inside a frame"), "{e}");
 }
