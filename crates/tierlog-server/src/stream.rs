@@ -9,6 +9,8 @@
 //! malformed frame — it answers every batch it took, then sends a close frame: no batch
 //! after the ones answered was appended. `docs/server.md`, "Append streams".
 
+mod answers;
+
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -16,9 +18,8 @@ use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::stream::FuturesOrdered;
-use futures::{FutureExt, StreamExt};
 use hyper_util::rt::TokioIo;
 use tier_core::metrics::APPEND_ERRORS;
 use tier_router::{IntoTopicName, OffsetRange, Topic, TopicName};
@@ -27,7 +28,7 @@ use tierlog_api::frame::{
 };
 use tierlog_api::{APPEND_STREAM_PROTOCOL, ApiError, ErrorKind};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::debug;
 
 use crate::AppState;
@@ -35,9 +36,11 @@ use crate::append::{build, new_record, now_ms};
 use crate::error::{HttpError, api_error};
 use crate::listen::stopped;
 
-/// Batches of one stream whose answers the answerer waits for at once; with this many
-/// waiting it takes no more from the reader, which stops once [`QUEUED`] more are handed
-/// over (the client's writes then wait in TCP's buffers).
+use answers::{Answers, Taken};
+
+/// Batches of one stream queued and not yet answered: with this many, the reader waits
+/// for an answer before it queues the next (the client's writes then wait in TCP's
+/// buffers).
 pub(crate) const WINDOW: usize = 32;
 
 /// Framed bytes of one stream's batches decoded and not yet answered: the reader waits
@@ -100,17 +103,13 @@ pub(crate) async fn open(
 /// The answer to one batch, in the stream's order.
 type Answer = BoxFuture<'static, Result<OffsetRange, ApiError>>;
 
-/// What the reader hands the answerer.
-enum Received {
-    /// A batch queued to the router (or refused), as its answer, and its share of the
-    /// stream's [`IN_FLIGHT_BYTES`], held until it is answered.
-    Batch(Answer, OwnedSemaphorePermit),
-    /// The stream ends: why, when the server ends it (`None`: the client did).
-    End(Option<ApiError>),
-}
+/// What a queued batch holds until it is answered: its place in the [`WINDOW`] and its
+/// share of the stream's [`IN_FLIGHT_BYTES`].
+type Held = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
-/// Batches queued to the router and not yet taken by the answerer, per stream.
-const QUEUED: usize = 4;
+/// The answers the reader hands the answerer, then why the stream ends (`None`: the
+/// client ended it).
+type StreamAnswers = Answers<Result<OffsetRange, ApiError>, Held, Option<ApiError>>;
 
 /// A batch refused before it reached the router: counted as the failed append it is.
 fn refused(error: ApiError) -> Answer {
@@ -126,8 +125,9 @@ fn failed(error: ApiError) -> Answer {
 /// One append stream: a reader task decodes the client's batches, builds them and queues
 /// them to the router, in order, and hands their answers to the answerer task, which
 /// writes them. Two tasks, so that receiving the next batch and answering the last one
-/// run at once; the batch is built where it is received, so a batch takes one hand-off
-/// between the stream's tasks, not two.
+/// run at once; the batch is built where it is received, and its answer wakes the
+/// answerer only once it is ready ([`Answers`]), so queuing a batch wakes one task, the
+/// topic's writer.
 struct Session {
     state: AppState,
     name: TopicName,
@@ -142,25 +142,21 @@ impl Session {
 
     async fn run<IO: AsyncRead + AsyncWrite + Send + Unpin + 'static>(self, io: IO) {
         let (rd, wr) = tokio::io::split(io);
-        let (tx, rx) = mpsc::channel(QUEUED);
-        let budget = Arc::new(Semaphore::new(IN_FLIGHT_BYTES));
-        let answerer = Answerer { name: self.name.clone(), answers: FuturesOrdered::new() };
+        let answers = Arc::new(StreamAnswers::new());
+        let answerer = Answerer { name: self.name.clone(), answers: Arc::clone(&answers) };
         let guard = self.state.tasks.enter();
         tokio::spawn(async move {
             let _guard = guard;
-            answerer.run(rx, wr).await;
+            answerer.run(wr).await;
         });
-        self.read(rd, tx, budget).await;
+        self.read(rd, &answers).await;
     }
 
     /// Reads, decodes and queues the client's batches until the client ends the stream,
     /// the server drains, or a frame is malformed; then tells the answerer why.
-    async fn read<R: AsyncRead + Unpin>(
-        mut self,
-        mut rd: R,
-        tx: mpsc::Sender<Received>,
-        budget: Arc<Semaphore>,
-    ) {
+    async fn read<R: AsyncRead + Unpin>(mut self, mut rd: R, answers: &StreamAnswers) {
+        let window = Arc::new(Semaphore::new(WINDOW));
+        let budget = Arc::new(Semaphore::new(IN_FLIGHT_BYTES));
         let mut shutdown = self.state.shutdown.clone();
         let mut decoder = Decoder::new();
         let mut input = BytesMut::new();
@@ -193,17 +189,21 @@ impl Session {
                     Frame::End => {
                         let batch = std::mem::take(&mut batch);
                         let share = u32::try_from(batch.bytes.min(IN_FLIGHT_BYTES)).unwrap_or(u32::MAX);
-                        let permit = tokio::select! {
+                        let room = async {
+                            let place = Arc::clone(&window).acquire_owned().await;
+                            let bytes = Arc::clone(&budget).acquire_many_owned(share).await;
+                            (place.expect("never closed"), bytes.expect("never closed"))
+                        };
+                        let held = tokio::select! {
                             biased;
                             () = stopped(&mut shutdown) => break 'stream Some(draining()),
-                            permit = Arc::clone(&budget).acquire_many_owned(share) => {
-                                permit.expect("the budget is never closed")
-                            }
+                            held = room => held,
                         };
                         // Not raced with the drain from here: a batch queued to the router
                         // is always handed to the answerer, which answers it.
                         let answer = self.queue(batch.finish()).await;
-                        if tx.send(Received::Batch(answer, permit)).await.is_err() {
+                        let more_coming = decoder.buffered() > 0;
+                        if answers.push(answer, held, more_coming).is_err() {
                             // The answerer is gone (the client stopped reading).
                             return;
                         }
@@ -217,7 +217,7 @@ impl Session {
                 }
             }
         };
-        let _ = tx.send(Received::End(ending)).await;
+        answers.end(ending);
     }
 
     /// Queues a batch received (or refuses it): its answer.
@@ -293,42 +293,31 @@ impl Batch {
 /// Writes the answers of the batches the reader queued, in order.
 struct Answerer {
     name: TopicName,
-    answers: FuturesOrdered<Answer>,
+    answers: Arc<StreamAnswers>,
 }
 
 impl Answerer {
-    async fn run<W: AsyncWrite + Unpin>(mut self, mut rx: mpsc::Receiver<Received>, mut wr: W) {
+    async fn run<W: AsyncWrite + Unpin>(self, mut wr: W) {
         let mut out = BytesMut::with_capacity(1024);
         encode_magic(&mut out);
+        let mut ready = Vec::new();
         let ending = loop {
-            tokio::select! {
-                biased;
-                Some(answer) = self.answers.next() => {
-                    encode_answer(&mut out, answer);
-                    // Answers ready together go out in one write.
-                    while let Some(Some(answer)) = self.answers.next().now_or_never() {
-                        encode_answer(&mut out, answer);
-                    }
-                }
-                received = rx.recv(), if self.answers.len() < WINDOW => match received {
-                    Some(Received::Batch(answer, permit)) => {
-                        // The batch's bytes count until it is answered.
-                        self.answers.push_back(answer.inspect(move |_| drop(permit)).boxed());
-                    }
-                    Some(Received::End(ending)) => break ending,
-                    None => break None,
-                },
+            // Answers ready together go out in one write.
+            let taken = std::future::poll_fn(|cx| self.answers.poll_take(cx, &mut ready)).await;
+            for answer in ready.drain(..) {
+                encode_answer(&mut out, answer);
             }
-            if !out.is_empty() && wr.write_all(&out).await.is_err() {
+            if let Taken::Ended(ending) = taken {
+                break ending;
+            }
+            if wr.write_all(&out).await.is_err() {
                 // The client is gone: the batches it sent are appended all the same.
+                self.answers.close();
                 return;
             }
             out.clear();
         };
-        // Answer every batch taken, then say why the stream ends.
-        while let Some(answer) = self.answers.next().await {
-            encode_answer(&mut out, answer);
-        }
+        // Every batch taken is answered; say why the stream ends.
         if let Some(error) = ending {
             debug!(topic = %self.name, error = %error, "the server ends an append stream");
             encode_close(&mut out, &error);
