@@ -155,6 +155,10 @@ impl Session {
     /// Reads, decodes and queues the client's batches until the client ends the stream,
     /// the server drains, or a frame is malformed; then tells the answerer why.
     async fn read<R: AsyncRead + Unpin>(mut self, mut rd: R, answers: &StreamAnswers) {
+        // However the reader stops — a panic included — the answerer is told, answers
+        // what it has and closes the connection, instead of waiting for a reader that is
+        // gone (without a close frame: the client treats unanswered batches as undecided).
+        let _ends = EndOnDrop(answers);
         let window = Arc::new(Semaphore::new(WINDOW));
         let budget = Arc::new(Semaphore::new(IN_FLIGHT_BYTES));
         let mut shutdown = self.state.shutdown.clone();
@@ -245,6 +249,16 @@ impl Session {
             // Counted by the router.
             Err(e) => failed(api_error(&e)),
         }
+    }
+}
+
+/// Ends a stream's answers (with no reason of the server's) when dropped, unless the
+/// reader has ended them already.
+struct EndOnDrop<'a>(&'a StreamAnswers);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.end(None);
     }
 }
 

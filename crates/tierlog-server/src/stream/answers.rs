@@ -27,8 +27,10 @@ pub(super) struct Answers<T, H, E> {
 
 struct Inner<T, H, E> {
     queue: VecDeque<Slot<T, H>>,
-    /// Why the stream ends, once the reader has said.
+    /// Why the stream ends, once the reader has said (until the answerer takes it).
     ending: Option<E>,
+    /// The reader has said why the stream ends: a later [`Answers::end`] is ignored.
+    ended: bool,
     /// The answerer's waker, from the last time it found nothing to take.
     waker: Option<Waker>,
     /// The answerer is gone: nothing more is taken.
@@ -62,7 +64,15 @@ pub(super) enum Taken<E> {
 
 impl<T, H, E> Answers<T, H, E> {
     pub(super) fn new() -> Self {
-        Self { inner: Mutex::new(Inner { queue: VecDeque::new(), ending: None, waker: None, closed: false }) }
+        Self {
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                ending: None,
+                ended: false,
+                waker: None,
+                closed: false,
+            }),
+        }
     }
 
     /// Queues the answer of the next batch, and what the batch holds until it is
@@ -103,9 +113,13 @@ impl<T, H, E> Answers<T, H, E> {
         Ok(())
     }
 
-    /// Says why the stream ends, after the answers queued.
+    /// Says why the stream ends, after the answers queued; the first reason given is
+    /// the one the answerer takes.
     pub(super) fn end(&self, ending: E) {
         let mut inner = self.inner.lock();
+        if std::mem::replace(&mut inner.ended, true) {
+            return;
+        }
         inner.ending = Some(ending);
         if let Some(waker) = &inner.waker {
             waker.wake_by_ref();
@@ -244,6 +258,9 @@ mod tests {
         assert!(answers.poll_take(&mut Context::from_waker(&waker), &mut ready).is_pending());
         answers.end("client done");
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        // The first reason given is the one taken (the reader's guard ends again as it
+        // is dropped).
+        answers.end("reader dropped");
         assert_eq!(
             answers.poll_take(&mut Context::from_waker(&waker), &mut ready),
             Poll::Ready(Taken::Ended("client done"))
