@@ -13,10 +13,11 @@
 //! [`Answers::push`]): then a second thread taking work is what the stream wants.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, MaybeDone, maybe_done};
 use parking_lot::Mutex;
 
 /// The answers of a stream's batches, in the order they were queued, each with what its
@@ -39,14 +40,10 @@ struct Inner<T, H, E> {
 
 /// One queued batch.
 struct Slot<T, H> {
-    answer: Answer<T>,
+    /// Its answer, kept once ready.
+    answer: MaybeDone<BoxFuture<'static, T>>,
     /// Released when the answer is taken.
     _hold: H,
-}
-
-enum Answer<T> {
-    Waiting(BoxFuture<'static, T>),
-    Ready(T),
 }
 
 /// [`Answers::push`]'s refusal: the answerer is gone (its client stopped reading).
@@ -98,16 +95,13 @@ impl<T, H, E> Answers<T, H, E> {
         if inner.closed {
             return Err(AnswererGone);
         }
-        let mut answer = Answer::Waiting(answer);
-        if let Some(waker) = &inner.waker {
-            if !inner.queue.is_empty() || more_coming {
-                waker.wake_by_ref();
-            } else if let Answer::Waiting(future) = &mut answer
-                && let Poll::Ready(value) = future.poll_unpin(&mut Context::from_waker(waker))
-            {
-                answer = Answer::Ready(value);
-                waker.wake_by_ref();
-            }
+        let mut answer = maybe_done(answer);
+        if let Some(waker) = &inner.waker
+            && (!inner.queue.is_empty()
+                || more_coming
+                || Pin::new(&mut answer).poll(&mut Context::from_waker(waker)).is_ready())
+        {
+            waker.wake_by_ref();
         }
         inner.queue.push_back(Slot { answer, _hold: hold });
         Ok(())
@@ -139,15 +133,11 @@ impl<T, H, E> Answers<T, H, E> {
     pub(super) fn poll_take(&self, cx: &mut Context<'_>, ready: &mut Vec<T>) -> Poll<Taken<E>> {
         let mut inner = self.inner.lock();
         while let Some(front) = inner.queue.front_mut() {
-            if let Answer::Waiting(future) = &mut front.answer {
-                match future.poll_unpin(cx) {
-                    Poll::Ready(value) => front.answer = Answer::Ready(value),
-                    Poll::Pending => break,
-                }
+            if Pin::new(&mut front.answer).poll(cx).is_pending() {
+                break;
             }
-            if let Some(Slot { answer: Answer::Ready(value), .. }) = inner.queue.pop_front() {
-                ready.push(value);
-            }
+            let mut slot = inner.queue.pop_front().expect("the front is there");
+            ready.extend(Pin::new(&mut slot.answer).take_output());
         }
         if !ready.is_empty() {
             return Poll::Ready(Taken::Answers);
