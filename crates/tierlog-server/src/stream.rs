@@ -157,8 +157,9 @@ impl Session {
     async fn read<R: AsyncRead + Unpin>(mut self, mut rd: R, answers: &StreamAnswers) {
         // However the reader stops — a panic included — the answerer is told, answers
         // what it has and closes the connection, instead of waiting for a reader that is
-        // gone (without a close frame: the client treats unanswered batches as undecided).
-        let _ends = EndOnDrop(answers);
+        // gone (with no reason given, without a close frame: the client treats the
+        // unanswered batches as undecided).
+        let mut ends = EndOnDrop { answers, why: None };
         let window = Arc::new(Semaphore::new(WINDOW));
         let budget = Arc::new(Semaphore::new(IN_FLIGHT_BYTES));
         let mut shutdown = self.state.shutdown.clone();
@@ -221,7 +222,7 @@ impl Session {
                 }
             }
         };
-        answers.end(ending);
+        ends.why = ending;
     }
 
     /// Queues a batch received (or refuses it): its answer.
@@ -252,13 +253,16 @@ impl Session {
     }
 }
 
-/// Ends a stream's answers (with no reason of the server's) when dropped, unless the
-/// reader has ended them already.
-struct EndOnDrop<'a>(&'a StreamAnswers);
+/// Ends a stream's answers when dropped, with the reason the reader gave (`None`: the
+/// client ended the stream, or the reader stopped without one).
+struct EndOnDrop<'a> {
+    answers: &'a StreamAnswers,
+    why: Option<ApiError>,
+}
 
 impl Drop for EndOnDrop<'_> {
     fn drop(&mut self) {
-        self.0.end(None);
+        self.answers.end(self.why.take());
     }
 }
 
