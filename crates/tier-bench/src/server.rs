@@ -126,31 +126,31 @@ where
     Ok(util::secs(started.elapsed()))
 }
 
-/// Seconds `batches` appends of 1 KiB x 100 take through the client, `in_flight` at a
-/// time.
-async fn append_over_loopback(dir: &Path, case: &Case<'_>) -> Result<f64> {
-    let Case { fsync, batches, in_flight, payload } = *case;
-    let store = store(dir, fsync).await?;
-    let (url, shutdown, serving) = serve(&store).await?;
-    let client = Client::new(&url)?;
-    let records = client_batch(payload);
-    // The first batch creates the topic and opens the connection; not timed.
-    client.append_binary("bench", &records).await?;
-    let secs = client_appends(&client, &records, batches, in_flight).await?;
-    drop(client);
-    stop(store, shutdown, serving).await?;
-    Ok(secs)
+/// How the client appends in a loopback case.
+#[derive(Clone, Copy)]
+enum Transport {
+    /// One `POST` per batch.
+    Post,
+    /// Append streams.
+    Stream(Streams),
 }
 
-/// Seconds `batches` appends of 1 KiB x 100 take through append streams of the client,
-/// `in_flight` tasks each appending its share one batch after another: sharing one
-/// stream, or each with its own (`Streams::PerTask`).
-async fn append_over_stream(dir: &Path, case: &Case<'_>, streams: Streams) -> Result<f64> {
+/// Seconds `batches` appends of 1 KiB x 100 take through the client over `transport`,
+/// `in_flight` tasks each appending its share one batch after another.
+async fn append_over_loopback(dir: &Path, case: &Case<'_>, transport: Transport) -> Result<f64> {
     let Case { fsync, batches, in_flight, payload } = *case;
     let store = store(dir, fsync).await?;
     let (url, shutdown, serving) = serve(&store).await?;
     let client = Client::new(&url)?;
-    let secs = stream_appends(&client, streams, payload, batches, in_flight).await?;
+    let secs = match transport {
+        Transport::Post => {
+            let records = client_batch(payload);
+            // The first batch creates the topic and opens the connection; not timed.
+            client.append_binary("bench", &records).await?;
+            client_appends(&client, &records, batches, in_flight).await?
+        }
+        Transport::Stream(streams) => stream_appends(&client, streams, payload, batches, in_flight).await?,
+    };
     drop(client);
     stop(store, shutdown, serving).await?;
     Ok(secs)
@@ -335,11 +335,14 @@ async fn append_cases(settings: &Settings, dir: &Path, case: &Case<'_>) -> Resul
     };
     for _ in 0..settings.rounds {
         best.inproc = best.inproc.min(append_in_process(fresh()?.path(), case).await?);
-        best.post = best.post.min(append_over_loopback(fresh()?.path(), case).await?);
-        best.stream = best.stream.min(append_over_stream(fresh()?.path(), case, Streams::Shared).await?);
+        best.post = best.post.min(append_over_loopback(fresh()?.path(), case, Transport::Post).await?);
+        best.stream = best
+            .stream
+            .min(append_over_loopback(fresh()?.path(), case, Transport::Stream(Streams::Shared)).await?);
         if case.in_flight > 1 {
-            best.per_task =
-                best.per_task.min(append_over_stream(fresh()?.path(), case, Streams::PerTask).await?);
+            best.per_task = best
+                .per_task
+                .min(append_over_loopback(fresh()?.path(), case, Transport::Stream(Streams::PerTask)).await?);
         }
     }
     Ok(best)
