@@ -27,8 +27,7 @@ async fn tls_serves_https_with_the_configured_certificate() {
     let client = Client::builder(&server.url).ca_certificate_pem(pem).build().expect("client");
     let offsets =
         client.append("secure", vec![NewRecordJson::new("over tls")]).await.expect("append over TLS");
-    let mut read = client.read_with("secure", Start::Offset(offsets.start), false, None).await.expect("read");
-    let record = read.next().await.expect("a record").expect("a record");
+    let record = read_one(&client, offsets.start).await;
     assert_eq!(&record.payload[..], b"over tls");
     // An append stream is upgraded inside the TLS connection.
     let stream = client.append_stream("secure").await.expect("an append stream over TLS");
