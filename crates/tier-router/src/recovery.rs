@@ -188,11 +188,29 @@ async fn recover(
         || !pending.lost.is_empty()
         || !pending.maybe_lost.is_empty()
         || rebuilt.is_some();
+    let (cold, cold_continues) = match &tiers.cold {
+        // Where cold's log continues: past offsets it recorded lost after its last
+        // segment (a trailing gap, which its range does not count).
+        Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
+        None => (None, 0),
+    };
+    // Offsets warm must hold no record of: those earlier degraded opens skipped, and cold's
+    // trailing gap — recorded lost or skipped, never served by cold, never replayed (below).
+    // Warm may hold records there that were never acknowledged, and with the state
+    // directory lost, the gap is the only evidence left of them (their `.unacked` file is
+    // gone): a read below the WAL's start must not take them from warm while cold answers
+    // the same offsets as lost.
+    let mut not_in_warm = unacked_found.clone();
+    if let Some(c) = cold
+        && cold_continues > c.end
+    {
+        not_in_warm.push(OffsetRange::new(c.end, cold_continues));
+    }
     let mut warm_unreachable = false;
     let warm = match &tiers.warm {
         // Warm answers: first, it must hold none of the never-acknowledged records.
         Some(w) => match w.range(topic).await {
-            Ok(r) => Some(drop_unacked(tiers, topic, r, &unacked_found).await?),
+            Ok(r) => Some(drop_unacked(tiers, topic, r, &not_in_warm).await?),
             Err(e) if e.kind() == ErrorKind::Unavailable => {
                 warm_unreachable = degraded_open(tiers, topic, hot, wal_unsure, reservation.is_some(), e)?;
                 None
@@ -200,12 +218,6 @@ async fn recover(
             Err(e) => return Err(e),
         },
         None => None,
-    };
-    let (cold, cold_continues) = match &tiers.cold {
-        // Where cold's log continues: past offsets it recorded lost after its last
-        // segment (a trailing gap, which its range does not count).
-        Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
-        None => (None, 0),
     };
     let mut report = RecoveryReport {
         topic: topic.clone(),
@@ -797,9 +809,10 @@ pub(crate) fn overlaps(a: OffsetRange, b: OffsetRange) -> bool {
 }
 
 /// Restarts warm ([`WarmBackend::restart_at`](crate::WarmBackend::restart_at)) past the
-/// offsets degraded opens skipped (`unacked`, see [`RecoveryReport::skipped`]) when `held`
-/// (what warm holds) reaches into them: its records there were never acknowledged and must
-/// never be served, replayed or confirmed. Only when the WAL or cold holds every record of
+/// offsets degraded opens skipped (`unacked`, see [`RecoveryReport::skipped`]; at recovery
+/// also cold's recorded trailing gap) when `held` (what warm holds) reaches into them: its
+/// records there were never acknowledged (or were declared lost) and must never be
+/// served, replayed or confirmed. Only when the WAL or cold holds every record of
 /// warm below them ([`only_in_warm`]); otherwise (a lost WAL) warm is left as it is and the
 /// callers stop before those records. Returns what warm holds after.
 pub(crate) async fn drop_unacked(
@@ -822,7 +835,8 @@ pub(crate) async fn drop_unacked(
     if only.is_some() || held.end > past {
         error!(
             topic = %topic, warm = %held, unacked = %OffsetRange::new(first, past), only_in_warm = ?only,
-            "warm holds records that were never acknowledged, in offsets a degraded open skipped, and cannot be \
+            "warm holds records that were never acknowledged, in offsets a degraded open skipped or cold recorded \
+             lost, and cannot be \
              restarted past them (no other tier holds some of its records below them, or it holds records past \
              them); they are never replayed or confirmed, nor read in place of the WAL's gap"
         );
@@ -831,8 +845,8 @@ pub(crate) async fn drop_unacked(
     warm.restart_at(topic, past).await?;
     warn!(
         topic = %topic, dropped = %held, at = past,
-        "restarted warm past offsets a degraded open skipped: it held records there that were never \
-         acknowledged; the WAL or cold holds every other record it held"
+        "restarted warm past offsets a degraded open skipped or cold recorded lost: it held records there \
+         that were never acknowledged; the WAL or cold holds every other record it held"
     );
     Ok(OffsetRange::empty_at(past))
 }
@@ -848,16 +862,25 @@ pub(crate) async fn only_in_warm(
     let wal = tiers.hot.range(topic).await?;
     let upper = OffsetRange::new(held.start.max(wal.start).min(held.end), held.end);
     let gaps = tiers.hot.gaps(topic);
-    if !upper.is_empty() && (upper.end > wal.end || gaps.iter().any(|g| overlaps(*g, upper))) {
+    if !upper.is_empty()
+        && (upper.end > wal.end || gaps.iter().any(|g| overlaps(*g, upper)))
+        // An empty WAL (lost) holds none of them; cold may hold them all.
+        && (!wal.is_empty() || !cold_holds(tiers, topic, upper).await?)
+    {
         return Ok(Some(upper));
     }
     let lower = OffsetRange::new(held.start, held.end.min(wal.start).max(held.start));
-    if lower.is_empty() {
+    if lower.is_empty() || tiers.cold.is_none() {
         return Ok(None);
     }
-    let Some(cold) = &tiers.cold else { return Ok(None) };
+    Ok((!cold_holds(tiers, topic, lower).await?).then_some(lower))
+}
+
+/// Whether cold holds every offset of `range` (false without cold).
+async fn cold_holds(tiers: &Tiers, topic: &TopicName, range: OffsetRange) -> Result<bool, TierError> {
+    let Some(cold) = &tiers.cold else { return Ok(false) };
     let c = cold.range(topic).await?;
-    Ok((c.is_empty() || c.start > lower.start || c.end < lower.end).then_some(lower))
+    Ok(!c.is_empty() && c.start <= range.start && c.end >= range.end)
 }
 
 /// Makes the WAL continue at `next` (the offsets before it were lost or never used):

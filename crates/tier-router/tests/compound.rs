@@ -749,9 +749,12 @@ async fn a_lost_data_directory_after_a_trailing_gap_in_cold_continues_after_the_
 /// degraded open skipped those offsets and its `.unacked` file went with the data
 /// directory). Recovery replays into the empty WAL only from where cold's log continues —
 /// cold never takes records inside its gap, so a WAL holding them would stop the export
-/// there for good (the simulation's seed 14012903: export and WAL retention stuck).
+/// there for good (the simulation's seed 14012903: export and WAL retention stuck). Nor are
+/// they served: before, recovery left them in warm and a read below the WAL's start took
+/// them from warm, while cold answered the same offsets as lost once the warm trim had
+/// passed them — two reads of one offset answering differently.
 #[tokio::test]
-async fn a_lost_data_directory_never_replays_warms_records_inside_colds_recorded_gap() {
+async fn a_lost_data_directory_never_replays_or_serves_warms_records_inside_colds_recorded_gap() {
     let dir = tempfile::tempdir().unwrap();
     let (data, cold) = data_directory_lost_after_a_trailing_gap_in_cold(dir.path()).await;
     // Warm holds [0, 14): [10, 14) inside cold's gap.
@@ -763,6 +766,13 @@ async fn a_lost_data_directory_never_replays_warms_records_inside_colds_recorded
     let report = store.recover_topic(T).await.unwrap();
     assert_eq!(report.replayed, None, "nothing past cold's continuation to replay: {report:?}");
     assert!(report.next_offset >= 20, "{report:?}");
+    // Cold's records below its gap are served; the gap's offsets fail as cold answers them.
+    assert!(served_at(&store, 9).await.is_some());
+    for offset in [10, 13] {
+        assert_eq!(read_error_at(&store, offset).await, Some(ErrorKind::NotFound), "offset {offset}");
+    }
+    let held = warm.inner().range(&name()).await.unwrap();
+    assert!(held.is_empty(), "warm still holds records inside cold's gap: {held}");
     resume_append_and_export(&store, &report).await;
 }
 
@@ -798,6 +808,20 @@ async fn data_directory_lost_after_a_trailing_gap_in_cold(dir: &Path) -> (std::p
     );
     std::fs::remove_dir_all(&data).unwrap();
     (data, cold)
+}
+
+/// The kind of error a read at `offset` ends with (None: it served a record).
+async fn read_error_at(store: &TieredStore, offset: u64) -> Option<ErrorKind> {
+    let topic = store.topic(T).await.unwrap();
+    let mut reader = topic.reader(StartPosition::Offset(offset)).await.unwrap();
+    match tokio::time::timeout(Duration::from_millis(300), reader.next()).await {
+        Ok(Some(Ok(record))) => {
+            eprintln!("offset {offset} served {:?}", record.payload);
+            None
+        }
+        Ok(Some(Err(e))) => Some(e.kind()),
+        Ok(None) | Err(_) => panic!("reading offset {offset}: no answer"),
+    }
 }
 
 /// A batch whose `WAIT` fell short (never acknowledged), then the whole data directory lost
