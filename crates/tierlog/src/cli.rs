@@ -123,7 +123,9 @@ pub(crate) struct ProduceArgs {
     /// it is acknowledged: {"start":N,"end":M,"count":K}, offsets [N, M).
     #[arg(long, value_name = "FILE")]
     pub(crate) acks: Option<PathBuf>,
-    /// Print the summary as one JSON object instead of text.
+    /// Print the summary as one JSON object instead of text; after an error too, with
+    /// `error`, `may_commit` ([a, b]: offsets the refused batch may still be committed
+    /// at, or null) and `outcome_unknown`.
     #[arg(long)]
     pub(crate) json: bool,
     /// Keep a `\r` before each line's `\n` (by default CRLF lines lose both).

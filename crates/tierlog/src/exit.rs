@@ -41,6 +41,11 @@ pub(crate) fn code_for(error: &anyhow::Error) -> u8 {
 
 /// `error` with its causes as one line: `error: what: why: root cause`.
 pub(crate) fn one_line(error: &anyhow::Error) -> String {
+    format!("error: {}", message(error))
+}
+
+/// [`one_line`] without the `error: ` before it.
+pub(crate) fn message(error: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in error.chain() {
         let text = plain(cause).split_whitespace().collect::<Vec<_>>().join(" ");
@@ -49,7 +54,7 @@ pub(crate) fn one_line(error: &anyhow::Error) -> String {
             parts.push(text);
         }
     }
-    format!("error: {}", parts.join(": "))
+    parts.join(": ")
 }
 
 /// A cause's text, with the library's `fenced:` (its error kind for "another writer or

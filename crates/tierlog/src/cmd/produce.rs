@@ -96,15 +96,20 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     };
     store.close().await;
     let produced = &run.produced;
+    let secs = started.elapsed().as_secs_f64();
     let stored = match produced.range {
         Some(r) => format!("{} acknowledged at offsets {r}", count(produced.records, "record")),
         None => "no records acknowledged".to_owned(),
     };
     if let Some(e) = run.error {
-        return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
+        let e = if produced.records == 0 { e } else { e.context(format!("{stored}, then")) };
+        if args.json {
+            print_summary(&name, produced, secs, Ending::Failed(&e), not_in_cold, LOCAL_EXPORT_HINT, true)?;
+        }
+        return Err(e);
     }
-    let secs = started.elapsed().as_secs_f64();
-    print_summary(&name, produced, secs, run.interrupted, not_in_cold, LOCAL_EXPORT_HINT, args.json)?;
+    let ending = if run.interrupted { Ending::Interrupted } else { Ending::Done };
+    print_summary(&name, produced, secs, ending, not_in_cold, LOCAL_EXPORT_HINT, args.json)?;
     if run.interrupted {
         eprintln!("interrupted: {stored}; the store was closed");
         return Ok(exit::INTERRUPTED);
@@ -115,29 +120,47 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
 /// What uploads the records a local run leaves out of cold.
 pub(crate) const LOCAL_EXPORT_HINT: &str = "`tierlog export` or `tierlog maintain` uploads them";
 
+/// How a run ended, for its summary.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ending<'a> {
+    /// The input ended and every batch was acknowledged.
+    Done,
+    /// Ctrl-C stopped it.
+    Interrupted,
+    /// An error stopped it (the JSON summary carries it; as text, the error says what was
+    /// stored instead).
+    Failed(&'a anyhow::Error),
+}
+
 /// Prints what a run stored, as text or one JSON object; `export_hint` says what uploads
 /// the `not_in_cold` records.
 pub(crate) fn print_summary(
     name: &TopicName,
     produced: &Produced,
     secs: f64,
-    interrupted: bool,
+    ending: Ending<'_>,
     not_in_cold: Option<u64>,
     export_hint: &str,
     json: bool,
 ) -> anyhow::Result<()> {
     let (rps, mbps) = rates(produced.records, produced.bytes, secs);
     if json {
-        let summary = serde_json::json!({
+        let mut summary = serde_json::json!({
             "topic": name.as_str(),
             "records": produced.records,
             "bytes": produced.bytes,
             "start": produced.range.map(|r| r.start),
             "end": produced.range.map(|r| r.end),
             "seconds": secs,
-            "interrupted": interrupted,
+            "interrupted": matches!(ending, Ending::Interrupted),
             "not_in_cold": not_in_cold,
         });
+        if let Ending::Failed(e) = ending {
+            summary["error"] = exit::message(e).into();
+            let may_commit = may_commit(e);
+            summary["may_commit"] = may_commit.map(|r| [r.start, r.end]).into();
+            summary["outcome_unknown"] = (may_commit.is_some() || outcome_unknown(e)).into();
+        }
         println!("{}", serde_json::to_string(&summary)?);
         return Ok(());
     }
@@ -152,6 +175,30 @@ pub(crate) fn print_summary(
         format_size(produced.bytes),
     );
     Ok(())
+}
+
+/// The offsets a refused append's records may still be committed at (its outcome is
+/// unknown: `TierError::may_commit`, or the server's answer of it), if the error says.
+pub(crate) fn may_commit(error: &anyhow::Error) -> Option<OffsetRange> {
+    error.chain().find_map(|cause| {
+        if let Some(e) = cause.downcast_ref::<tier_core::TierError>() {
+            e.may_commit()
+        } else {
+            let e = cause.downcast_ref::<tierlog_client::Error>()?;
+            e.may_commit().map(|r| OffsetRange::new(r.start, r.end))
+        }
+    })
+}
+
+/// Whether the batch that failed was sent and may have been stored at offsets nobody
+/// was told (an append stream cut before its answer came).
+fn outcome_unknown(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<tierlog_client::Error>(),
+            Some(tierlog_client::Error::Stream { outcome_unknown: true, .. })
+        )
+    })
 }
 
 /// Where acknowledgements go: nowhere, stdout (`-`) or a file created (truncated) now.
@@ -385,4 +432,36 @@ async fn open_checked(store: &TieredStore, name: &TopicName, records: &[NewRecor
 /// Appends `records` (the library counts the append metrics).
 pub(crate) async fn append(topic: &Topic, records: Vec<NewRecord>) -> anyhow::Result<OffsetRange> {
     topic.append(records).await.with_context(|| format!("appending to {}", topic.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use tier_core::{ErrorContext, TierError, TierKind};
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_whose_outcome_is_unknown_names_its_offsets_through_the_context_added() {
+        let range = OffsetRange::new(10, 20);
+        let refused =
+            TierError::unavailable(ErrorContext::tier(TierKind::Hot).may_commit(range), "fsync failed");
+        let e =
+            anyhow::Error::new(refused).context("appending to t").context("10 records acknowledged, then");
+        assert_eq!(may_commit(&e), Some(range));
+        assert!(!outcome_unknown(&e), "only a cut stream says so without offsets");
+        let not_written =
+            anyhow::Error::new(TierError::unavailable(ErrorContext::tier(TierKind::Hot), "disk full"));
+        assert_eq!(may_commit(&not_written), None);
+        let cut = anyhow::Error::new(tierlog_client::Error::Stream {
+            message: "cut".into(),
+            outcome_unknown: true,
+        })
+        .context("appending to t");
+        assert_eq!((may_commit(&cut), outcome_unknown(&cut)), (None, true));
+        let unsent = anyhow::Error::new(tierlog_client::Error::Stream {
+            message: "cut".into(),
+            outcome_unknown: false,
+        });
+        assert!(!outcome_unknown(&unsent));
+    }
 }

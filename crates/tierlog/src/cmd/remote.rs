@@ -27,7 +27,7 @@ use crate::cli::{Command, ConsumeArgs, ExportArgs, Global, Output, ProduceArgs, 
 use crate::cmd::Ctx;
 use crate::cmd::consume::{FromArg, parse_from, parse_time, record_json};
 use crate::cmd::produce::{
-    BATCH_BYTES, Produced, open_acks, print_summary, synthetic_batch, synthetic_payload, write_ack,
+    BATCH_BYTES, Ending, Produced, open_acks, print_summary, synthetic_batch, synthetic_payload, write_ack,
 };
 use crate::cmd::served::{add_to_runs, print_served};
 use crate::cmd::status::{TierStatus, TopicStatus, print_table};
@@ -216,18 +216,23 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
         0 => "no records acknowledged".to_owned(),
         n => format!("{} acknowledged at offsets {acknowledged}", count(n, "record")),
     };
-    if let Some(e) = failed {
-        return Err(if produced.records == 0 { e } else { e.context(format!("{stored}, then")) });
-    }
     let secs = started.elapsed().as_secs_f64();
+    let hint = "the server exports them as their segments seal; `tierlog export` seals and exports now";
+    if let Some(e) = failed {
+        let e = if produced.records == 0 { e } else { e.context(format!("{stored}, then")) };
+        if args.json {
+            print_summary(&name, &produced, secs, Ending::Failed(&e), None, hint, true)?;
+        }
+        return Err(e);
+    }
     // Committed records the server's cold tier does not hold yet, as a local produce says
     // (None without cold, or when the server cannot say).
     let not_in_cold = match produced.range {
         Some(_) => client.topic(name.as_str()).await.ok().and_then(|t| t.export_lag),
         None => None,
     };
-    let hint = "the server exports them as their segments seal; `tierlog export` seals and exports now";
-    print_summary(&name, &produced, secs, interrupted, not_in_cold, hint, args.json)?;
+    let ending = if interrupted { Ending::Interrupted } else { Ending::Done };
+    print_summary(&name, &produced, secs, ending, not_in_cold, hint, args.json)?;
     if interrupted {
         eprintln!("interrupted: {stored}");
         return Ok(exit::INTERRUPTED);

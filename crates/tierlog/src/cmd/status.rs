@@ -100,7 +100,7 @@ pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     }
     // A topic that could not be read is reported, not a reason to show nothing.
     for (topic, e) in &failed {
-        eprintln!("DAMAGED: {topic}: {}", crate::exit::one_line(e).trim_start_matches("error: "));
+        eprintln!("DAMAGED: {topic}: {}", crate::exit::message(e));
     }
     Ok(if failed.is_empty() { exit::OK } else { exit::PROBLEMS })
 }

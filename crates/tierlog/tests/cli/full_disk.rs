@@ -10,7 +10,9 @@ use crate::support::{ok, run, stderr, workdir};
 struct Tmpfs(PathBuf);
 
 impl Tmpfs {
-    fn mount(dir: &Path) -> Self {
+    /// Creates directory `dir` and mounts the tmpfs there.
+    fn mount_at(dir: &Path) -> Self {
+        std::fs::create_dir(dir).expect("mount point");
         let status = Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
             .arg(dir)
@@ -30,9 +32,7 @@ impl Drop for Tmpfs {
 #[test]
 fn a_full_disk_says_what_was_stored_and_that_the_refused_batch_holds_no_offsets() {
     let dir = workdir();
-    let disk = dir.path().join("disk");
-    std::fs::create_dir(&disk).expect("mount point");
-    let _mounted = Tmpfs::mount(&disk);
+    let _mounted = Tmpfs::mount_at(&dir.path().join("disk"));
     let out = run(dir.path(), &["--data-dir", "disk", "produce", "t", "--count", "20000", "--batch", "1000"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -54,4 +54,32 @@ fn a_full_disk_says_what_was_stored_and_that_the_refused_batch_holds_no_offsets(
     // As said: the next record gets the first refused offset.
     let again = ok(dir.path(), &["--data-dir", "disk", "produce", "t", "--count", "1", "--size", "1"]);
     assert!(again.contains(&format!("at offsets [{stored}, {})", stored + 1)), "{again}");
+}
+
+/// The same with `--json`: the summary is still printed, on stdout, with the error and
+/// what is known of the refused batch's outcome (nothing of it was written: no offsets it
+/// may be committed at), and the exit code is still 1.
+#[test]
+fn a_full_disk_under_json_prints_the_summary_with_the_error() {
+    let dir = workdir();
+    let _mounted = Tmpfs::mount_at(&dir.path().join("disk"));
+    let out = run(
+        dir.path(),
+        &["--data-dir", "disk", "produce", "t", "--count", "20000", "--batch", "1000", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object on stdout");
+    let records = summary["records"].as_u64().expect("records");
+    assert!(records > 0 && records < 20_000, "{summary}");
+    assert_eq!((summary["start"].as_u64(), summary["end"].as_u64()), (Some(0), Some(records)), "{summary}");
+    let error = summary["error"].as_str().expect("error");
+    assert!(
+        error.contains(&format!("{records} records acknowledged at offsets [0, {records})")),
+        "{summary}"
+    );
+    assert!(error.contains("go to the next records written"), "{summary}");
+    assert_eq!(summary["may_commit"], serde_json::Value::Null, "{summary}");
+    assert_eq!(summary["outcome_unknown"], false, "{summary}");
+    assert!(stderr(&out).contains(&format!("error: {error}")), "{}", stderr(&out));
 }

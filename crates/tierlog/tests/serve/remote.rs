@@ -609,5 +609,18 @@ async fn a_refused_batch_stops_a_remote_produce_and_its_error_names_it() {
     assert_eq!(lines.len(), acked.len(), "{read}");
     assert_eq!(&lines[..2], ["a", "b"]);
     assert!(lines[2..].iter().all(|l| ["c", "d"].contains(l)), "{read}");
+    // With --json the summary still comes, carrying the error: the refused batch stored
+    // nothing (the server said so: no offsets it may be committed at).
+    let out =
+        cli(here.path(), &["--server", url, "produce", "u", "--file", "input", "--batch", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("one JSON object on stdout: {e}"));
+    assert!(summary["error"].as_str().is_some_and(|e| e.contains("was refused")), "{summary}");
+    assert_eq!(
+        (&summary["may_commit"], &summary["outcome_unknown"]),
+        (&serde_json::Value::Null, &false.into())
+    );
+    assert!(summary["records"].as_u64().is_some_and(|n| n >= 2), "{summary}");
     assert!(server.terminate().success());
 }
