@@ -215,6 +215,16 @@ impl HotTier {
         crate::rebuilt::write(&self.inner.config.data_dir, topic, bound)
     }
 
+    /// `topic`'s rebuilt marker under WAL directory `data_dir`, read without opening the
+    /// WAL (which takes its lock and recovers its segments): for read-only inspection such
+    /// as `tierlog status`.
+    pub fn rebuilt_in(
+        data_dir: &std::path::Path,
+        topic: &TopicName,
+    ) -> Result<Option<crate::Rebuilt>, TierError> {
+        crate::rebuilt::read(data_dir, topic)
+    }
+
     /// `topic`'s rebuilt marker ([`mark_rebuilt`](Self::mark_rebuilt)), if it has one.
     pub fn rebuilt(&self, topic: &TopicName) -> Result<Option<crate::Rebuilt>, TierError> {
         crate::rebuilt::read(&self.inner.config.data_dir, topic)

@@ -82,6 +82,7 @@ pub use config::{BackoffConfig, ConfigError, RouterConfig, StoreConfig, WarmFail
 pub use open::StoreBuilder;
 pub use reader::{ReadBatch, Source};
 pub use recovery::RecoveryReport;
+pub use state::{PendingRecovery, pending_recovery};
 pub use store::{TieredStore, Wal};
 pub use topic::{NewRecord, PendingAppend, TierRanges, Topic};
 

@@ -28,6 +28,55 @@ const LOSSES: &str = "losses";
 /// The suffix of the file of offsets skipped while warm's end was unknown.
 const UNACKED: &str = "unacked";
 
+/// What a topic's files say the next recovery will act on, or the topic waits for: read
+/// without opening the store ([`pending_recovery`]), for read-only inspection such as
+/// `tierlog status`. Empty for a topic that opened and closed normally.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PendingRecovery {
+    /// Appends are refused until an operator resumes the topic at or past this offset
+    /// (`TieredStore::resume_topic`): nothing bounds the offsets acknowledged
+    /// (`RecoveryReport::end_unknown`).
+    pub fenced_at_least: Option<Offset>,
+    /// Offsets an earlier recovery found lost, whose open did not complete: the next
+    /// recovery reports them again.
+    pub lost: Vec<tier_core::OffsetRange>,
+    /// The same for offsets that may have been acknowledged (`RecoveryReport::maybe_lost`).
+    pub maybe_lost: Vec<tier_core::OffsetRange>,
+    /// Offsets degraded opens skipped (`RecoveryReport::skipped`) where warm may still
+    /// hold records that were never acknowledged; never served.
+    pub skipped: Vec<tier_core::OffsetRange>,
+    /// The WAL was being rebuilt from warm by a recovery that did not finish
+    /// (`tier_hot::HotTier::mark_rebuilt`): its end vouches for nothing until the next
+    /// open completes.
+    pub rebuilt: Option<tier_hot::Rebuilt>,
+}
+
+impl PendingRecovery {
+    /// Nothing pending.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// What the files of `topic` — under the router's `state_dir` and the WAL's `hot_dir` —
+/// say is pending ([`PendingRecovery`]). Reads only; takes no lock. `Corruption` for a
+/// state file that cannot be parsed.
+pub fn pending_recovery(
+    hot_dir: &Path,
+    state_dir: &Path,
+    topic: &TopicName,
+) -> Result<PendingRecovery, TierError> {
+    let losses = read_losses(state_dir, topic)?;
+    Ok(PendingRecovery {
+        fenced_at_least: read_fence(state_dir, topic)?,
+        lost: losses.lost,
+        maybe_lost: losses.maybe_lost,
+        skipped: read_unacked(state_dir, topic)?,
+        rebuilt: tier_hot::HotTier::rebuilt_in(hot_dir, topic)?,
+    })
+}
+
 /// Losses a recovery found, kept until the topic opened and the report was handed out:
 /// `lost` ranges (known acknowledged) and `maybe_lost` ranges.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

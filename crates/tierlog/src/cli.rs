@@ -67,7 +67,8 @@ pub(crate) enum Command {
     Produce(ProduceArgs),
     /// Read records from any start position, stitched across the tiers.
     Consume(ConsumeArgs),
-    /// Each topic's offset range, size and segment count per tier, and export lag.
+    /// Each topic's offset range, size and segment count per tier, export lag, and what
+    /// its next recovery acts on (a fence awaiting --resume-at, unreported losses).
     Status(StatusArgs),
     /// Seal the active WAL segment and upload every sealed segment cold lacks.
     Export(ExportArgs),

@@ -552,6 +552,8 @@ pub(crate) async fn status(client: &Client, args: &StatusArgs) -> anyhow::Result
             warm: t.warm.map(tier),
             cold: t.cold.map(tier),
             export_lag: t.export_lag,
+            // The API does not report a served topic's recovery state.
+            pending: None,
         })
         .collect();
     if args.json {

@@ -41,6 +41,90 @@ pub(crate) struct TopicStatus {
     pub(crate) cold: Option<TierStatus>,
     /// Committed records cold does not hold (null without cold).
     pub(crate) export_lag: Option<u64>,
+    /// What the topic's files say the next open's recovery acts on, or the topic waits
+    /// for (left out when nothing is pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pending: Option<Pending>,
+}
+
+/// [`tier_router::PendingRecovery`] as `status --json` shows it: ranges as `[start, end]`.
+#[derive(Debug, Serialize)]
+pub(crate) struct Pending {
+    /// Appends are refused until the topic is resumed at or past this offset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fenced_at_least: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    lost: Vec<[u64; 2]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    maybe_lost: Vec<[u64; 2]>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<[u64; 2]>,
+    /// The WAL was being rebuilt from warm by a recovery that did not finish: records
+    /// may have been acknowledged up to this offset (`null`: unknown how far).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rebuilding: Option<Rebuilding>,
+}
+
+/// An unfinished rebuild of the WAL.
+#[derive(Debug, Serialize)]
+struct Rebuilding {
+    acknowledged_up_to: Option<u64>,
+}
+
+impl Pending {
+    fn of(p: tier_router::PendingRecovery) -> Option<Self> {
+        let pairs = |v: Vec<OffsetRange>| v.into_iter().map(|r| [r.start, r.end]).collect();
+        (!p.is_empty()).then(|| Self {
+            fenced_at_least: p.fenced_at_least,
+            lost: pairs(p.lost),
+            maybe_lost: pairs(p.maybe_lost),
+            skipped: pairs(p.skipped),
+            rebuilding: p.rebuilt.map(|r| Rebuilding { acknowledged_up_to: r.bound }),
+        })
+    }
+
+    /// One line per pending item, for the text output.
+    fn lines(&self, topic: &str) -> Vec<String> {
+        let ranges =
+            |v: &[[u64; 2]]| v.iter().map(|[a, b]| format!("[{a}, {b})")).collect::<Vec<_>>().join(", ");
+        let mut out = Vec::new();
+        if let Some(at) = self.fenced_at_least {
+            out.push(format!(
+                "{topic}: appends refused: nothing bounds the offsets acknowledged; resume the topic at or past \
+                 {at}, at or past the last offset any producer was told it holds \
+                 (tierlog recover --topic {topic} --resume-at OFFSET)"
+            ));
+        }
+        if !self.lost.is_empty() || !self.maybe_lost.is_empty() {
+            let mut found = Vec::new();
+            if !self.lost.is_empty() {
+                found.push(format!("lost {}", ranges(&self.lost)));
+            }
+            if !self.maybe_lost.is_empty() {
+                found.push(format!("maybe lost {}", ranges(&self.maybe_lost)));
+            }
+            out.push(format!(
+                "{topic}: a recovery found {} and did not finish; the next open (tierlog recover) reports them",
+                found.join(", ")
+            ));
+        }
+        if !self.skipped.is_empty() {
+            out.push(format!(
+                "{topic}: offsets {} were skipped while warm was unreachable; warm may hold records there that \
+                 were never acknowledged, and they are never served",
+                ranges(&self.skipped)
+            ));
+        }
+        if let Some(r) = &self.rebuilding {
+            let bound =
+                r.acknowledged_up_to.map_or_else(|| "an unknown offset".to_owned(), |b| b.to_string());
+            out.push(format!(
+                "{topic}: a recovery rebuilding the WAL from warm did not finish; records may have been \
+                 acknowledged up to {bound}; the next open (tierlog recover) finishes it"
+            ));
+        }
+        out
+    }
 }
 
 fn tier(range: OffsetRange, segments: Option<usize>, bytes: Option<u64>) -> TierStatus {
@@ -134,6 +218,8 @@ async fn topic_status(sources: &Sources, name: &TopicName) -> anyhow::Result<Top
     let hot_range = hot_range.unwrap_or(OffsetRange::new(committed, committed));
     let hot = tier(hot_range, Some(files.len()), Some(files.iter().map(|f| f.bytes).sum()));
     let export_lag = cold.as_ref().map(|c| committed.saturating_sub(c.end));
+    let pending = tier_router::pending_recovery(&sources.data_dir, &sources.state_dir, name)
+        .with_context(|| format!("reading {name}'s recovery state"))?;
     Ok(TopicStatus {
         topic: name.to_string(),
         committed,
@@ -141,6 +227,7 @@ async fn topic_status(sources: &Sources, name: &TopicName) -> anyhow::Result<Top
         warm: warm.map(|w| tier(w, None, None)),
         cold,
         export_lag,
+        pending: Pending::of(pending),
     })
 }
 
@@ -233,6 +320,11 @@ pub(crate) fn print_table(rows: &[TopicStatus]) {
         table.push([r.topic.clone(), r.committed.to_string(), hr, hs, hb, wr, cr, cs, cb, lag]);
     }
     print!("{}", render_table(&table));
+    for r in rows {
+        for line in r.pending.iter().flat_map(|p| p.lines(&r.topic)) {
+            println!("{line}");
+        }
+    }
 }
 
 /// Renders rows as left-aligned columns separated by two spaces.

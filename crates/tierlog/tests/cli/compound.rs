@@ -85,6 +85,11 @@ fn a_lost_wal_and_state_directory_need_an_operator_decision() {
     assert!(stderr(&out).contains("--resume-at"), "the error names the decision: {}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains(": refused: ") && !err.contains("fenced"), "plain words, not jargon: {err}");
+    // `status` shows the decision the topic waits for, as text and JSON.
+    let shown = ok(d, &["status", "t"]);
+    assert!(shown.contains("t: appends refused") && shown.contains("--resume-at"), "{shown}");
+    let json: serde_json::Value = serde_json::from_str(&ok(d, &["status", "t", "--json"])).expect("JSON");
+    assert_eq!(json[0]["pending"]["fenced_at_least"], 10000, "{json}");
     let out = run(d, &["recover", "--topic", "t", "--resume-at", "9999"]);
     assert!(!out.status.success(), "below what cold holds: {}", stderr(&out));
 
@@ -96,6 +101,8 @@ fn a_lost_wal_and_state_directory_need_an_operator_decision() {
     assert_eq!(last.lines().count(), 1, "{last}");
     assert!(last.contains("\"offset\":10400"), "{last}");
     ok(d, &["export"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(d, &["status", "t", "--json"])).expect("JSON");
+    assert!(json[0].get("pending").is_none(), "nothing pending once resumed: {json}");
 }
 
 /// Case 9: one flipped footer byte in one sealed segment of topic `a` used to make every

@@ -92,3 +92,39 @@ fn consume_rewrites_no_state_file() {
     assert!(after.0 == before.0, "consume changed a file");
     assert_eq!(after.1, before.1, "consume rewrote a file");
 }
+
+/// What a topic's files say its next recovery acts on — losses a recovery found without
+/// finishing, offsets a degraded open skipped, a WAL rebuilt from warm in part — `status`
+/// shows (text and JSON) without acting on it: no file changes. The files are written as
+/// the router and the WAL write them (`<state_dir>/<topic>.losses`, `.unacked`,
+/// `<hot>/<topic>/rebuilt`).
+#[test]
+fn status_shows_what_the_next_recovery_acts_on_and_changes_nothing() {
+    let dir = workdir();
+    let d = dir.path();
+    ok(d, &["produce", "t", "--count", "100", "--size", "10"]);
+    ok(d, &["produce", "u", "--count", "100", "--size", "10"]);
+    std::fs::write(d.join("data/router/t.losses"), "lost 10 20\nmaybe 20 30\n").expect("losses");
+    std::fs::write(d.join("data/router/t.unacked"), "40 50\n").expect("unacked");
+    std::fs::write(d.join("data/hot/t/rebuilt"), "60\n").expect("rebuilt marker");
+    let before = snapshot(&d.join("data"));
+
+    let table = ok(d, &["status"]);
+    for said in [
+        "t: a recovery found lost [10, 20), maybe lost [20, 30) and did not finish",
+        "t: offsets [40, 50) were skipped while warm was unreachable",
+        "t: a recovery rebuilding the WAL from warm did not finish; records may have been acknowledged up to 60",
+    ] {
+        assert!(table.contains(said), "{said:?} in {table}");
+    }
+    assert!(!table.contains("u: "), "nothing pending for u: {table}");
+    let json: serde_json::Value = serde_json::from_str(&ok(d, &["status", "--json"])).expect("JSON");
+    let pending = &json[0]["pending"];
+    assert_eq!(pending["lost"], serde_json::json!([[10, 20]]), "{json}");
+    assert_eq!(pending["maybe_lost"], serde_json::json!([[20, 30]]), "{json}");
+    assert_eq!(pending["skipped"], serde_json::json!([[40, 50]]), "{json}");
+    assert_eq!(pending["rebuilding"]["acknowledged_up_to"], 60, "{json}");
+    assert!(pending.get("fenced_at_least").is_none(), "{json}");
+    assert!(json[1].get("pending").is_none(), "{json}");
+    assert!(snapshot(&d.join("data")) == before, "status changed a file");
+}
