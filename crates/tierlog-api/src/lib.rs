@@ -218,6 +218,17 @@ pub struct TopicList {
     pub topics: Vec<TopicInfo>,
 }
 
+/// `POST /v1/topics/{topic}/resume`: the operator's decision for a topic whose
+/// acknowledged end is unknown (`RecoveryJson::end_unknown`): appends continue at `at`,
+/// which must be at or past the last offset any producer was told it holds. The answer
+/// is the topic's [`RecoveryJson`] after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeRequest {
+    /// Where appends continue; the offsets between the topic's next offset and `at` are
+    /// never used (reported in `maybe_lost`).
+    pub at: u64,
+}
+
 /// `POST /v1/topics/{topic}/export`: the segments this call stored in cold.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportResponse {

@@ -32,7 +32,8 @@ use tierlog_api::frame::{Decoder, Frame, FrameError, MAGIC, encode_magic, encode
 pub use tierlog_api::frame::{FrameRecord as Record, SERVER_CLOCK};
 pub use tierlog_api::{
     ApiError, AppendRequest, AppendResponse, Data, ErrorKind, ExportResponse, Format, HeaderJson,
-    NewRecordJson, RangeJson, RecordJson, RecoveryList, Start, Tier, TopicInfo, TopicList, VerifyReport,
+    NewRecordJson, RangeJson, RecordJson, RecoveryJson, RecoveryList, ResumeRequest, Start, Tier, TopicInfo,
+    TopicList, VerifyReport,
 };
 use tierlog_api::{CONTENT_TYPE_BATCH, CONTENT_TYPE_LINES};
 
@@ -629,6 +630,14 @@ impl Client {
     /// The recovery reports of the server's store.
     pub async fn recovery(&self) -> Result<RecoveryList, Error> {
         Self::json(self.request(Method::GET, "/v1/recovery")).await
+    }
+
+    /// Resumes `topic`, whose acknowledged end is unknown, at offset `at` (at or past the
+    /// last offset any producer was told it holds): its appends continue there and the
+    /// offsets skipped are never used. Returns the topic's recovery report after it.
+    pub async fn resume(&self, topic: &str, at: u64) -> Result<RecoveryJson, Error> {
+        let path = format!("/v1/topics/{}/resume", encode(topic));
+        Self::json(self.request(Method::POST, &path).json(&ResumeRequest { at })).await
     }
 }
 

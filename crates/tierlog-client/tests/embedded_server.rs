@@ -56,6 +56,12 @@ async fn append_follow_and_drain_against_an_embedded_server() {
     assert_eq!((verify.records, verify.problems.len()), (3, 0));
     let no_cold = client.export("t").await.expect_err("hot only: nothing to export to");
     assert_eq!(no_cold.kind(), Some(ErrorKind::InvalidInput));
+    // A resume is for a topic whose end is unknown; without a token it is not even asked.
+    let known = client.resume("t", 10).await.expect_err("its end is known");
+    assert_eq!(known.kind(), Some(ErrorKind::InvalidInput));
+    assert!(known.to_string().contains("needs no resume"), "{known}");
+    let anonymous_resume = anonymous.resume("t", 10).await.expect_err("no token");
+    assert_eq!(anonymous_resume.kind(), Some(ErrorKind::Unauthorized));
 
     shutdown.shutdown();
     let end = tokio::time::timeout(Duration::from_secs(30), follow.next()).await.expect("in time");

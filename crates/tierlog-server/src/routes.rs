@@ -9,9 +9,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use futures::StreamExt;
-use tier_router::{OffsetRange, StartPosition, TierRanges, Topic};
+use tier_router::{OffsetRange, RecoveryReport, StartPosition, TierRanges, Topic};
 use tierlog_api::{
-    ErrorKind, ExportResponse, RangeJson, RecoveryJson, RecoveryList, TopicInfo, TopicList, VerifyReport,
+    ErrorKind, ExportResponse, RangeJson, RecoveryJson, RecoveryList, ResumeRequest, TopicInfo, TopicList,
+    VerifyReport,
 };
 
 use crate::error::HttpError;
@@ -30,6 +31,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/topics/{topic}/append-stream", post(stream::open))
         .route("/v1/topics/{topic}/export", post(export))
         .route("/v1/topics/{topic}/verify", get(verify))
+        .route("/v1/topics/{topic}/resume", post(resume))
         .route("/v1/recovery", get(recovery))
         .fallback(|| async { HttpError::new(ErrorKind::NotFound, "no such endpoint (see docs/server.md)") })
         .layer(DefaultBodyLimit::max(state.max_body))
@@ -187,24 +189,40 @@ async fn verify_snapshot(topic: &Topic) -> Result<VerifyReport, HttpError> {
     })
 }
 
+/// A recovery report as the API shows it.
+fn recovery_json(r: &RecoveryReport) -> RecoveryJson {
+    RecoveryJson {
+        topic: r.topic.to_string(),
+        next_offset: r.next_offset,
+        lost: r.lost.iter().copied().map(range).collect(),
+        maybe_lost: r.maybe_lost.iter().copied().map(range).collect(),
+        replayed: r.replayed.map(range),
+        warm_unreachable: r.warm_unreachable,
+        skipped: r.skipped.map(range),
+        end_unknown: r.end_unknown,
+        failed: None,
+    }
+}
+
+/// The operator's decision for a topic whose acknowledged end is unknown, online:
+/// `TieredStore::resume_topic` (what `tierlog recover --resume-at` does to a store it
+/// opens). `400` when the topic needs no resume or `at` is below what the tiers hold;
+/// `503` when a tier could not record the skipped offsets (the topic stays fenced).
+async fn resume(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<RecoveryJson>, HttpError> {
+    let request: ResumeRequest =
+        serde_json::from_slice(&body).map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))?;
+    let topic = state.store.existing_topic(name.as_str()).await?;
+    let report = state.store.resume_topic(topic.name().clone(), request.at).await?;
+    Ok(Json(recovery_json(&report)))
+}
+
 async fn recovery(State(state): State<AppState>) -> Json<RecoveryList> {
-    let mut topics: Vec<RecoveryJson> = state
-        .store
-        .recovery_reports()
-        .await
-        .into_iter()
-        .map(|r| RecoveryJson {
-            topic: r.topic.to_string(),
-            next_offset: r.next_offset,
-            lost: r.lost.iter().copied().map(range).collect(),
-            maybe_lost: r.maybe_lost.iter().copied().map(range).collect(),
-            replayed: r.replayed.map(range),
-            warm_unreachable: r.warm_unreachable,
-            skipped: r.skipped.map(range),
-            end_unknown: r.end_unknown,
-            failed: None,
-        })
-        .collect();
+    let mut topics: Vec<RecoveryJson> =
+        state.store.recovery_reports().await.iter().map(recovery_json).collect();
     for (topic, e) in state.store.failed_topics() {
         topics.push(RecoveryJson {
             topic: topic.to_string(),

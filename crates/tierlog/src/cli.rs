@@ -51,8 +51,8 @@ pub(crate) struct Global {
     /// Never show progress bars (they are hidden anyway when stderr is not a terminal).
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) no_progress: bool,
-    /// produce, consume, status, export and verify: talk to the `tierlog serve` at URL
-    /// instead of opening the store.
+    /// produce, consume, status, export, verify and recover: talk to the `tierlog serve` at
+    /// URL instead of opening the store.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) server: Option<String>,
 }
@@ -78,7 +78,8 @@ pub(crate) enum Command {
     /// Check every WAL segment and cold object (CRCs, index, footer) and continuity
     /// across the tiers, without opening the store.
     Verify(VerifyArgs),
-    /// Run crash recovery on every topic and print what it found.
+    /// Run crash recovery on every topic and print what it found (with --server: the
+    /// server's reports, and --resume-at resumes a served topic online).
     Recover(RecoverArgs),
     /// Print the effective configuration as TOML, secrets redacted.
     Config,
@@ -211,7 +212,8 @@ pub(crate) struct RecoverArgs {
     /// After the WAL and the state directory were both lost, nothing bounds the offsets
     /// producers were acknowledged and the topic refuses appends: continue it at OFFSET
     /// (at least its next offset; choose one at or past the last offset any producer was
-    /// told it holds). Needs exactly one --topic.
+    /// told it holds). Needs exactly one --topic. With --server, the served topic is
+    /// resumed online, without stopping the server.
     #[arg(long, value_name = "OFFSET", requires = "topics")]
     pub(crate) resume_at: Option<u64>,
     /// Print JSON instead of text.

@@ -50,6 +50,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<u8> {
             Command::Status(args) => return remote::status(&client, args).await,
             Command::Export(args) => return remote::export(&client, args).await,
             Command::Verify(args) => return remote::verify(&client, args).await,
+            Command::Recover(args) => return remote::recover(&client, args).await,
             _ => {}
         }
     }

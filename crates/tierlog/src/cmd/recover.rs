@@ -4,6 +4,7 @@
 use serde_json::json;
 use tier_core::OffsetRange;
 use tier_router::RecoveryReport;
+use tierlog_client::RecoveryJson;
 
 use crate::cli::RecoverArgs;
 use crate::cmd::{Ctx, inspect};
@@ -54,15 +55,8 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         let resumed = opened.resume_topic(topic.as_str(), at).await;
         if let Err(e) = resumed {
             opened.close().await;
-            // `resume_topic` records the skipped offsets before it lifts the fence: after a
-            // transient failure nothing changed and the same command can simply be re-run.
-            let retry = if e.kind() == tier_core::ErrorKind::Unavailable {
-                " (the topic is still fenced and no offset was handed out; run the same command again once \
-                 the tier answers)"
-            } else {
-                ""
-            };
-            return Err(anyhow::Error::new(e).context(format!("resuming {topic} at {at}{retry}")));
+            let unavailable = e.kind() == tier_core::ErrorKind::Unavailable;
+            return Err(anyhow::Error::new(e).context(resume_failed(topic.as_str(), at, unavailable)));
         }
         eprintln!("RESUMED: {topic} continues at offset {at}; the offsets skipped are never used");
     }
@@ -90,38 +84,108 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
                 r.next_offset
             );
         }
-        for lost in &r.lost {
-            eprintln!("LOST: {}: offsets {lost} were acknowledged but no tier holds them", r.topic);
-        }
-        for maybe in &r.maybe_lost {
-            eprintln!(
-                "MAYBE LOST: {}: offsets {maybe} may have been acknowledged after the last checkpoint; no tier \
-                 holds them and they will not be reused",
-                r.topic
-            );
-        }
-        if r.end_unknown {
-            eprintln!(
-                "END UNKNOWN: {}: the WAL and the state directory are gone; cold/warm hold offsets up to {}, but \
-                 producers may have been acknowledged beyond it. Appends are refused until you run \
-                 `tierlog recover --topic {} --resume-at OFFSET` with OFFSET at or past the last acknowledged one",
-                r.topic, r.next_offset, r.topic
-            );
-        }
-        if r.warm_unreachable {
-            eprintln!(
-                "WARM UNREACHABLE: {}: opened from the WAL alone (degrade); warm is back-filled when it answers",
-                r.topic
-            );
-        }
-        if let Some(skipped) = r.skipped {
-            eprintln!(
-                "SKIPPED: {}: offsets {skipped} are not used: warm could not be asked, and it may hold records \
-                 there that were never acknowledged (nothing acknowledged is missing; reads stop at the gap)",
-                r.topic
-            );
-        }
+        Found::of(r).print();
     }
     let clean = failed.is_empty() && reports.iter().all(RecoveryReport::is_clean);
     Ok(if clean { exit::OK } else { exit::PROBLEMS })
+}
+
+/// What a failed resume of `topic` at `at` says: `resume_topic` records the skipped
+/// offsets before it lifts the fence, so after a tier's transient failure (`unavailable`)
+/// nothing changed and the same command can simply be run again.
+pub(crate) fn resume_failed(topic: &str, at: u64, unavailable: bool) -> String {
+    let retry = if unavailable {
+        " (the topic is still fenced and no offset was handed out; run the same command again once the tier \
+         answers)"
+    } else {
+        ""
+    };
+    format!("resuming {topic} at {at}{retry}")
+}
+
+/// What `recover` says of a topic on stderr — from a report of the store it opened, or
+/// of a server's (`--server`).
+pub(crate) struct Found {
+    topic: String,
+    lost: Vec<OffsetRange>,
+    maybe_lost: Vec<OffsetRange>,
+    end_unknown: bool,
+    next_offset: u64,
+    warm_unreachable: bool,
+    skipped: Option<OffsetRange>,
+    /// The server could not open the topic (its recovery failed).
+    failed: Option<String>,
+}
+
+impl Found {
+    fn of(r: &RecoveryReport) -> Self {
+        Self {
+            topic: r.topic.to_string(),
+            lost: r.lost.clone(),
+            maybe_lost: r.maybe_lost.clone(),
+            end_unknown: r.end_unknown,
+            next_offset: r.next_offset,
+            warm_unreachable: r.warm_unreachable,
+            skipped: r.skipped,
+            failed: None,
+        }
+    }
+
+    pub(crate) fn served(r: &RecoveryJson) -> Self {
+        let ranges =
+            |v: &[tierlog_client::RangeJson]| v.iter().map(|r| OffsetRange::new(r.start, r.end)).collect();
+        Self {
+            topic: r.topic.clone(),
+            lost: ranges(&r.lost),
+            maybe_lost: ranges(&r.maybe_lost),
+            end_unknown: r.end_unknown,
+            next_offset: r.next_offset,
+            warm_unreachable: r.warm_unreachable,
+            skipped: r.skipped.as_ref().map(|r| OffsetRange::new(r.start, r.end)),
+            failed: r.failed.clone(),
+        }
+    }
+
+    /// Nothing lost, maybe lost, undecided or failed.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.lost.is_empty() && self.maybe_lost.is_empty() && !self.end_unknown && self.failed.is_none()
+    }
+
+    /// The lines on stderr: `LOST:`, `MAYBE LOST:`, `END UNKNOWN:`, `WARM UNREACHABLE:`,
+    /// `SKIPPED:` (and `FAILED:` for a server's topic).
+    pub(crate) fn print(&self) {
+        let topic = &self.topic;
+        if let Some(e) = &self.failed {
+            eprintln!("FAILED: {topic}: its recovery failed and it is not served: {e}");
+        }
+        for lost in &self.lost {
+            eprintln!("LOST: {topic}: offsets {lost} were acknowledged but no tier holds them");
+        }
+        for maybe in &self.maybe_lost {
+            eprintln!(
+                "MAYBE LOST: {topic}: offsets {maybe} may have been acknowledged after the last checkpoint; no \
+                 tier holds them and they will not be reused"
+            );
+        }
+        if self.end_unknown {
+            eprintln!(
+                "END UNKNOWN: {topic}: the WAL and the state directory are gone; cold/warm hold offsets up to {}, \
+                 but producers may have been acknowledged beyond it. Appends are refused until you run \
+                 `tierlog recover --topic {topic} --resume-at OFFSET` with OFFSET at or past the last acknowledged \
+                 one",
+                self.next_offset
+            );
+        }
+        if self.warm_unreachable {
+            eprintln!(
+                "WARM UNREACHABLE: {topic}: opened from the WAL alone (degrade); warm is back-filled when it answers"
+            );
+        }
+        if let Some(skipped) = self.skipped {
+            eprintln!(
+                "SKIPPED: {topic}: offsets {skipped} are not used: warm could not be asked, and it may hold \
+                 records there that were never acknowledged (nothing acknowledged is missing; reads stop at the gap)"
+            );
+        }
+    }
 }

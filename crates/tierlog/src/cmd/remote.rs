@@ -23,12 +23,15 @@ use tierlog_client::{
 };
 use tokio::sync::mpsc;
 
-use crate::cli::{Command, ConsumeArgs, ExportArgs, Global, Output, ProduceArgs, StatusArgs, VerifyArgs};
+use crate::cli::{
+    Command, ConsumeArgs, ExportArgs, Global, Output, ProduceArgs, RecoverArgs, StatusArgs, VerifyArgs,
+};
 use crate::cmd::Ctx;
 use crate::cmd::consume::{FromArg, parse_from, parse_time, record_json};
 use crate::cmd::produce::{
     BATCH_BYTES, Ending, Produced, open_acks, print_summary, synthetic_batch, synthetic_payload, write_ack,
 };
+use crate::cmd::recover::{Found, resume_failed};
 use crate::cmd::served::{add_to_runs, print_served};
 use crate::cmd::status::{TierStatus, TopicStatus, print_table};
 use crate::units::{count, parse_size};
@@ -56,6 +59,7 @@ fn remote_capable(command: &Command) -> bool {
             | Command::Status(_)
             | Command::Export(_)
             | Command::Verify(_)
+            | Command::Recover(_)
     )
 }
 
@@ -67,7 +71,9 @@ pub(crate) fn client(
     config: &ClientConfig,
 ) -> anyhow::Result<Option<Client>> {
     if global.server.is_some() && !remote_capable(command) {
-        return Err(exit::usage("--server is taken by produce, consume, status, export and verify only"));
+        return Err(exit::usage(
+            "--server is taken by produce, consume, status, export, verify and recover only",
+        ));
     }
     let Some(url) = global.server.as_deref().or(config.server.as_deref()) else { return Ok(None) };
     let mut builder = Client::builder(url);
@@ -631,4 +637,48 @@ pub(crate) async fn verify(client: &Client, args: &VerifyArgs) -> anyhow::Result
         eprintln!("{summary}: {}", count(problems.len() as u64, "problem"));
         Ok(exit::PROBLEMS)
     }
+}
+
+/// `recover` through the server: the server's store recovered every topic when it opened
+/// them, so this prints its reports (`GET /v1/recovery`; only the `--topic`s named, when
+/// any) with the local command's `LOST:` … lines; `--resume-at` resumes the one topic
+/// named online (`POST /v1/topics/{topic}/resume`) first, without stopping the server.
+/// `--json` prints the API's reports. Exit 3 when a topic lost (or may have lost)
+/// offsets, waits for a resume, or failed to open.
+pub(crate) async fn recover(client: &Client, args: &RecoverArgs) -> anyhow::Result<u8> {
+    let topics = args.topics.iter().map(|t| store::topic_name(t)).collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(at) = args.resume_at {
+        let [topic] = topics.as_slice() else {
+            return Err(exit::usage("--resume-at needs exactly one --topic"));
+        };
+        if let Err(e) = client.resume(topic.as_str(), at).await {
+            let unavailable = e.kind() == Some(tierlog_client::ErrorKind::Unavailable);
+            return Err(anyhow::Error::new(e).context(resume_failed(topic.as_str(), at, unavailable)));
+        }
+        eprintln!("RESUMED: {topic} continues at offset {at}; the offsets skipped are never used");
+    }
+    let mut reports = client.recovery().await.context("reading the server's recovery reports")?.topics;
+    if !topics.is_empty() {
+        reports.retain(|r| topics.iter().any(|t| t.as_str() == r.topic));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else if reports.is_empty() {
+        println!("no topics recovered");
+    }
+    let mut clean = true;
+    for r in &reports {
+        if !args.json && r.failed.is_none() {
+            let replayed =
+                r.replayed.as_ref().map_or_else(|| "-".to_owned(), |r| format!("[{}, {})", r.start, r.end));
+            println!(
+                "{}: when the server opened it: replayed {replayed}, next offset {}",
+                r.topic, r.next_offset
+            );
+        }
+        let found = Found::served(r);
+        found.print();
+        clean &= found.is_clean();
+    }
+    Ok(if clean { exit::OK } else { exit::PROBLEMS })
 }

@@ -89,7 +89,10 @@ async fn produce_and_consume_through_a_server_open_nothing_locally() {
     let ghost = cli(here.path(), &["--server", url, "consume", "ghost"]);
     assert_eq!(ghost.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&ghost.stderr).contains("not_found"), "{ghost:?}");
-    for command in [&["recover"][..], &["maintain"], &["config"], &["demo"], &["serve"]] {
+    // recover through the server reads its reports, opening nothing here.
+    let reports = ok(here.path(), &["--server", url, "recover"]);
+    assert!(reports.contains("remote: when the server opened it: replayed -, next offset 0"), "{reports}");
+    for command in [&["maintain"][..], &["config"], &["demo"], &["serve"]] {
         let args: Vec<&str> = ["--server", url].iter().chain(command).copied().collect();
         let misuse = cli(here.path(), &args);
         assert_eq!(misuse.status.code(), Some(2), "--server {command:?} is a usage error: {misuse:?}");
@@ -622,5 +625,51 @@ async fn a_refused_batch_stops_a_remote_produce_and_its_error_names_it() {
         (&serde_json::Value::Null, &false.into())
     );
     assert!(summary["records"].as_u64().is_some_and(|n| n >= 2), "{summary}");
+    assert!(server.terminate().success());
+}
+
+/// A served topic whose acknowledged end is unknown (the WAL and the state directory lost,
+/// cold kept) is resumed online: `recover --server` reports it (END UNKNOWN, exit 3),
+/// appends are refused until `recover --server --topic T --resume-at OFFSET` decides,
+/// an offset below what the tiers hold is refused, and after the resume the topic takes
+/// appends at the offset chosen — all without stopping the server. Before, `--server` was
+/// refused for `recover`, and the local command cannot open a data directory a server holds.
+#[tokio::test]
+async fn a_served_topic_whose_end_is_unknown_is_resumed_online() {
+    let served = workdir();
+    let d = served.path();
+    let local = |args: &[&str]| {
+        let mut all = vec!["--data-dir", "data"];
+        all.extend_from_slice(args);
+        ok(d, &all)
+    };
+    local(&["produce", "t", "--count", "1000", "--size", "20"]);
+    local(&["export"]);
+    local(&["produce", "t", "--count", "400", "--size", "20"]);
+    std::fs::remove_dir_all(d.join("data/hot")).expect("lose the WAL");
+    std::fs::remove_dir_all(d.join("data/router")).expect("lose the state directory");
+    let server = serve(d, &[]);
+    let url = server.url.as_str();
+    let here = workdir();
+
+    let out = cli(here.path(), &["--server", url, "recover"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("END UNKNOWN: t") && err.contains("up to 1000"), "{err}");
+    let out = cli(here.path(), &["--server", url, "produce", "t", "--count", "1"]);
+    assert!(!out.status.success(), "appends wait for the decision");
+    let out = cli(here.path(), &["--server", url, "recover", "--topic", "t", "--resume-at", "999"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot resume at 999"), "{out:?}");
+
+    let out =
+        cli(here.path(), &["--server", url, "recover", "--topic", "t", "--resume-at", "1400", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RESUMED: t continues at offset 1400"), "{err}");
+    assert!(err.contains("MAYBE LOST: t: offsets [1000, 1400)"), "the skipped offsets are reported: {err}");
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the API's reports");
+    assert_eq!((&reports[0]["end_unknown"], &reports[0]["next_offset"]), (&false.into(), &1400.into()));
+    let produced = ok(here.path(), &["--server", url, "produce", "t", "--count", "1"]);
+    assert!(produced.contains("at offsets [1400, 1401)"), "{produced}");
     assert!(server.terminate().success());
 }
