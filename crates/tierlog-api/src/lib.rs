@@ -209,6 +209,12 @@ pub struct TopicInfo {
     pub cold: Option<RangeJson>,
     /// Committed records cold does not hold (`null` without cold).
     pub export_lag: Option<u64>,
+    /// The topic's acknowledged end is unknown (the WAL and the router's state directory
+    /// were lost): appends are refused until an operator resumes it at or past this
+    /// offset (`POST /v1/topics/{topic}/resume`). Absent otherwise, and from servers
+    /// before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at_least: Option<u64>,
 }
 
 /// `GET /v1/topics`.

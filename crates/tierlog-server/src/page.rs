@@ -105,13 +105,18 @@ pub(crate) fn render(topics: &[TopicInfo], rates: &[Option<f64>]) -> String {
             "<div class=\"topic\" id=\"topic-{name}\" data-topic=\"{name}\"><h2>{name}</h2><table>\
              <tr><th>commit point</th><td class=\"committed\">{}</td></tr>\
              <tr><th>export lag</th><td class=\"export-lag\">{}</td></tr>\
-             <tr><th>append rate</th><td class=\"rate\">{}</td></tr></table>",
+             <tr><th>append rate</th><td class=\"rate\">{}</td></tr>{}</table>",
             t.committed,
             t.export_lag.map_or_else(|| "- (no cold tier)".to_owned(), records),
             rate.map_or_else(
                 || format!("measuring (shown after {REFRESH_SECONDS} s)"),
                 |r| format!("{r:.1} records/s")
             ),
+            t.resume_at_least.map_or_else(String::new, |at| format!(
+                "<tr><th>appends</th><td class=\"refused\">refused until an operator resumes the topic at or \
+                 past {at} (its acknowledged end is unknown): <code>tierlog --server URL recover --topic {name} \
+                 --resume-at OFFSET</code></td></tr>"
+            )),
         );
         let height = 24 * tiers.len() + 24;
         let _ = write!(body, "<svg width=\"{}\" height=\"{height}\" role=\"img\">", AXIS as u32 + 220);

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use futures::StreamExt;
-use tier_router::{OffsetRange, RecoveryReport, StartPosition, TierRanges, Topic};
+use tier_router::{OffsetRange, RecoveryReport, StartPosition, Topic};
 use tierlog_api::{
     ErrorKind, ExportResponse, RangeJson, RecoveryJson, RecoveryList, ResumeRequest, TopicInfo, TopicList,
     VerifyReport,
@@ -43,16 +43,20 @@ fn range(r: OffsetRange) -> RangeJson {
     RangeJson { start: r.start, end: r.end }
 }
 
-/// A topic's ranges as the API shows them.
-pub(crate) fn topic_info(name: &str, ranges: &TierRanges) -> TopicInfo {
-    TopicInfo {
-        topic: name.to_owned(),
+/// A topic's ranges as the API shows them, and the offset an operator must resume it at
+/// or past when its acknowledged end is unknown (from its recovery report).
+pub(crate) async fn topic_info(state: &AppState, topic: &Topic) -> Result<TopicInfo, HttpError> {
+    let ranges = topic.ranges().await?;
+    let report = state.store.recover_topic(topic.name().clone()).await?;
+    Ok(TopicInfo {
+        topic: topic.name().to_string(),
         committed: ranges.committed,
         hot: range(ranges.hot),
         warm: ranges.warm.map(range),
         cold: ranges.cold.map(range),
         export_lag: ranges.cold.map(|c| ranges.committed.saturating_sub(c.end)),
-    }
+        resume_at_least: report.end_unknown.then_some(report.next_offset),
+    })
 }
 
 /// Every open topic's ranges, by name.
@@ -62,7 +66,7 @@ pub(crate) async fn all_topics(state: &AppState) -> Result<Vec<TopicInfo>, HttpE
     let mut topics = Vec::with_capacity(names.len());
     for name in names {
         let topic = state.store.existing_topic(name.clone()).await?;
-        topics.push(topic_info(name.as_str(), &topic.ranges().await?));
+        topics.push(topic_info(state, &topic).await?);
     }
     Ok(topics)
 }
@@ -93,7 +97,7 @@ async fn topic(
     Path(name): Path<String>,
 ) -> Result<Json<TopicInfo>, HttpError> {
     let topic = state.store.existing_topic(name.as_str()).await?;
-    Ok(Json(topic_info(topic.name().as_str(), &topic.ranges().await?)))
+    Ok(Json(topic_info(&state, &topic).await?))
 }
 
 async fn export(

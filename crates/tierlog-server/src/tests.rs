@@ -24,6 +24,7 @@ fn the_status_page_draws_each_tier_on_one_axis() {
         warm: None,
         cold: Some(RangeJson { start: 0, end: 250 }),
         export_lag: Some(50),
+        resume_at_least: None,
     };
     let html = page::render(std::slice::from_ref(&topic), &[Some(12.5)]);
     assert!(html.contains("<meta http-equiv=\"refresh\""), "refreshes itself");
@@ -44,8 +45,11 @@ fn the_status_page_draws_each_tier_on_one_axis() {
             warm: None,
             cold: None,
             export_lag: None,
+            resume_at_least: Some(7),
         }],
         &[None],
     );
     assert!(escaped.contains("&lt;b&gt;") && !escaped.contains("<b>"));
+    assert!(escaped.contains("refused until an operator resumes the topic at or past 7"), "{escaped}");
+    assert!(!html.contains("refused until"), "{html}");
 }

@@ -33,7 +33,7 @@ use crate::cmd::produce::{
 };
 use crate::cmd::recover::{Found, resume_failed};
 use crate::cmd::served::{add_to_runs, print_served};
-use crate::cmd::status::{TierStatus, TopicStatus, print_table};
+use crate::cmd::status::{Pending, TierStatus, TopicStatus, print_table};
 use crate::units::{count, parse_size};
 use crate::{exit, store};
 
@@ -558,8 +558,8 @@ pub(crate) async fn status(client: &Client, args: &StatusArgs) -> anyhow::Result
             warm: t.warm.map(tier),
             cold: t.cold.map(tier),
             export_lag: t.export_lag,
-            // The API does not report a served topic's recovery state.
-            pending: None,
+            // Of a served topic's recovery state, the API reports an awaited resume.
+            pending: Pending::served(t.resume_at_least),
         })
         .collect();
     if args.json {

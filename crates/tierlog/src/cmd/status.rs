@@ -83,6 +83,17 @@ impl Pending {
         })
     }
 
+    /// What a server says is pending for a topic it serves: only a resume awaited.
+    pub(crate) fn served(resume_at_least: Option<u64>) -> Option<Self> {
+        resume_at_least.map(|at| Self {
+            fenced_at_least: Some(at),
+            lost: Vec::new(),
+            maybe_lost: Vec::new(),
+            skipped: Vec::new(),
+            rebuilding: None,
+        })
+    }
+
     /// One line per pending item, for the text output.
     fn lines(&self, topic: &str) -> Vec<String> {
         let ranges =
@@ -92,7 +103,8 @@ impl Pending {
             out.push(format!(
                 "{topic}: appends refused: nothing bounds the offsets acknowledged; resume the topic at or past \
                  {at}, at or past the last offset any producer was told it holds \
-                 (tierlog recover --topic {topic} --resume-at OFFSET)"
+                 (tierlog recover --topic {topic} --resume-at OFFSET; with --server URL while a server holds the \
+                 data)"
             ));
         }
         if !self.lost.is_empty() || !self.maybe_lost.is_empty() {

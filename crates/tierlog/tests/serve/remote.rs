@@ -658,6 +658,8 @@ async fn a_served_topic_whose_end_is_unknown_is_resumed_online() {
     assert!(err.contains("END UNKNOWN: t") && err.contains("up to 1000"), "{err}");
     let out = cli(here.path(), &["--server", url, "produce", "t", "--count", "1"]);
     assert!(!out.status.success(), "appends wait for the decision");
+    let shown = ok(here.path(), &["--server", url, "status", "t"]);
+    assert!(shown.contains("t: appends refused") && shown.contains("at or past 1000"), "{shown}");
     let out = cli(here.path(), &["--server", url, "recover", "--topic", "t", "--resume-at", "999"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot resume at 999"), "{out:?}");
@@ -671,5 +673,7 @@ async fn a_served_topic_whose_end_is_unknown_is_resumed_online() {
     assert_eq!((&reports[0]["end_unknown"], &reports[0]["next_offset"]), (&false.into(), &1400.into()));
     let produced = ok(here.path(), &["--server", url, "produce", "t", "--count", "1"]);
     assert!(produced.contains("at offsets [1400, 1401)"), "{produced}");
+    let shown = ok(here.path(), &["--server", url, "status", "t", "--json"]);
+    assert!(!shown.contains("pending"), "nothing awaited once resumed: {shown}");
     assert!(server.terminate().success());
 }
