@@ -50,6 +50,9 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// batch.
 pub const MAX_BODY_BYTES: usize = 64 << 20;
 
+/// How many connections (and append streams) a server serves at once by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// The `[server]` table of tierlog's configuration (`docs/server.md`).
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -71,6 +74,9 @@ pub struct ServerConfig {
     /// The largest request body, in bytes (default [`MAX_BODY_BYTES`]); larger appends
     /// get `413`.
     pub max_body_bytes: Option<usize>,
+    /// How many connections (and append streams) are served at once (default
+    /// [`DEFAULT_MAX_CONNECTIONS`]); a connection past it is answered `503` and closed.
+    pub max_connections: Option<usize>,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -83,18 +89,20 @@ impl fmt::Debug for ServerConfig {
             .field("tls_key", &self.tls_key)
             .field("drain_timeout", &self.drain_timeout)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }
 
 impl ServerConfig {
     /// This configuration with the defaults of the keys it leaves out filled in: what a
-    /// [`Server`] uses (`listen`, `drain_timeout`, `max_body_bytes`).
+    /// [`Server`] uses (`listen`, `drain_timeout`, `max_body_bytes`, `max_connections`).
     pub fn with_defaults(&self) -> Self {
         let mut config = self.clone();
         config.listen.get_or_insert_with(|| DEFAULT_LISTEN.parse().expect("the default address parses"));
         config.drain_timeout.get_or_insert(DEFAULT_DRAIN_TIMEOUT);
         config.max_body_bytes.get_or_insert(MAX_BODY_BYTES);
+        config.max_connections.get_or_insert(DEFAULT_MAX_CONNECTIONS);
         config
     }
 
@@ -174,6 +182,7 @@ pub struct Server {
     state: AppState,
     tls: Option<tokio_rustls::TlsAcceptor>,
     drain_timeout: Duration,
+    max_connections: usize,
     shutdown_tx: watch::Sender<bool>,
 }
 
@@ -183,6 +192,7 @@ impl fmt::Debug for Server {
             .field("state", &self.state)
             .field("tls", &self.tls.is_some())
             .field("drain_timeout", &self.drain_timeout)
+            .field("max_connections", &self.max_connections)
             .finish_non_exhaustive()
     }
 }
@@ -212,6 +222,9 @@ impl Server {
         metrics: Option<PrometheusHandle>,
     ) -> anyhow::Result<Self> {
         let tokens: Arc<[Token]> = config.all_tokens()?.into();
+        if config.max_connections == Some(0) {
+            anyhow::bail!("server.max_connections must be at least 1");
+        }
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(load_tls(cert, key)?),
             (None, None) => None,
@@ -232,6 +245,7 @@ impl Server {
             state,
             tls,
             drain_timeout: config.drain_timeout.unwrap_or(DEFAULT_DRAIN_TIMEOUT),
+            max_connections: config.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
             shutdown_tx,
         })
     }
@@ -257,7 +271,9 @@ impl Server {
     pub async fn serve(self, listener: TcpListener) -> anyhow::Result<()> {
         let app = self.router();
         let shutdown = self.state.shutdown.clone();
-        listen::serve(listener, self.tls, app, shutdown, self.state.tasks.clone(), self.drain_timeout).await
+        let limits =
+            listen::Limits { drain_timeout: self.drain_timeout, max_connections: self.max_connections };
+        listen::serve(listener, self.tls, app, shutdown, self.state.tasks.clone(), limits).await
     }
 }
 

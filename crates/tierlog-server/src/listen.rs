@@ -7,14 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::http::header;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tierlog_api::ErrorKind;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
+
+use crate::error::HttpError;
 
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,9 +72,14 @@ impl Tasks {
 
     /// Returns once no task runs.
     async fn idle(&self) {
+        self.fewer_than(1).await;
+    }
+
+    /// Returns once fewer than `n` tasks run (never for `n` = 0).
+    async fn fewer_than(&self, n: usize) {
         let mut count = self.0.subscribe();
         // The sender lives in `self`: `wait_for` cannot fail.
-        let _ = count.wait_for(|n| *n == 0).await;
+        let _ = count.wait_for(|running| *running < n).await;
     }
 }
 
@@ -109,33 +118,129 @@ where
     }
 }
 
+/// What bounds the accept loop and the drain.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// How long the drain waits for requests and append streams in flight.
+    pub(crate) drain_timeout: Duration,
+    /// Connections (and append streams) served at once; one past it is answered `503`.
+    pub(crate) max_connections: usize,
+}
+
+/// Connections past `max_connections` answered `503` at once; more are closed unanswered.
+const MAX_REFUSING: usize = 64;
+
+/// How long the accept loop waits after a failure that is not one connection's (out of
+/// file descriptors, say) before it tries again — unless a connection closes first.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// At most one warning about failing accepts this often: at the limit, every closed
+/// connection lets one accept through and the next may fail again.
+const ACCEPT_REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// Reports failing accepts: the first failure of a while as a warning (with how many
+/// failed unreported since the last), the next success once after it.
+#[derive(Debug, Default)]
+struct AcceptReport {
+    /// When the last warning was logged.
+    warned: Option<std::time::Instant>,
+    /// Failures since it.
+    unreported: u64,
+    /// A warning was logged and no success since.
+    failing: bool,
+}
+
+impl AcceptReport {
+    fn failed(&mut self, e: &std::io::Error, connections: usize) {
+        if self.warned.is_some_and(|at| at.elapsed() < ACCEPT_REPORT_EVERY) {
+            self.unreported += 1;
+            return;
+        }
+        warn!(
+            error = %e, connections, unreported_since_the_last_warning = self.unreported,
+            "accepting connections failed (out of file descriptors?): waiting for a connection to close, or \
+             1 s, before trying again"
+        );
+        self.warned = Some(std::time::Instant::now());
+        self.unreported = 0;
+        self.failing = true;
+    }
+
+    fn accepted(&mut self, connections: usize) {
+        if std::mem::take(&mut self.failing) {
+            info!(connections, "accepting connections again");
+        }
+    }
+}
+
+/// Whether an accept error is about the one connection (it went away before it was
+/// accepted): the next accept may succeed at once.
+fn one_connections(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(e.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset)
+}
+
+/// What a connection past `max_connections` is answered: `503 unavailable`, then closed.
+fn refusal(max_connections: usize) -> axum::Router {
+    let message = format!(
+        "the server serves its maximum of {max_connections} connections (server.max_connections); retry later"
+    );
+    axum::Router::new().fallback(move || {
+        let error = HttpError::new(ErrorKind::Unavailable, message.clone());
+        async move { ([(header::CONNECTION, "close")], error) }
+    })
+}
+
 /// Serves `app` on `listener` until `shutdown` turns true, then drains: stops accepting,
 /// lets connections finish their requests and append streams answer what they took,
-/// for at most `drain_timeout`.
+/// for at most `limits.drain_timeout`. At most `limits.max_connections` connections and
+/// append streams are served at once: one more is answered `503` and closed. When
+/// accepting fails for want of resources (file descriptors), the loop waits for a
+/// connection to close (or [`ACCEPT_BACKOFF`]) instead of retrying at once, and says so
+/// at most every [`ACCEPT_REPORT_EVERY`], not once per retry.
 pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     app: axum::Router,
     shutdown: watch::Receiver<bool>,
     tasks: Tasks,
-    drain_timeout: Duration,
+    limits: Limits,
 ) -> anyhow::Result<()> {
     let mut signal = shutdown.clone();
+    let refusal = refusal(limits.max_connections);
+    let refusing = Tasks::new();
+    let mut report = AcceptReport::default();
     loop {
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Out of file descriptors and the like: keep serving the others.
-                    warn!(error = %e, "accepting a connection failed");
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
             () = stopped(&mut signal) => break,
         };
+        let (tcp, peer) = match accepted {
+            Ok(conn) => conn,
+            Err(e) if one_connections(&e) => continue,
+            Err(e) => {
+                let open = tasks.count();
+                report.failed(&e, open);
+                tokio::select! {
+                    () = tasks.fewer_than(open) => {}
+                    () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                    () = stopped(&mut signal) => break,
+                }
+                continue;
+            }
+        };
+        report.accepted(tasks.count());
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let guard = tasks.enter();
+        let (service, guard) = if tasks.count() < limits.max_connections {
+            (app.clone(), tasks.enter())
+        } else if refusing.count() < MAX_REFUSING {
+            debug!(%peer, max = limits.max_connections, "refusing a connection past server.max_connections");
+            (refusal.clone(), refusing.enter())
+        } else {
+            debug!(%peer, "closing a connection past server.max_connections unanswered");
+            continue;
+        };
+        let service = TowerToHyperService::new(service);
         let shutdown = shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
@@ -164,8 +269,8 @@ pub(crate) async fn serve(
         tasks = tasks.count(),
         "draining: no new connections; waiting for requests and append streams in flight"
     );
-    if tokio::time::timeout(drain_timeout, tasks.idle()).await.is_err() {
-        warn!(timeout = ?drain_timeout, "drain timed out: closing the remaining connections");
+    if tokio::time::timeout(limits.drain_timeout, tasks.idle()).await.is_err() {
+        warn!(timeout = ?limits.drain_timeout, "drain timed out: closing the remaining connections");
     }
     Ok(())
 }

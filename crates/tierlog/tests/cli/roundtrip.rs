@@ -142,6 +142,7 @@ fn config_prints_the_server_and_client_tables_without_their_tokens() {
     // The effective values of what the file leaves out.
     assert_eq!(server["drain_timeout"].as_str(), Some("30s"), "{text}");
     assert_eq!(server["max_body_bytes"].as_integer(), Some(64 << 20), "{text}");
+    assert_eq!(server["max_connections"].as_integer(), Some(1024), "{text}");
     let client = printed["client"].as_table().unwrap_or_else(|| panic!("a [client] table:\n{text}"));
     assert_eq!(client["server"].as_str(), Some("http://127.0.0.1:9000"), "{text}");
     assert_eq!(client["token"].as_str(), Some("***"), "{text}");

@@ -1,6 +1,7 @@
 //! `tierlog serve` as a real process: the built binary on 127.0.0.1 port 0, driven by the
 //! client crate and by raw HTTP requests (reqwest), stopped by its PID.
 
+mod limits;
 mod page;
 mod remote;
 mod security;

@@ -28,8 +28,20 @@ pub(crate) fn serve_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) ->
 /// [`serve_with_env`] listening on `listen` (e.g. the address of a server stopped before,
 /// to restart it where its clients look for it).
 pub(crate) fn serve_on(dir: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
+    start(Command::new(env!("CARGO_BIN_EXE_tierlog")), dir, listen, args, env)
+}
+
+/// [`serve`] with at most `files` file descriptors (`ulimit -n`, through `sh`).
+pub(crate) fn serve_with_fd_limit(dir: &Path, files: u32) -> Served {
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &format!("ulimit -n {files} && exec \"$0\" \"$@\""), env!("CARGO_BIN_EXE_tierlog")]);
+    start(sh, dir, "127.0.0.1:0", &[], &[])
+}
+
+/// Runs `cmd` (the binary, or a shell that execs it with the arguments after it) as
+/// `tierlog --data-dir data serve --listen LISTEN ARGS…` and waits for its URL.
+fn start(mut cmd: Command, dir: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
     let log = unique(dir.join("server.log"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tierlog"));
     cmd.current_dir(dir)
         .args(["--data-dir", "data", "serve", "--listen", listen])
         .args(args)
