@@ -533,4 +533,16 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::LIVENESS_RETENTION,
         generator: 4,
     },
+    Regression {
+        seed: 26015746,
+        keep: &[
+            0, 2, 4, 7, 8, 11, 12, 16, 19, 23, 25, 29, 32, 33, 39, 40, 44, 50, 53, 54, 55, 56, 60, 63, 64,
+            65, 68, 69, 70, 71, 72, 80, 85, 86, 88, 91, 101, 102, 108, 109, 110, 111, 112, 113, 121, 122,
+            123, 124, 132, 133, 134, 135, 138, 139, 140, 141, 142, 143, 144, 145, 146, 147, 148, 149, 152,
+            153, 154, 155, 156, 157, 158, 159,
+        ],
+        case: "session 20, 600 s run, generator 4: degrade, warm behind after an outage, the WAL's copy deleted by retention (cold held it), then cold's object damaged; the full check's read failed loudly on the damaged object, and the writer back-filled warm from its pending batches while the reader ran, so the model, looking after the read, took warm's new copy for one the reader had missed (found as a model gap, not a store bug)",
+        invariant: model::inv::MISSING,
+        generator: 4,
+    },
 ];

@@ -884,13 +884,20 @@ impl World<'_> {
             read_until(topic, start, hwm, max, &reported, None).await
         });
         if let Some(obs) = obs {
-            self.observe(obs, false);
+            self.observe(obs, false, None);
         }
     }
 
     /// Applies read observations to the model. `full`: the read went from the earliest
     /// offset to the commit point, so every acknowledged record must be among them.
-    fn observe(&mut self, obs: Vec<Obs>, full: bool) -> Option<BTreeSet<Offset>> {
+    /// `readable`, for a full check: the acknowledged offsets some tier held intact when
+    /// the read started ([`readable`](Self::readable)).
+    fn observe(
+        &mut self,
+        obs: Vec<Obs>,
+        full: bool,
+        readable: Option<&BTreeSet<Offset>>,
+    ) -> Option<BTreeSet<Offset>> {
         let mut served = BTreeSet::new();
         let view = self.view();
         for o in obs {
@@ -909,12 +916,17 @@ impl World<'_> {
                     }
                     // A read may fail where the store reported a loss, where every copy
                     // was destroyed (loudly, if the last copy is a damaged cold object),
-                    // or — before it knows an offset — on damaged bytes.
+                    // or — before it knows an offset — on damaged bytes. Every copy
+                    // destroyed when the read started counts too: under `degrade` the
+                    // writer may back-fill warm from its pending batches while the reader
+                    // runs, so a copy can appear after the reader passed the offset.
+                    let gone_at_start = |at: Offset| readable.is_some_and(|r| !r.contains(&at));
                     let excused = match at {
                         Some(at) => {
                             self.model.reported(at)
                                 || view.as_ref().is_some_and(|v| {
-                                    self.copies_gone(at, v).unwrap_or(false) && self.fails_loudly(at, &e, v)
+                                    (self.copies_gone(at, v).unwrap_or(false) || gone_at_start(at))
+                                        && self.fails_loudly(at, &e, v)
                                 })
                         }
                         None => self.damaged && e.kind() == ErrorKind::Corruption,
@@ -1111,7 +1123,7 @@ impl World<'_> {
             (hwm, read_until(topic, start, hwm, usize::MAX, &reported, Some(&readable)).await)
         });
         let Some((hwm, obs)) = got else { return };
-        let Some(served) = self.observe(obs, true) else { return };
+        let Some(served) = self.observe(obs, true, Some(&readable)) else { return };
         let first = served.first().copied().unwrap_or(hwm);
         let cold_on = self.schedule.config.deployment.cold();
         let acked: Vec<Offset> = if last {
@@ -1129,7 +1141,11 @@ impl World<'_> {
             }
             match self.copies_gone(offset, &view) {
                 None => {}
-                Some(false) => missing.push(offset),
+                // Held intact now, and when the read started: a copy that appeared while
+                // the reader ran (warm back-filled from the writer's pending batches) may
+                // have come after the reader passed the offset.
+                Some(false) if readable.contains(&offset) => missing.push(offset),
+                Some(false) => {}
                 Some(true) => {
                     let expired = !cold_on && offset < first;
                     if !(expired || self.model.reported(offset) || self.lost_to_damage(offset)) {
