@@ -46,6 +46,14 @@ pub const DELETED_SEGMENTS: &str = "tierlog_deleted_segments_total";
 /// Bytes of WAL segments deleted by retention (counter; tier-router).
 pub const DELETED_BYTES: &str = "tierlog_deleted_bytes_total";
 
+/// Connections and append streams a server serves now (gauge; tierlog-server).
+pub const SERVER_CONNECTIONS: &str = "tierlog_server_connections";
+/// Connections a server refused past its `max_connections` (counter; tierlog-server).
+pub const SERVER_REFUSED: &str = "tierlog_server_connections_refused_total";
+/// Failed accepts that were not one connection's (out of file descriptors, say) (counter;
+/// tierlog-server).
+pub const SERVER_ACCEPT_ERRORS: &str = "tierlog_server_accept_errors_total";
+
 /// Every metric name.
 pub const ALL: &[&str] = &[
     APPEND_RECORDS,
@@ -65,6 +73,9 @@ pub const ALL: &[&str] = &[
     WARM_WAIT,
     DELETED_SEGMENTS,
     DELETED_BYTES,
+    SERVER_CONNECTIONS,
+    SERVER_REFUSED,
+    SERVER_ACCEPT_ERRORS,
 ];
 
 /// Label of [`READ_RECORDS`], [`READ_BYTES`] and [`TIER_READS`]: the serving part or tier.

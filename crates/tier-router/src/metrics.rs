@@ -37,6 +37,9 @@ pub fn describe() {
     describe_counter!(WARM_WAIT, Unit::Count, "Warm appends (XADD + WAIT), by outcome");
     describe_counter!(DELETED_SEGMENTS, Unit::Count, "WAL segments deleted by retention");
     describe_counter!(DELETED_BYTES, Unit::Bytes, "Bytes of WAL segments deleted by retention");
+    describe_gauge!(SERVER_CONNECTIONS, Unit::Count, "Connections and append streams a server serves");
+    describe_counter!(SERVER_REFUSED, Unit::Count, "Connections refused past server.max_connections");
+    describe_counter!(SERVER_ACCEPT_ERRORS, Unit::Count, "Failed accepts (out of file descriptors, say)");
 }
 
 /// The [`BY`] label of a reader starting at `start`.

@@ -48,26 +48,47 @@ pub fn load_tls(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
 /// The tasks a drain waits for: connections, and the append streams upgraded from them
 /// (an upgraded connection is no longer hyper's to drain).
 #[derive(Clone, Debug)]
-pub(crate) struct Tasks(Arc<watch::Sender<usize>>);
+pub(crate) struct Tasks(Arc<Counted>);
+
+#[derive(Debug)]
+struct Counted {
+    running: watch::Sender<usize>,
+    /// The gauge that shows the count, if any.
+    gauge: Option<&'static str>,
+}
 
 /// One task counted by [`Tasks`] until dropped.
 #[derive(Debug)]
-pub(crate) struct TaskGuard(Arc<watch::Sender<usize>>);
+pub(crate) struct TaskGuard(Arc<Counted>);
+
+impl Counted {
+    fn add(&self, delta: isize) {
+        self.running.send_modify(|n| *n = n.saturating_add_signed(delta));
+        if let Some(name) = self.gauge {
+            metrics::gauge!(name).set(*self.running.borrow() as f64);
+        }
+    }
+}
 
 impl Tasks {
+    /// A count the `tierlog_server_connections` gauge shows.
     pub(crate) fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(0)))
+        Self::with_gauge(Some(tier_core::metrics::SERVER_CONNECTIONS))
+    }
+
+    fn with_gauge(gauge: Option<&'static str>) -> Self {
+        Self(Arc::new(Counted { running: watch::Sender::new(0), gauge }))
     }
 
     /// Counts a task until the guard is dropped.
     pub(crate) fn enter(&self) -> TaskGuard {
-        self.0.send_modify(|n| *n += 1);
+        self.0.add(1);
         TaskGuard(Arc::clone(&self.0))
     }
 
     /// Tasks running now.
     fn count(&self) -> usize {
-        *self.0.borrow()
+        *self.0.running.borrow()
     }
 
     /// Returns once no task runs.
@@ -77,7 +98,7 @@ impl Tasks {
 
     /// Returns once fewer than `n` tasks run (never for `n` = 0).
     async fn fewer_than(&self, n: usize) {
-        let mut count = self.0.subscribe();
+        let mut count = self.0.running.subscribe();
         // The sender lives in `self`: `wait_for` cannot fail.
         let _ = count.wait_for(|running| *running < n).await;
     }
@@ -85,7 +106,7 @@ impl Tasks {
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
+        self.0.add(-1);
     }
 }
 
@@ -208,7 +229,7 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let mut signal = shutdown.clone();
     let refusal = refusal(limits.max_connections);
-    let refusing = Tasks::new();
+    let refusing = Tasks::with_gauge(None);
     let mut report = AcceptReport::default();
     loop {
         let accepted = tokio::select! {
@@ -219,6 +240,7 @@ pub(crate) async fn serve(
             Ok(conn) => conn,
             Err(e) if one_connections(&e) => continue,
             Err(e) => {
+                metrics::counter!(tier_core::metrics::SERVER_ACCEPT_ERRORS).increment(1);
                 let open = tasks.count();
                 report.failed(&e, open);
                 tokio::select! {
@@ -234,9 +256,11 @@ pub(crate) async fn serve(
         let (service, guard) = if tasks.count() < limits.max_connections {
             (app.clone(), tasks.enter())
         } else if refusing.count() < MAX_REFUSING {
+            metrics::counter!(tier_core::metrics::SERVER_REFUSED).increment(1);
             debug!(%peer, max = limits.max_connections, "refusing a connection past server.max_connections");
             (refusal.clone(), refusing.enter())
         } else {
+            metrics::counter!(tier_core::metrics::SERVER_REFUSED).increment(1);
             debug!(%peer, "closing a connection past server.max_connections unanswered");
             continue;
         };

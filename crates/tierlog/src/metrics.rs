@@ -9,12 +9,12 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 
 use anyhow::Context;
-use metrics::{counter, histogram};
+use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tier_router::metrics::{
     APPEND_BYTES, APPEND_ERRORS, APPEND_RECORDS, APPEND_SECONDS, DELETED_BYTES, DELETED_SEGMENTS,
     EXPORT_BYTES, EXPORT_ERRORS, EXPORT_SEGMENTS, READ_BYTES, READ_RECORDS, SEEK_BYTES, SEEK_REQUESTS,
-    SEEK_SECONDS, TIER_READS, WARM_WAIT,
+    SEEK_SECONDS, SERVER_ACCEPT_ERRORS, SERVER_CONNECTIONS, SERVER_REFUSED, TIER_READS, WARM_WAIT,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -62,6 +62,8 @@ fn register_zeroes() {
         SEEK_BYTES,
         DELETED_SEGMENTS,
         DELETED_BYTES,
+        SERVER_REFUSED,
+        SERVER_ACCEPT_ERRORS,
     ] {
         counter!(name).absolute(0);
     }
@@ -73,6 +75,7 @@ fn register_zeroes() {
         counter!(WARM_WAIT, "outcome" => outcome).absolute(0);
     }
     counter!(SEEK_REQUESTS, "by" => "earliest").absolute(0);
+    gauge!(SERVER_CONNECTIONS).set(0.0);
     // Histograms appear once they hold a sample; touch them so their names exist.
     let _ = histogram!(APPEND_SECONDS);
     let _ = histogram!(SEEK_SECONDS);

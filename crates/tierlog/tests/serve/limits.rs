@@ -33,6 +33,20 @@ async fn healthz(address: &str) -> (u16, String) {
     finish(socket, address).await
 }
 
+/// The value of metric `name` (no labels) in the server's `/metrics`.
+async fn metric(address: &str, name: &str) -> f64 {
+    let mut socket = TcpStream::connect(address).await.expect("connect");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.expect("request");
+    let mut response = Vec::new();
+    socket.read_to_end(&mut response).await.expect("response");
+    let text = String::from_utf8_lossy(&response).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {text}"))
+}
+
 /// Polls `/healthz` on new connections until the server answers `200`.
 async fn until_served(address: &str) {
     within("a connection to be served", async {
@@ -62,6 +76,14 @@ async fn a_connection_past_max_connections_gets_503_and_one_after_a_close_is_ser
     assert_eq!(status, 200, "{response}");
     until_served(&address).await;
     drop(second);
+    assert!(metric(&address, "tierlog_server_connections_refused_total").await >= 1.0);
+    // Once the closed connections' tasks end, the scrape's own connection is the one served.
+    within("the connections gauge to come down to the scrape's own", async {
+        while metric(&address, "tierlog_server_connections").await != 1.0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
     assert!(server.terminate().success());
 }
 
@@ -92,6 +114,7 @@ async fn out_of_file_descriptors_the_server_waits_says_so_once_and_serves_again(
     let failures = failures(&log);
     assert_eq!(failures, 1, "one line for the whole episode:\n{}", &log[..log.len().min(4000)]);
     assert!(log.contains("accepting connections again"), "{log}");
+    assert!(metric(&address, "tierlog_server_accept_errors_total").await >= 1.0);
     assert!(server.terminate().success());
 }
 
