@@ -53,7 +53,7 @@ pub(crate) struct Global {
     pub(crate) no_progress: bool,
     /// produce, consume, status, export, verify and recover: talk to the `tierlog serve` at
     /// URL instead of opening the store.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     pub(crate) server: Option<String>,
 }
 

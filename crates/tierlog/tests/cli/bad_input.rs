@@ -117,7 +117,9 @@ fn global_options_have_their_own_help_heading() {
     let help = ok(dir.path(), &["produce", "--help"]);
     let (own, global) = help.split_once("Global options:").expect("a Global options heading");
     assert!(own.contains("--acks") && !own.contains("--data-dir") && !own.contains("--config"), "{help}");
+    assert!(!own.contains("--server"), "--server is global too: {help}");
     assert!(global.contains("--data-dir") && global.contains("--no-progress"), "{help}");
+    assert!(global.contains("--server"), "{help}");
 }
 
 /// Under `warm_failure_policy = "degrade"` an unreachable Valkey does not stop the
