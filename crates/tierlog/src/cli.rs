@@ -68,7 +68,8 @@ pub(crate) enum Command {
     /// Read records from any start position, stitched across the tiers.
     Consume(ConsumeArgs),
     /// Each topic's offset range, size and segment count per tier, export lag, and what
-    /// its next recovery acts on (a fence awaiting --resume-at, unreported losses).
+    /// its next recovery acts on (appends waiting for an operator's --resume-at, losses
+    /// not yet reported).
     Status(StatusArgs),
     /// Seal the active WAL segment and upload every sealed segment cold lacks.
     Export(ExportArgs),

@@ -52,7 +52,7 @@ pub(crate) struct TopicStatus {
 pub(crate) struct Pending {
     /// Appends are refused until the topic is resumed at or past this offset.
     #[serde(skip_serializing_if = "Option::is_none")]
-    fenced_at_least: Option<u64>,
+    resume_at_least: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     lost: Vec<[u64; 2]>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -75,7 +75,7 @@ impl Pending {
     fn of(p: tier_router::PendingRecovery) -> Option<Self> {
         let pairs = |v: Vec<OffsetRange>| v.into_iter().map(|r| [r.start, r.end]).collect();
         (!p.is_empty()).then(|| Self {
-            fenced_at_least: p.fenced_at_least,
+            resume_at_least: p.fenced_at_least,
             lost: pairs(p.lost),
             maybe_lost: pairs(p.maybe_lost),
             skipped: pairs(p.skipped),
@@ -86,7 +86,7 @@ impl Pending {
     /// What a server says is pending for a topic it serves: only a resume awaited.
     pub(crate) fn served(resume_at_least: Option<u64>) -> Option<Self> {
         resume_at_least.map(|at| Self {
-            fenced_at_least: Some(at),
+            resume_at_least: Some(at),
             lost: Vec::new(),
             maybe_lost: Vec::new(),
             skipped: Vec::new(),
@@ -99,7 +99,7 @@ impl Pending {
         let ranges =
             |v: &[[u64; 2]]| v.iter().map(|[a, b]| format!("[{a}, {b})")).collect::<Vec<_>>().join(", ");
         let mut out = Vec::new();
-        if let Some(at) = self.fenced_at_least {
+        if let Some(at) = self.resume_at_least {
             out.push(format!(
                 "{topic}: appends refused: nothing bounds the offsets acknowledged; resume the topic at or past \
                  {at}, at or past the last offset any producer was told it holds \

@@ -89,7 +89,7 @@ fn a_lost_wal_and_state_directory_need_an_operator_decision() {
     let shown = ok(d, &["status", "t"]);
     assert!(shown.contains("t: appends refused") && shown.contains("--resume-at"), "{shown}");
     let json: serde_json::Value = serde_json::from_str(&ok(d, &["status", "t", "--json"])).expect("JSON");
-    assert_eq!(json[0]["pending"]["fenced_at_least"], 10000, "{json}");
+    assert_eq!(json[0]["pending"]["resume_at_least"], 10000, "{json}");
     let out = run(d, &["recover", "--topic", "t", "--resume-at", "9999"]);
     assert!(!out.status.success(), "below what cold holds: {}", stderr(&out));
 

@@ -124,7 +124,7 @@ fn status_shows_what_the_next_recovery_acts_on_and_changes_nothing() {
     assert_eq!(pending["maybe_lost"], serde_json::json!([[20, 30]]), "{json}");
     assert_eq!(pending["skipped"], serde_json::json!([[40, 50]]), "{json}");
     assert_eq!(pending["rebuilding"]["acknowledged_up_to"], 60, "{json}");
-    assert!(pending.get("fenced_at_least").is_none(), "{json}");
+    assert!(pending.get("resume_at_least").is_none(), "{json}");
     assert!(json[1].get("pending").is_none(), "{json}");
     assert!(snapshot(&d.join("data")) == before, "status changed a file");
 }
