@@ -17,7 +17,7 @@ use tierlog_api::{
 };
 
 use crate::AppState;
-use crate::error::HttpError;
+use crate::error::{HttpError, json_body};
 
 /// Now, in ms since the Unix epoch.
 pub(crate) fn now_ms() -> i64 {
@@ -106,8 +106,7 @@ fn decode(headers: &HeaderMap, body: Bytes) -> Result<Vec<NewRecord>, HttpError>
     let now = now_ms();
     match essence.as_str() {
         CONTENT_TYPE_JSON => {
-            let request: AppendRequest = serde_json::from_slice(&body)
-                .map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))?;
+            let request: AppendRequest = json_body(&body)?;
             request
                 .records
                 .into_iter()

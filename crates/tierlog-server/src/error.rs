@@ -21,6 +21,11 @@ impl HttpError {
     }
 }
 
+/// A JSON request body as `T`; `400 invalid_input` naming what is wrong otherwise.
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, HttpError> {
+    serde_json::from_slice(body).map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))
+}
+
 /// The API's kind for a store error.
 pub(crate) fn kind_of(e: &TierError) -> ErrorKind {
     match e.kind() {

@@ -251,18 +251,19 @@ pub(crate) async fn serve(
                 continue;
             }
         };
-        report.accepted(tasks.count());
+        let open = tasks.count();
+        report.accepted(open);
         let _ = tcp.set_nodelay(true);
-        let (service, guard) = if tasks.count() < limits.max_connections {
+        let (service, guard) = if open < limits.max_connections {
             (app.clone(), tasks.enter())
-        } else if refusing.count() < MAX_REFUSING {
-            metrics::counter!(tier_core::metrics::SERVER_REFUSED).increment(1);
-            debug!(%peer, max = limits.max_connections, "refusing a connection past server.max_connections");
-            (refusal.clone(), refusing.enter())
         } else {
             metrics::counter!(tier_core::metrics::SERVER_REFUSED).increment(1);
-            debug!(%peer, "closing a connection past server.max_connections unanswered");
-            continue;
+            if refusing.count() >= MAX_REFUSING {
+                debug!(%peer, "closing a connection past server.max_connections unanswered");
+                continue;
+            }
+            debug!(%peer, max = limits.max_connections, "refusing a connection past server.max_connections");
+            (refusal.clone(), refusing.enter())
         };
         let service = TowerToHyperService::new(service);
         let shutdown = shutdown.clone();

@@ -15,7 +15,7 @@ use tierlog_api::{
     VerifyReport,
 };
 
-use crate::error::HttpError;
+use crate::error::{HttpError, json_body};
 use crate::{AppState, append, auth, page, read, stream};
 
 /// Every route, behind the token check.
@@ -217,8 +217,7 @@ async fn resume(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<RecoveryJson>, HttpError> {
-    let request: ResumeRequest =
-        serde_json::from_slice(&body).map_err(|e| HttpError::invalid(format!("malformed JSON: {e}")))?;
+    let request: ResumeRequest = json_body(&body)?;
     let topic = state.store.existing_topic(name.as_str()).await?;
     let report = state.store.resume_topic(topic.name().clone(), request.at).await?;
     Ok(Json(recovery_json(&report)))
