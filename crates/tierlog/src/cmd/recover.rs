@@ -64,8 +64,9 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
     let failed = opened.failed_topics();
     opened.close().await;
     for (topic, e) in &failed {
-        eprintln!("FAILED: {topic}: its recovery failed and it is not served: {}", e.report());
+        Found { topic: topic.to_string(), failed: Some(e.report().to_string()), ..Found::default() }.print();
     }
+    let mut clean = failed.is_empty();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports.iter().map(report_json).collect::<Vec<_>>())?);
     } else if reports.is_empty() && failed.is_empty() {
@@ -84,9 +85,10 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
                 r.next_offset
             );
         }
-        Found::of(r).print();
+        let found = Found::of(r);
+        found.print();
+        clean &= found.is_clean();
     }
-    let clean = failed.is_empty() && reports.iter().all(RecoveryReport::is_clean);
     Ok(if clean { exit::OK } else { exit::PROBLEMS })
 }
 
@@ -104,7 +106,8 @@ pub(crate) fn resume_failed(topic: &str, at: u64, unavailable: bool) -> String {
 }
 
 /// What `recover` says of a topic on stderr — from a report of the store it opened, or
-/// of a server's (`--server`).
+/// of a server's (`--server`) — and whether that is clean (the exit code).
+#[derive(Debug, Default)]
 pub(crate) struct Found {
     topic: String,
     lost: Vec<OffsetRange>,
@@ -113,7 +116,7 @@ pub(crate) struct Found {
     next_offset: u64,
     warm_unreachable: bool,
     skipped: Option<OffsetRange>,
-    /// The server could not open the topic (its recovery failed).
+    /// The topic could not be opened (its recovery failed): the error.
     failed: Option<String>,
 }
 

@@ -48,7 +48,7 @@ pub(crate) struct TopicStatus {
 }
 
 /// [`tier_router::PendingRecovery`] as `status --json` shows it: ranges as `[start, end]`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct Pending {
     /// Appends are refused until the topic is resumed at or past this offset.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,13 +85,7 @@ impl Pending {
 
     /// What a server says is pending for a topic it serves: only a resume awaited.
     pub(crate) fn served(resume_at_least: Option<u64>) -> Option<Self> {
-        resume_at_least.map(|at| Self {
-            resume_at_least: Some(at),
-            lost: Vec::new(),
-            maybe_lost: Vec::new(),
-            skipped: Vec::new(),
-            rebuilding: None,
-        })
+        resume_at_least.map(|at| Self { resume_at_least: Some(at), ..Self::default() })
     }
 
     /// One line per pending item, for the text output.
