@@ -31,7 +31,7 @@ mod topic;
 
 pub use batch::{RecordBatch, RecordBatchBuilder};
 pub use error::{BoxError, ErrorContext, ErrorKind, Report, TierError, TierKind};
-pub use offset::{Offset, OffsetRange, StartPosition, Timestamp};
+pub use offset::{Offset, OffsetRange, StartPosition, Timestamp, format_range_lines, parse_range_lines};
 pub use record::{Header, Record};
 pub use secret::Secret;
 pub use tier::{Capabilities, ReadLimit, Tier, TierExt};

@@ -69,6 +69,32 @@ impl fmt::Display for OffsetRange {
     }
 }
 
+/// `ranges` as text, one `<start> <end>` line each: the format of the files that keep a
+/// topic's offset ranges beside its data (the router's `<topic>.unacked`, the WAL's
+/// `unacked` marker), read back by [`parse_range_lines`].
+pub fn format_range_lines(ranges: &[OffsetRange]) -> String {
+    ranges.iter().map(|r| format!("{} {}\n", r.start, r.end)).collect()
+}
+
+/// The ranges of [`format_range_lines`]' text (blank lines ignored); `Err` says which line
+/// is not two offsets, the second not below the first.
+pub fn parse_range_lines(text: &str) -> Result<Vec<OffsetRange>, String> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let bad = |why: &str| format!("bad line {line:?}{why}");
+        let [start, end] = words[..] else { return Err(bad(": not two offsets")) };
+        let (Ok(start), Ok(end)) = (start.parse::<Offset>(), end.parse::<Offset>()) else {
+            return Err(bad(": not two offsets"));
+        };
+        if end < start {
+            return Err(bad(": the range ends before it starts"));
+        }
+        out.push(OffsetRange::new(start, end));
+    }
+    Ok(out)
+}
+
 /// Where a reader starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartPosition {
@@ -84,7 +110,7 @@ pub enum StartPosition {
 
 #[cfg(test)]
 mod tests {
-    use super::OffsetRange;
+    use super::{OffsetRange, format_range_lines, parse_range_lines};
 
     #[test]
     fn half_open_ranges_overlap_only_when_they_share_an_offset() {
@@ -95,5 +121,18 @@ mod tests {
         assert!(!r.overlaps(&OffsetRange::new(20, 30)), "touching at the end");
         assert!(!r.overlaps(&OffsetRange::new(0, 10)), "touching at the start");
         assert!(!r.overlaps(&OffsetRange::new(30, 40)));
+    }
+
+    #[test]
+    fn range_lines_round_trip_and_name_a_bad_line() {
+        let ranges = vec![OffsetRange::new(10, 15), OffsetRange::new(20, 20)];
+        let text = format_range_lines(&ranges);
+        assert_eq!(text, "10 15\n20 20\n");
+        assert_eq!(parse_range_lines(&format!("{text}\n")).unwrap(), ranges);
+        assert_eq!(parse_range_lines("").unwrap(), vec![]);
+        for bad in ["9 3", "9", "9 x", "1 2 3"] {
+            let e = parse_range_lines(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
     }
 }

@@ -71,6 +71,7 @@ mod damaged;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 pub mod layout;
+mod marker;
 mod mmap;
 mod read;
 mod rebuilt;

@@ -9,13 +9,11 @@
 //! evidence survives the loss of the router's state directory, where the reservation
 //! and the losses of that recovery live.
 
-use std::fs::{self, File};
-use std::io::Write;
 use std::path::Path;
 
 use tier_core::{Offset, TierError, TopicName};
 
-use crate::layout::{ctx, fsync_dir, io_err, topic_dir};
+use crate::layout::ctx;
 
 /// The marker's file name in the topic directory.
 pub(crate) const REBUILT_FILE: &str = "rebuilt";
@@ -31,31 +29,20 @@ pub struct Rebuilt {
     pub bound: Option<Offset>,
 }
 
+/// The marker's file name, the name it is written under first, and what errors call it.
+const MARKER: (&str, &str, &str) = (REBUILT_FILE, REBUILT_TMP, "rebuilt marker");
+
 /// Writes the marker of `topic` under `data_dir` durably (a temporary file fsynced,
 /// renamed into place, the directory fsynced), creating the topic directory if needed.
 pub(crate) fn write(data_dir: &Path, topic: &TopicName, bound: Option<Offset>) -> Result<(), TierError> {
-    let dir = topic_dir(data_dir, topic);
-    if !dir.exists() {
-        fs::create_dir_all(&dir).map_err(|e| io_err(topic, &dir, "creating the topic directory", e))?;
-        fsync_dir(data_dir).map_err(|e| io_err(topic, data_dir, "fsyncing the data directory", e))?;
-    }
-    let tmp = dir.join(REBUILT_TMP);
     let text = bound.map_or_else(|| "unknown\n".to_owned(), |b| format!("{b}\n"));
-    let mut file = File::create(&tmp).map_err(|e| io_err(topic, &tmp, "creating the rebuilt marker", e))?;
-    file.write_all(text.as_bytes()).map_err(|e| io_err(topic, &tmp, "writing the rebuilt marker", e))?;
-    file.sync_all().map_err(|e| io_err(topic, &tmp, "fsyncing the rebuilt marker", e))?;
-    let path = dir.join(REBUILT_FILE);
-    fs::rename(&tmp, &path).map_err(|e| io_err(topic, &path, "renaming the rebuilt marker into place", e))?;
-    fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e))
+    crate::marker::write(data_dir, topic, MARKER, &text)
 }
 
 /// The marker of `topic` under `data_dir`, if there is one.
 pub(crate) fn read(data_dir: &Path, topic: &TopicName) -> Result<Option<Rebuilt>, TierError> {
-    let path = topic_dir(data_dir, topic).join(REBUILT_FILE);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(topic, &path, "reading the rebuilt marker", e)),
+    let Some((path, text)) = crate::marker::read(data_dir, topic, MARKER.0, MARKER.2)? else {
+        return Ok(None);
     };
     let bound = match text.trim() {
         "unknown" => None,
@@ -71,13 +58,7 @@ pub(crate) fn read(data_dir: &Path, topic: &TopicName) -> Result<Option<Rebuilt>
 
 /// Removes the marker of `topic` under `data_dir` durably (nothing to do without one).
 pub(crate) fn remove(data_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
-    let dir = topic_dir(data_dir, topic);
-    let path = dir.join(REBUILT_FILE);
-    match fs::remove_file(&path) {
-        Ok(()) => fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err(topic, &path, "removing the rebuilt marker", e)),
-    }
+    crate::marker::remove(data_dir, topic, MARKER.0, MARKER.2)
 }
 
 #[cfg(test)]

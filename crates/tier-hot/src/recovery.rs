@@ -125,10 +125,9 @@ fn list_files(topic: &TopicName, dir: &Path) -> Result<(Vec<(Offset, PathBuf)>, 
             files.push((base, entry.path()));
         } else if let Some(range) = name.and_then(parse_gap_file_name) {
             markers.unused.push((range, entry.path()));
-        } else if name.is_some_and(|n| n == crate::rebuilt::REBUILT_FILE || n == crate::rebuilt::REBUILT_TMP)
-        {
-            // The rebuilt marker (the router's recovery reads it), or a write of it a crash
-            // cut short (the marker is renamed into place once whole).
+        } else if name.is_some_and(crate::marker::is_marker) {
+            // A marker the router's recovery reads (`rebuilt`, `unacked`), or a write of
+            // one a crash cut short (a marker is renamed into place once whole).
         } else {
             warn!(topic = %topic, file = ?entry.path(), "ignoring a file that is not a segment");
         }

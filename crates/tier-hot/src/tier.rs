@@ -236,6 +236,28 @@ impl HotTier {
         crate::rebuilt::remove(&self.inner.config.data_dir, topic)
     }
 
+    /// Records durably, in `topic`'s own directory, the offsets degraded opens skipped
+    /// where warm may hold records that were never acknowledged (the router's
+    /// `RecoveryReport::skipped`, which the WAL records as its gap): the WAL's gap alone
+    /// does not say that warm's records there are never to be served, and the router's
+    /// own record of them goes with its state directory. No ranges remove the marker.
+    /// Creates the topic's directory when missing. Blocking file I/O.
+    pub fn mark_unacked(&self, topic: &TopicName, ranges: &[OffsetRange]) -> Result<(), TierError> {
+        crate::marker::write_unacked(&self.inner.config.data_dir, topic, ranges)
+    }
+
+    /// The ranges of `topic`'s `unacked` marker ([`mark_unacked`](Self::mark_unacked)),
+    /// none without one.
+    pub fn unacked(&self, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
+        crate::marker::read_unacked(&self.inner.config.data_dir, topic)
+    }
+
+    /// The same under WAL directory `data_dir`, read without opening the WAL: for
+    /// read-only inspection such as `tierlog status`.
+    pub fn unacked_in(data_dir: &std::path::Path, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
+        crate::marker::read_unacked(data_dir, topic)
+    }
+
     /// Counters of `topic`'s writer since the tier opened (`None` for an unknown
     /// topic).
     pub fn write_stats(&self, topic: &TopicName) -> Option<WriteStats> {

@@ -72,7 +72,10 @@ pub fn pending_recovery(
         fenced_at_least: read_fence(state_dir, topic)?,
         lost: losses.lost,
         maybe_lost: losses.maybe_lost,
-        skipped: read_unacked(state_dir, topic)?,
+        skipped: unacked_union(
+            read_unacked(state_dir, topic)?,
+            tier_hot::HotTier::unacked_in(hot_dir, topic)?,
+        ),
         rebuilt: tier_hot::HotTier::rebuilt_in(hot_dir, topic)?,
     })
 }
@@ -152,24 +155,25 @@ pub(crate) fn read_unacked(
     topic: &TopicName,
 ) -> Result<Vec<tier_core::OffsetRange>, TierError> {
     let Some((path, text)) = read_state(state_dir, topic, UNACKED)? else { return Ok(Vec::new()) };
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let bad = |why: &str| {
-            TierError::corruption(
-                ctx(topic).location(path.display().to_string()),
-                format!("bad {UNACKED} line {line:?}{why}"),
-            )
-        };
-        let [from, to] = words[..] else { return Err(bad("")) };
-        let (from, to) =
-            (parse_offset(topic, &path, UNACKED, from)?, parse_offset(topic, &path, UNACKED, to)?);
-        if to < from {
-            return Err(bad(": the range ends before it starts"));
-        }
-        out.push(tier_core::OffsetRange::new(from, to));
-    }
-    Ok(out)
+    tier_core::parse_range_lines(&text).map_err(|why| {
+        TierError::corruption(
+            ctx(topic).location(path.display().to_string()),
+            format!("{UNACKED} file: {why}"),
+        )
+    })
+}
+
+/// The offsets degraded opens skipped as the router's `.unacked` file (`state`) and the
+/// WAL's `unacked` marker (`wal`, `tier_hot::HotTier::mark_unacked`) say together: each
+/// copy goes with its own directory, and what either says holds.
+pub(crate) fn unacked_union(
+    mut state: Vec<tier_core::OffsetRange>,
+    wal: Vec<tier_core::OffsetRange>,
+) -> Vec<tier_core::OffsetRange> {
+    state.extend(wal);
+    state.sort_by_key(|r| (r.start, r.end));
+    state.dedup();
+    state
 }
 
 /// Records `ranges` as the offsets degraded opens of `topic` skipped, durably (see
@@ -182,8 +186,7 @@ pub(crate) fn write_unacked(
     if ranges.is_empty() {
         return remove_state(state_dir, topic, UNACKED);
     }
-    let text: String = ranges.iter().map(|r| format!("{} {}\n", r.start, r.end)).collect();
-    write_state(state_dir, topic, UNACKED, &text)
+    write_state(state_dir, topic, UNACKED, &tier_core::format_range_lines(ranges))
 }
 
 /// A durable offset reservation as found on disk.

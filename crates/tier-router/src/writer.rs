@@ -868,18 +868,22 @@ impl Writer {
     }
 
     /// Warm holds none of the offsets degraded opens skipped (`unacked`): they need no
-    /// remembering (`<topic>.unacked` is removed, on the blocking pool).
+    /// remembering (`<topic>.unacked` and the WAL's `unacked` marker are removed, on the
+    /// blocking pool).
     async fn forget_unacked(&self, unacked: &[OffsetRange]) -> Result<(), TierError> {
         if unacked.is_empty() {
             return Ok(());
         }
-        let (dir, topic) = (self.reservation.state_dir.clone(), self.topic.clone());
-        tokio::task::spawn_blocking(move || crate::state::write_unacked(&dir, &topic, &[])).await.map_err(
-            |e| {
-                TierError::internal(self.ctx(), "removing the unacknowledged offsets' file failed")
-                    .with_source(e)
-            },
-        )??;
+        let (dir, topic, tiers) =
+            (self.reservation.state_dir.clone(), self.topic.clone(), Arc::clone(&self.tiers));
+        tokio::task::spawn_blocking(move || {
+            crate::state::write_unacked(&dir, &topic, &[])?;
+            tiers.hot.mark_unacked(&topic, &[])
+        })
+        .await
+        .map_err(|e| {
+            TierError::internal(self.ctx(), "removing the unacknowledged offsets' file failed").with_source(e)
+        })??;
         self.tiers.set_unacked(&self.topic, Vec::new());
         Ok(())
     }

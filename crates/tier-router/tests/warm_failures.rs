@@ -391,6 +391,7 @@ fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
         assert_eq!(report.next_offset, skipped.end);
         assert!(report.is_clean(), "nothing acknowledged is missing: {report:?}");
         assert!(dir.path().join("router/t.unacked").exists(), "kept until warm holds none of them");
+        assert!(dir.path().join("hot/t/unacked").exists(), "in the WAL's directory too");
         let topic = store.topic("t").await.unwrap();
         let fresh = topic.append((0..3).map(|i| rec(100 + i)).collect()).await.unwrap();
         assert_eq!(fresh.start, skipped.end, "offsets warm may hold are not reused");
@@ -414,6 +415,7 @@ fn a_degraded_open_never_reuses_offsets_warm_may_hold() {
         assert_eq!(held, fresh, "warm no longer holds the never-acknowledged batch");
         assert_identical(&store, warm.as_ref(), fresh).await;
         assert!(!dir.path().join("router/t.unacked").exists(), "nothing left to remember");
+        assert!(!dir.path().join("hot/t/unacked").exists(), "nothing left to remember");
 
         // Read after the gap: the acknowledged records, each once.
         let reader = topic.reader(StartPosition::Offset(skipped.end)).await.unwrap();
@@ -469,6 +471,79 @@ fn a_degraded_open_is_refused_when_no_reservation_bounds_what_warm_may_hold() {
         assert_eq!(report.replayed, Some(r(10, 15)), "{report:?}");
         let topic = store.topic("t").await.unwrap();
         assert!(topic.append(vec![rec(99)]).await.unwrap().start >= 15, "offsets warm holds are not reused");
+        store.close().await;
+    });
+}
+
+/// As in [`a_degraded_open_never_reuses_offsets_warm_may_hold`], and the process dies
+/// before warm answers again; then the router's state directory is lost (the `.unacked`
+/// file with it) and the store reopens with warm up. The WAL's `unacked` marker still names
+/// the skipped offsets: warm is restarted past them, and a read there answers `NotFound`
+/// naming them, as before the loss — never warm's never-acknowledged records (before the
+/// marker: offsets 10..15 served from warm).
+#[test]
+fn skipped_offsets_stay_unserved_from_warm_after_the_state_directory_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Range, Op::Append]);
+    let name = TopicName::new("t").unwrap();
+    // Under `fsync = always`, with no state file, the WAL vouches for its own end.
+    let hot = hot(&dir).with_fsync(FsyncPolicy::Always);
+    crash_after_warm_took_a_batch_the_wal_did_not(&hot, &warm);
+
+    // Reopened while warm is unreachable: the offsets warm may hold are skipped; one batch
+    // is acknowledged after them; the process dies before warm answers.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (skipped, fresh) = rt.block_on(async {
+        warm.fail_fraction(1.0);
+        let store = open_with(&hot, &warm).await.unwrap();
+        let skipped = store.recover_topic("t").await.unwrap().skipped.expect("offsets skipped");
+        let topic = store.topic("t").await.unwrap();
+        let fresh = topic.append((0..3).map(|i| rec(100 + i)).collect()).await.unwrap();
+        (skipped, fresh)
+    });
+    drop(rt);
+    assert_eq!((skipped.start, fresh.start), (10, skipped.end));
+    std::fs::remove_dir_all(dir.path().join("router")).expect("the state directory");
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        warm.clear();
+        let store = open_with(&hot, &warm).await.unwrap();
+        let report = store.recover_topic("t").await.unwrap();
+        assert!(report.is_clean(), "nothing acknowledged is missing: {report:?}");
+        let topic = store.topic("t").await.unwrap();
+        for from in [StartPosition::Earliest, StartPosition::Offset(10), StartPosition::Offset(12)] {
+            let mut reader = topic.reader(from).await.unwrap();
+            let mut served = Vec::new();
+            let gap = loop {
+                match reader.next().await.expect("a record or the gap") {
+                    Ok(record) => served.push(record.offset),
+                    Err(e) => break e,
+                }
+            };
+            assert!(served.iter().all(|o| *o < 10), "{from:?}: served {served:?} inside the skipped offsets");
+            assert_eq!(gap.kind(), ErrorKind::NotFound, "{gap}");
+            assert!(
+                gap.to_string().contains(&format!("{}..{}", skipped.start, skipped.end)),
+                "{from:?}: {gap}"
+            );
+        }
+        // Warm holds none of the never-acknowledged records; the acknowledged batch after
+        // the gap reads back.
+        let held = warm.inner().range(&name).await.unwrap();
+        assert!(held.start >= skipped.end || held.is_empty(), "warm still holds {held:?}");
+        let after: Vec<_> = topic
+            .reader(StartPosition::Offset(skipped.end))
+            .await
+            .unwrap()
+            .take(3)
+            .map(|r| r.unwrap())
+            .map(|r| (r.offset, r.payload))
+            .collect()
+            .await;
+        let want: Vec<_> = (0..3).map(|i| (fresh.start + i, rec(100 + i).payload)).collect();
+        assert_eq!(after, want);
         store.close().await;
     });
 }

@@ -1,0 +1,129 @@
+//! Small files the router keeps in a topic's WAL directory, beside its segments, so that
+//! what they say survives the loss of the router's own state directory:
+//!
+//! - `rebuilt` ([`crate::rebuilt`]): the WAL is being rebuilt from another tier;
+//! - `unacked`: offsets degraded opens skipped, where warm may hold records that were
+//!   never acknowledged (the router's `RecoveryReport::skipped`; one `<from> <to>` line
+//!   each, [`tier_core::format_range_lines`]). The WAL records those offsets as its gap,
+//!   which alone does not say that warm's records there are never to be served; the
+//!   router keeps the same ranges in `<state_dir>/<topic>.unacked`, and recovery takes
+//!   what either copy says.
+//!
+//! Each is written to a temporary file, fsynced, renamed into place and the directory
+//! fsynced, so a crash leaves the old or the new file.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tier_core::{OffsetRange, TierError, TopicName};
+
+use crate::layout::{ctx, fsync_dir, io_err, topic_dir};
+
+/// The `unacked` marker's file name in the topic directory.
+pub(crate) const UNACKED_FILE: &str = "unacked";
+
+/// The name the `unacked` marker is written under before it is renamed into place.
+pub(crate) const UNACKED_TMP: &str = "unacked.tmp";
+
+/// True for a marker's file name, or that of a write of one a crash cut short: files of
+/// the topic directory that are not segments and not to be warned about.
+pub(crate) fn is_marker(name: &str) -> bool {
+    [crate::rebuilt::REBUILT_FILE, crate::rebuilt::REBUILT_TMP, UNACKED_FILE, UNACKED_TMP].contains(&name)
+}
+
+/// Writes `text` as `topic`'s marker `name` under `data_dir` durably (through `tmp`),
+/// creating the topic directory if needed; `what` names it in errors.
+pub(crate) fn write(
+    data_dir: &Path,
+    topic: &TopicName,
+    (name, tmp, what): (&str, &str, &str),
+    text: &str,
+) -> Result<(), TierError> {
+    let dir = topic_dir(data_dir, topic);
+    if !dir.exists() {
+        fs::create_dir_all(&dir).map_err(|e| io_err(topic, &dir, "creating the topic directory", e))?;
+        fsync_dir(data_dir).map_err(|e| io_err(topic, data_dir, "fsyncing the data directory", e))?;
+    }
+    let tmp = dir.join(tmp);
+    let mut file = File::create(&tmp).map_err(|e| io_err(topic, &tmp, &format!("creating the {what}"), e))?;
+    file.write_all(text.as_bytes()).map_err(|e| io_err(topic, &tmp, &format!("writing the {what}"), e))?;
+    file.sync_all().map_err(|e| io_err(topic, &tmp, &format!("fsyncing the {what}"), e))?;
+    let path = dir.join(name);
+    fs::rename(&tmp, &path)
+        .map_err(|e| io_err(topic, &path, &format!("renaming the {what} into place"), e))?;
+    fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e))
+}
+
+/// `topic`'s marker `name` under `data_dir` (its path and text), if there is one.
+pub(crate) fn read(
+    data_dir: &Path,
+    topic: &TopicName,
+    name: &str,
+    what: &str,
+) -> Result<Option<(PathBuf, String)>, TierError> {
+    let path = topic_dir(data_dir, topic).join(name);
+    match fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((path, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(topic, &path, &format!("reading the {what}"), e)),
+    }
+}
+
+/// Removes `topic`'s marker `name` under `data_dir` durably (nothing to do without one).
+pub(crate) fn remove(data_dir: &Path, topic: &TopicName, name: &str, what: &str) -> Result<(), TierError> {
+    let dir = topic_dir(data_dir, topic);
+    let path = dir.join(name);
+    match fs::remove_file(&path) {
+        Ok(()) => fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(topic, &path, &format!("removing the {what}"), e)),
+    }
+}
+
+const UNACKED: (&str, &str, &str) = (UNACKED_FILE, UNACKED_TMP, "unacked marker");
+
+/// Records `ranges` as `topic`'s `unacked` marker under `data_dir`; none remove it.
+pub(crate) fn write_unacked(
+    data_dir: &Path,
+    topic: &TopicName,
+    ranges: &[OffsetRange],
+) -> Result<(), TierError> {
+    if ranges.is_empty() {
+        return remove(data_dir, topic, UNACKED.0, UNACKED.2);
+    }
+    write(data_dir, topic, UNACKED, &tier_core::format_range_lines(ranges))
+}
+
+/// The ranges of `topic`'s `unacked` marker under `data_dir` (none without one).
+pub(crate) fn read_unacked(data_dir: &Path, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
+    let Some((path, text)) = read(data_dir, topic, UNACKED.0, UNACKED.2)? else { return Ok(Vec::new()) };
+    tier_core::parse_range_lines(&text).map_err(|why| {
+        TierError::corruption(
+            ctx(topic).location(path.display().to_string()),
+            format!("the unacked marker: {why}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unacked_marker_round_trips_and_none_remove_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let topic = TopicName::new("t").unwrap();
+        assert_eq!(read_unacked(dir.path(), &topic).unwrap(), vec![]);
+        let ranges = vec![OffsetRange::new(10, 1034)];
+        write_unacked(dir.path(), &topic, &ranges).unwrap();
+        assert_eq!(read_unacked(dir.path(), &topic).unwrap(), ranges);
+        assert!(!dir.path().join("t").join(UNACKED_TMP).exists());
+        write_unacked(dir.path(), &topic, &[]).unwrap();
+        write_unacked(dir.path(), &topic, &[]).unwrap();
+        assert!(!dir.path().join("t").join(UNACKED_FILE).exists());
+        std::fs::write(dir.path().join("t").join(UNACKED_FILE), "9 3\n").unwrap();
+        let e = read_unacked(dir.path(), &topic).unwrap_err();
+        assert_eq!(e.kind(), tier_core::ErrorKind::Corruption, "{e}");
+    }
+}
