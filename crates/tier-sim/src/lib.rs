@@ -545,4 +545,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::MISSING,
         generator: 4,
     },
+    Regression {
+        seed: 30000028,
+        keep: &[22, 30, 31, 35, 36, 38, 40, 41, 42],
+        case: "session 21, generator 5's first run (a warm-outage burst; the fix disabled to check the generator finds it): degrade, a group the WAL refused (its fsync failed) that warm took, warm down, a crash; the degraded open skipped [1, 1025); the state directory was lost (its `.unacked` file with it); warm answered, and the read from the start served warm's never-acknowledged record at 1 (fixed by the WAL's `unacked` marker)",
+        invariant: model::inv::SKIPPED_SERVED,
+        generator: 5,
+    },
 ];

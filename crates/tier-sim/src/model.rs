@@ -53,6 +53,10 @@ pub mod inv {
     pub const TWO_CONTENTS: &str = "offset served with two contents";
     /// A record whose append failed was served although no write tier confirmed it.
     pub const UNACKED_SERVED: &str = "never-acknowledged record served";
+    /// A record was served at an offset a degraded open skipped (warm may hold records
+    /// there that were never acknowledged; no tier may serve one) while the store still
+    /// kept a record of the skip (the WAL's directory or the state directory survived).
+    pub const SKIPPED_SERVED: &str = "record served inside offsets a degraded open skipped";
     /// A record was served that the simulation never produced, or at two offsets.
     pub const FOREIGN: &str = "record served that was not appended there";
     /// An acknowledged record is missing (not served, not lost with every copy).
@@ -103,6 +107,11 @@ pub struct Model {
     /// Ranges degraded opens skipped (`RecoveryReport::skipped`): nothing acknowledged
     /// lies there; a reader moves past them as past a reported loss.
     pub skipped: Vec<OffsetRange>,
+    /// How many of the first `skipped` ranges the store may no longer know of: the WAL's
+    /// directory and the state directory (each keeps a copy of the skipped offsets) were
+    /// both lost before an open recorded them again. A record served there is judged as
+    /// any other never-acknowledged record.
+    pub skipped_forgotten: usize,
     /// WAL destructions: the offsets whose WAL copy each destroyed (over-approximated).
     pub wal_destroyed: Vec<OffsetRange>,
     /// For each entry of `wal_destroyed`: true when it was byte damage (the store cannot
@@ -170,6 +179,11 @@ impl Model {
         if !range.is_empty() && !self.skipped.contains(&range) {
             self.skipped.push(range);
         }
+    }
+
+    /// The skipped range holding `offset` that the store still keeps a record of.
+    pub fn skipped_known(&self, offset: Offset) -> Option<OffsetRange> {
+        self.skipped.iter().skip(self.skipped_forgotten).find(|r| r.contains(offset)).copied()
     }
 
     /// The store reported `range` lost or maybe lost.

@@ -175,6 +175,9 @@ struct World<'a> {
     /// An injected WAL fsync failure fired since the store last opened: the WAL's writer
     /// fails every append until the next open.
     wal_failed: bool,
+    /// The WAL's directory / the state directory was lost since an open last recorded
+    /// the skipped offsets in both (see `Model::skipped_forgotten`).
+    lost_since_open: (bool, bool),
 }
 
 /// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
@@ -218,6 +221,7 @@ pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
         max_hwm: 0,
         resume_pending: false,
         wal_failed: false,
+        lost_since_open: (false, false),
     };
     tier_hot::faults::track_durability(&world.hot_dir);
     world.run_all();
@@ -376,6 +380,11 @@ impl World<'_> {
         match opened {
             Some(Ok(Ok((store, topic)))) => {
                 let reports = rt.block_on(store.recovery_reports());
+                // Recovery recorded the skipped offsets in both directories again — unless
+                // the topic's end is unknown (it records nothing until the resume).
+                if !reports.iter().any(|r| r.end_unknown) {
+                    self.lost_since_open = (false, false);
+                }
                 for r in &reports {
                     for range in r.lost.iter().chain(&r.maybe_lost) {
                         self.model.report(*range);
@@ -691,6 +700,7 @@ impl World<'_> {
                 if !matches!(step, Step::LoseState { .. }) {
                     self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
                 }
+                self.lost(!matches!(step, Step::LoseState { .. }), !matches!(step, Step::LoseWal { .. }));
                 self.ensure_open();
             }
             Step::LoseWalRunning { producers, records } => {
@@ -713,6 +723,7 @@ impl World<'_> {
                 self.close();
                 self.remove(&hot_dir);
                 self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
+                self.lost(true, false);
                 self.ensure_open();
             }
             Step::WarmOutage(on) => self.warm.set_outage(on),
@@ -816,6 +827,17 @@ impl World<'_> {
         }
     }
 
+    /// The WAL's directory (`wal`) and/or the state directory (`state`) is lost: once
+    /// both are, since an open last recorded them, the store may no longer know the
+    /// offsets degraded opens skipped.
+    fn lost(&mut self, wal: bool, state: bool) {
+        self.lost_since_open.0 |= wal;
+        self.lost_since_open.1 |= state;
+        if self.lost_since_open == (true, true) {
+            self.model.skipped_forgotten = self.model.skipped.len();
+        }
+    }
+
     // ---- reads and checks --------------------------------------------------------------
 
     fn served(&mut self, offset: Offset, payload: Bytes) {
@@ -833,6 +855,14 @@ impl World<'_> {
             Some((inv::FOREIGN, format!("{:?} served at {offset}, acknowledged at {at}", lossy(&payload))))
         } else if m.acked.contains_key(&offset) {
             None
+        } else if let Some(range) = m.skipped_known(offset) {
+            Some((
+                inv::SKIPPED_SERVED,
+                format!(
+                    "{:?} served at {offset}, inside {range}, which a degraded open skipped",
+                    lossy(&payload)
+                ),
+            ))
         } else if m.refused.contains_key(&payload) {
             let cfg = &self.schedule.config;
             // Outcome unknown: under `fail`, warm confirmed it (the writer's retry or a later

@@ -227,7 +227,13 @@ impl Step {
 ///   is the same as under 2.
 /// - 4: [`Step::WalFsyncFails`], taken from rolls that made [`Step::Heal`] under 3 and
 ///   drawing no randomness: every other step of every seed is the same as under 3.
-pub const GENERATOR: u32 = 4;
+/// - 5: *warm-outage bursts* (`warm_outage_burst`), taken from rolls that made
+///   [`Step::Heal`] under 4 (with warm deployed): the steps of a compound fault in a row —
+///   warm down, maybe a refused WAL write, a restart while warm is down, a second fault
+///   (a restart, a crash, the state or WAL directory lost), warm back, a read from the
+///   start. A burst draws randomness, so the steps after the first burst of a seed
+///   differ from version 4's.
+pub const GENERATOR: u32 = 5;
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
@@ -252,8 +258,14 @@ impl Schedule {
         let mut rng = Rng::new(seed);
         let config = gen_config(&mut rng);
         let mut out = Vec::with_capacity(steps as usize);
+        // The rest of a burst: one step per index, as any other.
+        let mut burst = std::collections::VecDeque::new();
         for i in 0..steps {
-            out.push((i, gen_step(&mut rng, &config, generator)));
+            let step = match burst.pop_front() {
+                Some(step) => step,
+                None => gen_step(&mut rng, &config, generator, &mut burst),
+            };
+            out.push((i, step));
         }
         Self { seed, config, steps: out }
     }
@@ -327,7 +339,13 @@ fn gen_config(rng: &mut Rng) -> SimConfig {
     }
 }
 
-fn gen_step(rng: &mut Rng, config: &SimConfig, generator: u32) -> Step {
+/// Makes one step; a burst's first step, with the rest queued on `burst`.
+fn gen_step(
+    rng: &mut Rng,
+    config: &SimConfig,
+    generator: u32,
+    burst: &mut std::collections::VecDeque<Step>,
+) -> Step {
     loop {
         let roll = rng.below(1000);
         let step = match roll {
@@ -382,6 +400,11 @@ fn gen_step(rng: &mut Rng, config: &SimConfig, generator: u32) -> Step {
             901..=905 if generator >= 2 => Step::LoseWalRunning { producers: 0, records: 0 },
             // Version 4: taken from `Heal`'s rolls, drawing no randomness.
             906..=910 if generator >= 4 => Step::WalFsyncFails,
+            // Version 5: taken from `Heal`'s rolls where warm is deployed.
+            911..=920 if generator >= 5 && config.deployment.warm() => {
+                burst.extend(warm_outage_burst(rng));
+                burst.pop_front().unwrap_or(Step::Heal)
+            }
             _ => Step::Heal,
         };
         let fits = match step {
@@ -400,4 +423,47 @@ fn gen_step(rng: &mut Rng, config: &SimConfig, generator: u32) -> Step {
             return step;
         }
     }
+}
+
+/// A warm-outage burst (generator 5): the faults that together reach the states a single
+/// fault does not — offsets a degraded open skipped while warm may hold records the WAL
+/// never stored, then a second fault before warm answers — each step one of its own:
+///
+/// 1. warm stops answering;
+/// 2. half the time, the WAL's next fsync fails (under `degrade` warm may take the group
+///    the WAL refuses);
+/// 3. an append;
+/// 4. a crash (a third of them with a power cut): the reopen finds warm down, so under
+///    `degrade` it opens degraded (skipping what warm may hold), under `fail` it waits;
+/// 5. an append;
+/// 6. a second fault: a crash, a clean restart, the state directory or the WAL directory
+///    lost;
+/// 7. half the time, the state directory lost as well (when 6 did not lose it);
+/// 8. warm answers again;
+/// 9. a read from the start, through whatever warm and the other tiers now hold.
+fn warm_outage_burst(rng: &mut Rng) -> Vec<Step> {
+    let append = |rng: &mut Rng| Step::Append {
+        producers: u8::try_from(rng.range(1, 3)).unwrap_or(1),
+        records: u8::try_from(rng.range(1, 8)).unwrap_or(1),
+    };
+    let mut steps = vec![Step::WarmOutage(true)];
+    if rng.chance(1, 2) {
+        steps.push(Step::WalFsyncFails);
+    }
+    steps.push(append(rng));
+    steps.push(Step::Crash { power_cut: rng.chance(1, 3) });
+    steps.push(append(rng));
+    let second = match rng.below(4) {
+        0 => Step::Crash { power_cut: rng.chance(1, 3) },
+        1 => Step::CloseReopen,
+        2 => Step::LoseState { clean: rng.chance(1, 2) },
+        _ => Step::LoseWal { clean: rng.chance(1, 2) },
+    };
+    steps.push(second);
+    if !matches!(second, Step::LoseState { .. }) && rng.chance(1, 2) {
+        steps.push(Step::LoseState { clean: rng.chance(1, 2) });
+    }
+    steps.push(Step::WarmOutage(false));
+    steps.push(Step::Read { from: ReadFrom::Earliest, max: 200 });
+    steps
 }

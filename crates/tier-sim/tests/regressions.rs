@@ -43,11 +43,12 @@ fn three_hundred_short_benign_schedules_pass() {
 /// Version 2 of the step generator differs from version 1 only where version 1 made a
 /// `Heal`, which became `LoseWalRunning`; version 3 differs from version 2 only in the
 /// appends a `LoseWalRunning` makes; version 4 from version 3 only where a `Heal` became
-/// `WalFsyncFails`. Regression schedules replay with the version they
+/// `WalFsyncFails`; version 5 from version 4 from its first warm-outage burst on (which
+/// replaces a `Heal`). Regression schedules replay with the version they
 /// were found with, so their steps never change.
 #[test]
 fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() {
-    use tier_sim::schedule::{GENERATOR, Step};
+    use tier_sim::schedule::{GENERATOR, ReadFrom, Step};
     let mut running = 0;
     let mut appending = 0;
     for seed in 0..200 {
@@ -99,7 +100,32 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         }
     }
     assert!(fsync_failures > 0, "version 4 generates WAL fsync failures");
-    assert_eq!(GENERATOR, 4, "the newest version is the default");
+    // Version 5 is version 4 up to the first warm-outage burst, which starts where version
+    // 4 made a heal (with warm deployed) and runs warm down .. a restart .. warm back, a
+    // read from the start.
+    let mut bursts = 0;
+    for seed in 0..200 {
+        let (v4, v5) = (Schedule::generate_with(4, seed, 200), Schedule::generate_with(5, seed, 200));
+        assert_eq!(v4.config.to_string(), v5.config.to_string(), "seed {seed}");
+        let Some(k) = v4.steps.iter().zip(&v5.steps).position(|(a, b)| a != b) else { continue };
+        assert_eq!(
+            (v4.steps[k].1, v5.steps[k].1),
+            (Step::Heal, Step::WarmOutage(true)),
+            "seed {seed} step {k}"
+        );
+        assert!(v5.config.deployment.warm(), "seed {seed}: a burst needs warm");
+        let rest: Vec<Step> = v5.steps[k..].iter().map(|(_, s)| *s).take(10).collect();
+        if let Some(read) = rest.iter().position(|s| *s == Step::Read { from: ReadFrom::Earliest, max: 200 })
+        {
+            assert_eq!(rest[read - 1], Step::WarmOutage(false), "seed {seed}: {rest:?}");
+            assert!(rest[..read].iter().any(|s| matches!(s, Step::Crash { .. })), "seed {seed}: {rest:?}");
+            bursts += 1;
+        } else {
+            assert!(k + 10 > 200, "seed {seed}: a burst not cut short by the schedule's end: {rest:?}");
+        }
+    }
+    assert!(bursts > 0, "version 5 generates warm-outage bursts");
+    assert_eq!(GENERATOR, 5, "the newest version is the default");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
