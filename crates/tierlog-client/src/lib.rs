@@ -47,7 +47,7 @@ pub use stream::{AppendStream, PendingAppend};
 pub enum Error {
     /// The server answered with an error (`kind` says what to do), or ended a read with
     /// one.
-    #[error("the server answered {status}: {error}")]
+    #[error("{}", describe_api(*status, error))]
     Api {
         /// The HTTP status (the last frame of a read: 200).
         status: u16,
@@ -83,6 +83,16 @@ pub enum Error {
         /// Whether the batch may have been appended.
         outcome_unknown: bool,
     },
+}
+
+/// [`Error::Api`]'s message: the status the server answered with, or — for an error that
+/// ended a read whose answer had begun (status 200) — that the server ended it.
+fn describe_api(status: u16, error: &ApiError) -> String {
+    if status == 200 {
+        format!("the server ended the read: {error}")
+    } else {
+        format!("the server answered {status}: {error}")
+    }
 }
 
 impl Error {
