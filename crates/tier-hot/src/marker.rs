@@ -20,68 +20,70 @@ use tier_core::{OffsetRange, TierError, TopicName};
 
 use crate::layout::{ctx, fsync_dir, io_err, topic_dir};
 
-/// The `unacked` marker's file name in the topic directory.
-pub(crate) const UNACKED_FILE: &str = "unacked";
+/// One marker file of a topic directory: its name, the name it is written under before
+/// it is renamed into place, and what errors call it.
+pub(crate) struct Marker {
+    pub(crate) file: &'static str,
+    pub(crate) tmp: &'static str,
+    pub(crate) what: &'static str,
+}
 
-/// The name the `unacked` marker is written under before it is renamed into place.
-pub(crate) const UNACKED_TMP: &str = "unacked.tmp";
+/// The `unacked` marker.
+pub(crate) const UNACKED: Marker = Marker { file: "unacked", tmp: "unacked.tmp", what: "unacked marker" };
 
 /// True for a marker's file name, or that of a write of one a crash cut short: files of
 /// the topic directory that are not segments and not to be warned about.
 pub(crate) fn is_marker(name: &str) -> bool {
-    [crate::rebuilt::REBUILT_FILE, crate::rebuilt::REBUILT_TMP, UNACKED_FILE, UNACKED_TMP].contains(&name)
+    [&crate::rebuilt::REBUILT, &UNACKED].iter().any(|m| name == m.file || name == m.tmp)
 }
 
-/// Writes `text` as `topic`'s marker `name` under `data_dir` durably (through `tmp`),
-/// creating the topic directory if needed; `what` names it in errors.
-pub(crate) fn write(
-    data_dir: &Path,
-    topic: &TopicName,
-    (name, tmp, what): (&str, &str, &str),
-    text: &str,
-) -> Result<(), TierError> {
-    let dir = topic_dir(data_dir, topic);
-    if !dir.exists() {
-        fs::create_dir_all(&dir).map_err(|e| io_err(topic, &dir, "creating the topic directory", e))?;
-        fsync_dir(data_dir).map_err(|e| io_err(topic, data_dir, "fsyncing the data directory", e))?;
+impl Marker {
+    /// Writes `text` as `topic`'s marker under `data_dir` durably (through `tmp`),
+    /// creating the topic directory if needed.
+    pub(crate) fn write(&self, data_dir: &Path, topic: &TopicName, text: &str) -> Result<(), TierError> {
+        let what = self.what;
+        let dir = topic_dir(data_dir, topic);
+        if !dir.exists() {
+            fs::create_dir_all(&dir).map_err(|e| io_err(topic, &dir, "creating the topic directory", e))?;
+            fsync_dir(data_dir).map_err(|e| io_err(topic, data_dir, "fsyncing the data directory", e))?;
+        }
+        let tmp = dir.join(self.tmp);
+        let mut file =
+            File::create(&tmp).map_err(|e| io_err(topic, &tmp, &format!("creating the {what}"), e))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| io_err(topic, &tmp, &format!("writing the {what}"), e))?;
+        file.sync_all().map_err(|e| io_err(topic, &tmp, &format!("fsyncing the {what}"), e))?;
+        let path = dir.join(self.file);
+        fs::rename(&tmp, &path)
+            .map_err(|e| io_err(topic, &path, &format!("renaming the {what} into place"), e))?;
+        fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e))
     }
-    let tmp = dir.join(tmp);
-    let mut file = File::create(&tmp).map_err(|e| io_err(topic, &tmp, &format!("creating the {what}"), e))?;
-    file.write_all(text.as_bytes()).map_err(|e| io_err(topic, &tmp, &format!("writing the {what}"), e))?;
-    file.sync_all().map_err(|e| io_err(topic, &tmp, &format!("fsyncing the {what}"), e))?;
-    let path = dir.join(name);
-    fs::rename(&tmp, &path)
-        .map_err(|e| io_err(topic, &path, &format!("renaming the {what} into place"), e))?;
-    fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e))
-}
 
-/// `topic`'s marker `name` under `data_dir` (its path and text), if there is one.
-pub(crate) fn read(
-    data_dir: &Path,
-    topic: &TopicName,
-    name: &str,
-    what: &str,
-) -> Result<Option<(PathBuf, String)>, TierError> {
-    let path = topic_dir(data_dir, topic).join(name);
-    match fs::read_to_string(&path) {
-        Ok(text) => Ok(Some((path, text))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(topic, &path, &format!("reading the {what}"), e)),
+    /// `topic`'s marker under `data_dir` (its path and text), if there is one.
+    pub(crate) fn read(
+        &self,
+        data_dir: &Path,
+        topic: &TopicName,
+    ) -> Result<Option<(PathBuf, String)>, TierError> {
+        let path = topic_dir(data_dir, topic).join(self.file);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Some((path, text))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(topic, &path, &format!("reading the {}", self.what), e)),
+        }
+    }
+
+    /// Removes `topic`'s marker under `data_dir` durably (nothing to do without one).
+    pub(crate) fn remove(&self, data_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
+        let dir = topic_dir(data_dir, topic);
+        let path = dir.join(self.file);
+        match fs::remove_file(&path) {
+            Ok(()) => fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(topic, &path, &format!("removing the {}", self.what), e)),
+        }
     }
 }
-
-/// Removes `topic`'s marker `name` under `data_dir` durably (nothing to do without one).
-pub(crate) fn remove(data_dir: &Path, topic: &TopicName, name: &str, what: &str) -> Result<(), TierError> {
-    let dir = topic_dir(data_dir, topic);
-    let path = dir.join(name);
-    match fs::remove_file(&path) {
-        Ok(()) => fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err(topic, &path, &format!("removing the {what}"), e)),
-    }
-}
-
-const UNACKED: (&str, &str, &str) = (UNACKED_FILE, UNACKED_TMP, "unacked marker");
 
 /// Records `ranges` as `topic`'s `unacked` marker under `data_dir`; none remove it.
 pub(crate) fn write_unacked(
@@ -90,14 +92,14 @@ pub(crate) fn write_unacked(
     ranges: &[OffsetRange],
 ) -> Result<(), TierError> {
     if ranges.is_empty() {
-        return remove(data_dir, topic, UNACKED.0, UNACKED.2);
+        return UNACKED.remove(data_dir, topic);
     }
-    write(data_dir, topic, UNACKED, &tier_core::format_range_lines(ranges))
+    UNACKED.write(data_dir, topic, &tier_core::format_range_lines(ranges))
 }
 
 /// The ranges of `topic`'s `unacked` marker under `data_dir` (none without one).
 pub(crate) fn read_unacked(data_dir: &Path, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
-    let Some((path, text)) = read(data_dir, topic, UNACKED.0, UNACKED.2)? else { return Ok(Vec::new()) };
+    let Some((path, text)) = UNACKED.read(data_dir, topic)? else { return Ok(Vec::new()) };
     tier_core::parse_range_lines(&text).map_err(|why| {
         TierError::corruption(
             ctx(topic).location(path.display().to_string()),
@@ -118,11 +120,11 @@ mod tests {
         let ranges = vec![OffsetRange::new(10, 1034)];
         write_unacked(dir.path(), &topic, &ranges).unwrap();
         assert_eq!(read_unacked(dir.path(), &topic).unwrap(), ranges);
-        assert!(!dir.path().join("t").join(UNACKED_TMP).exists());
+        assert!(!dir.path().join("t").join(UNACKED.tmp).exists());
         write_unacked(dir.path(), &topic, &[]).unwrap();
         write_unacked(dir.path(), &topic, &[]).unwrap();
-        assert!(!dir.path().join("t").join(UNACKED_FILE).exists());
-        std::fs::write(dir.path().join("t").join(UNACKED_FILE), "9 3\n").unwrap();
+        assert!(!dir.path().join("t").join(UNACKED.file).exists());
+        std::fs::write(dir.path().join("t").join(UNACKED.file), "9 3\n").unwrap();
         let e = read_unacked(dir.path(), &topic).unwrap_err();
         assert_eq!(e.kind(), tier_core::ErrorKind::Corruption, "{e}");
     }

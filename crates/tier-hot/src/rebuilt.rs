@@ -14,12 +14,10 @@ use std::path::Path;
 use tier_core::{Offset, TierError, TopicName};
 
 use crate::layout::ctx;
+use crate::marker::Marker;
 
-/// The marker's file name in the topic directory.
-pub(crate) const REBUILT_FILE: &str = "rebuilt";
-
-/// The name the marker is written under before it is renamed into place.
-pub(crate) const REBUILT_TMP: &str = "rebuilt.tmp";
+/// The marker.
+pub(crate) const REBUILT: Marker = Marker { file: "rebuilt", tmp: "rebuilt.tmp", what: "rebuilt marker" };
 
 /// What a topic's rebuilt marker says ([`HotTier::rebuilt`](crate::HotTier::rebuilt)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,21 +27,16 @@ pub struct Rebuilt {
     pub bound: Option<Offset>,
 }
 
-/// The marker's file name, the name it is written under first, and what errors call it.
-const MARKER: (&str, &str, &str) = (REBUILT_FILE, REBUILT_TMP, "rebuilt marker");
-
 /// Writes the marker of `topic` under `data_dir` durably (a temporary file fsynced,
 /// renamed into place, the directory fsynced), creating the topic directory if needed.
 pub(crate) fn write(data_dir: &Path, topic: &TopicName, bound: Option<Offset>) -> Result<(), TierError> {
     let text = bound.map_or_else(|| "unknown\n".to_owned(), |b| format!("{b}\n"));
-    crate::marker::write(data_dir, topic, MARKER, &text)
+    REBUILT.write(data_dir, topic, &text)
 }
 
 /// The marker of `topic` under `data_dir`, if there is one.
 pub(crate) fn read(data_dir: &Path, topic: &TopicName) -> Result<Option<Rebuilt>, TierError> {
-    let Some((path, text)) = crate::marker::read(data_dir, topic, MARKER.0, MARKER.2)? else {
-        return Ok(None);
-    };
+    let Some((path, text)) = REBUILT.read(data_dir, topic)? else { return Ok(None) };
     let bound = match text.trim() {
         "unknown" => None,
         n => Some(n.parse::<Offset>().map_err(|_| {
@@ -58,7 +51,7 @@ pub(crate) fn read(data_dir: &Path, topic: &TopicName) -> Result<Option<Rebuilt>
 
 /// Removes the marker of `topic` under `data_dir` durably (nothing to do without one).
 pub(crate) fn remove(data_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
-    crate::marker::remove(data_dir, topic, MARKER.0, MARKER.2)
+    REBUILT.remove(data_dir, topic)
 }
 
 #[cfg(test)]
@@ -74,11 +67,11 @@ mod tests {
         assert_eq!(read(dir.path(), &topic).unwrap(), Some(Rebuilt { bound: Some(43) }));
         write(dir.path(), &topic, None).unwrap();
         assert_eq!(read(dir.path(), &topic).unwrap(), Some(Rebuilt { bound: None }));
-        assert!(!dir.path().join("t").join(REBUILT_TMP).exists());
+        assert!(!dir.path().join("t").join(REBUILT.tmp).exists());
         remove(dir.path(), &topic).unwrap();
         remove(dir.path(), &topic).unwrap();
         assert_eq!(read(dir.path(), &topic).unwrap(), None);
-        std::fs::write(dir.path().join("t").join(REBUILT_FILE), "forty\n").unwrap();
+        std::fs::write(dir.path().join("t").join(REBUILT.file), "forty\n").unwrap();
         let e = read(dir.path(), &topic).unwrap_err();
         assert_eq!(e.kind(), tier_core::ErrorKind::Corruption, "{e}");
     }

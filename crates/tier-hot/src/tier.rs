@@ -246,14 +246,9 @@ impl HotTier {
         crate::marker::write_unacked(&self.inner.config.data_dir, topic, ranges)
     }
 
-    /// The ranges of `topic`'s `unacked` marker ([`mark_unacked`](Self::mark_unacked)),
-    /// none without one.
-    pub fn unacked(&self, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
-        crate::marker::read_unacked(&self.inner.config.data_dir, topic)
-    }
-
-    /// The same under WAL directory `data_dir`, read without opening the WAL: for
-    /// read-only inspection such as `tierlog status`.
+    /// The ranges of `topic`'s `unacked` marker ([`mark_unacked`](Self::mark_unacked))
+    /// under WAL directory `data_dir`, none without one; reads only, so it needs no open
+    /// WAL (recovery, and read-only inspection such as `tierlog status`).
     pub fn unacked_in(data_dir: &std::path::Path, topic: &TopicName) -> Result<Vec<OffsetRange>, TierError> {
         crate::marker::read_unacked(data_dir, topic)
     }

@@ -38,7 +38,7 @@ use tracing::{error, info, warn};
 use crate::config::WarmFailurePolicy;
 use crate::state::{
     Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation,
-    read_unacked, unacked_union, write_checkpoint, write_fence, write_losses, write_unacked,
+    read_unacked_copies, unacked_union, write_checkpoint, write_fence, write_losses, write_unacked_copies,
 };
 use crate::tiers::Tiers;
 
@@ -159,7 +159,7 @@ async fn recover(
     // Offsets earlier degraded opens skipped: warm may hold records there that were
     // never acknowledged (see `RecoveryReport::skipped`). Kept in the state directory and
     // in the WAL's directory: either may have been lost, and what either says holds.
-    let (unacked_state, unacked_wal) = (read_unacked(state_dir, topic)?, tiers.hot.unacked(topic)?);
+    let (unacked_state, unacked_wal) = read_unacked_copies(&tiers.hot.config().data_dir, state_dir, topic)?;
     let unacked_found = unacked_union(unacked_state.clone(), unacked_wal.clone());
     // The WAL holds nothing of the topic: it was lost (or the topic is new).
     let wal_lost = hot.end == 0;
@@ -564,11 +564,8 @@ async fn recover(
         if warm_clean {
             unacked.clear();
         }
-        if unacked != unacked_state {
-            write_unacked(state_dir, topic, &unacked)?;
-        }
-        if unacked != unacked_wal {
-            tiers.hot.mark_unacked(topic, &unacked)?;
+        if unacked != unacked_state || unacked != unacked_wal {
+            write_unacked_copies(&tiers.hot, state_dir, topic, &unacked)?;
         }
         let wal_first = if wal.is_empty() { next } else { wal.start };
         record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;

@@ -72,10 +72,10 @@ pub fn pending_recovery(
         fenced_at_least: read_fence(state_dir, topic)?,
         lost: losses.lost,
         maybe_lost: losses.maybe_lost,
-        skipped: unacked_union(
-            read_unacked(state_dir, topic)?,
-            tier_hot::HotTier::unacked_in(hot_dir, topic)?,
-        ),
+        skipped: {
+            let (state, wal) = read_unacked_copies(hot_dir, state_dir, topic)?;
+            unacked_union(state, wal)
+        },
         rebuilt: tier_hot::HotTier::rebuilt_in(hot_dir, topic)?,
     })
 }
@@ -163,9 +163,8 @@ pub(crate) fn read_unacked(
     })
 }
 
-/// The offsets degraded opens skipped as the router's `.unacked` file (`state`) and the
-/// WAL's `unacked` marker (`wal`, `tier_hot::HotTier::mark_unacked`) say together: each
-/// copy goes with its own directory, and what either says holds.
+/// The offsets degraded opens skipped as the two copies ([`read_unacked_copies`]) say
+/// together.
 pub(crate) fn unacked_union(
     mut state: Vec<tier_core::OffsetRange>,
     wal: Vec<tier_core::OffsetRange>,
@@ -174,6 +173,29 @@ pub(crate) fn unacked_union(
     state.sort_by_key(|r| (r.start, r.end));
     state.dedup();
     state
+}
+
+/// The offsets degraded opens of `topic` skipped as each copy says: the router's
+/// `.unacked` file under `state_dir` ([`read_unacked`]) and the `unacked` marker in the
+/// WAL's directory `hot_dir` (`tier_hot::HotTier::mark_unacked`). Each goes with its own
+/// directory; what either says holds ([`unacked_union`]).
+pub(crate) fn read_unacked_copies(
+    hot_dir: &Path,
+    state_dir: &Path,
+    topic: &TopicName,
+) -> Result<(Vec<tier_core::OffsetRange>, Vec<tier_core::OffsetRange>), TierError> {
+    Ok((read_unacked(state_dir, topic)?, tier_hot::HotTier::unacked_in(hot_dir, topic)?))
+}
+
+/// Records `ranges` in both copies (see [`read_unacked_copies`]); no ranges remove both.
+pub(crate) fn write_unacked_copies(
+    hot: &tier_hot::HotTier,
+    state_dir: &Path,
+    topic: &TopicName,
+    ranges: &[tier_core::OffsetRange],
+) -> Result<(), TierError> {
+    write_unacked(state_dir, topic, ranges)?;
+    hot.mark_unacked(topic, ranges)
 }
 
 /// Records `ranges` as the offsets degraded opens of `topic` skipped, durably (see

@@ -877,8 +877,7 @@ impl Writer {
         let (dir, topic, tiers) =
             (self.reservation.state_dir.clone(), self.topic.clone(), Arc::clone(&self.tiers));
         tokio::task::spawn_blocking(move || {
-            crate::state::write_unacked(&dir, &topic, &[])?;
-            tiers.hot.mark_unacked(&topic, &[])
+            crate::state::write_unacked_copies(&tiers.hot, &dir, &topic, &[])
         })
         .await
         .map_err(|e| {
