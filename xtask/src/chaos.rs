@@ -43,11 +43,7 @@ impl ChaosArgs {
 
 /// Scenarios `cargo xtask test` leaves out because they fail on an open bug, each with
 /// the bug (see `docs/reliability.md`, "Known failures"). `cargo xtask chaos` runs them.
-/// Remove an entry when its bug is fixed.
-/// ("corruption", the WAL wedged after losing an acknowledged tail, was fixed by recorded
-/// WAL gaps, `HotTier::skip_to`.)
-/// Empty: "compound lost-wal-after-unconfirmed" (issue 15 case 6 after a lost WAL) and
-/// "compound damaged-topic" (case 9) pass since their fixes.
+/// Remove an entry when its bug is fixed. Empty: every scenario passes.
 pub(crate) const KNOWN_FAILING: &[&str] = &[];
 
 /// Builds the runner, the producer and `tierlog`, then runs the scenarios from `root`; returns the

@@ -25,8 +25,8 @@ pub(crate) struct SimArgs {
     #[arg(long)]
     keep: Option<String>,
     /// The version of the step generator (default: the current one; see
-    /// `tier_sim::schedule::GENERATOR`, the `generator` of each regression schedule, and a
-    /// newer version's open findings in `docs/simulation.md`).
+    /// `tier_sim::schedule::GENERATOR`, the `generator` of each regression schedule, and
+    /// the versions in `docs/simulation.md`).
     #[arg(long)]
     generator: Option<u32>,
     /// How long to run, in seconds, when --seeds is not given.
@@ -54,8 +54,7 @@ pub(crate) struct SimArgs {
 
 impl SimArgs {
     /// The run `cargo xtask test` makes: the regression schedules, then 60 seconds of the
-    /// full fault mix from a fresh seed (since session 9's 100,000 schedules passed with no
-    /// violation; `docs/simulation.md`).
+    /// full fault mix from a fresh seed (`docs/simulation.md`).
     pub(crate) fn for_test() -> Self {
         Self {
             seeds: None,

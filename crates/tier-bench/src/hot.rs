@@ -81,7 +81,7 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
                     mmap_secs = mmap_secs.min(raw_append_mmap(dir, fsync, &template, n)?);
                 }
                 let records = n * batch as u64;
-                // Issue 17's bar for `never` (the writer is single); 0.8x under `always`.
+                // 0.9x of the raw writes under `never` (the writer is single); 0.8x under `always`.
                 let target = if unrotated { 0.9 } else { 0.8 };
                 let unrotated_detail = if unrotated {
                     format!(

@@ -170,7 +170,7 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
     Ok(results)
 }
 
-/// The compound scenarios (issue 15), each a row.
+/// The compound scenarios (two faults in a row), each a row.
 async fn run_compound(
     plan: &Plan,
     servers: &mut Servers,

@@ -9,7 +9,7 @@
 //! - [`server_kill`]: SIGKILL the real `tierlog serve` under 8 client producers and 8
 //!   followers, restart it, verify through the client.
 //! - [`bad_input`]: invalid names, oversized records, bad configuration, bad credentials.
-//! - [`compound`]: two faults in a row (issue 15): a lost WAL after an unconfirmed batch
+//! - [`compound`]: two faults in a row: a lost WAL after an unconfirmed batch
 //!   was rotated, a power cut past a stale checkpoint, a lost data directory, a warm
 //!   outage longer than retention, one damaged topic among intact ones.
 

@@ -1,4 +1,4 @@
-//! Server kill (issue 16 item 3): the real `tierlog serve` binary on a hot-only store,
+//! Server kill: the real `tierlog serve` binary on a hot-only store,
 //! 8 producers appending through `tierlog-client` (binary framing: the even ones one
 //! `POST` per batch, the odd ones over an append stream with up to
 //! `STREAM_IN_FLIGHT` batches in flight) and 8 followers

@@ -1,6 +1,6 @@
-//! Compound scenarios (issue 15): two faults in a row, each once able to reuse an
-//! acknowledged offset, serve a never-acknowledged record, wedge the export or keep the
-//! store from opening.
+//! Compound scenarios: two faults in a row, each a sequence that can reuse an acknowledged
+//! offset, serve a never-acknowledged record, wedge the export or keep the store from
+//! opening unless recovery handles it.
 //!
 //! - [`lost_wal`]: under `fail` warm refuses batches (replica stopped, `wait_replicas = 1`),
 //!   the segment holding them rotates by age and the exporter runs, a clean close, then
