@@ -6,9 +6,12 @@
 //! - [`conformance`]: the suite every `Tier` implementation runs to prove it honours
 //!   the trait's contract.
 //! - [`faults`]: [`FaultyTier`], a wrapper that injects failures and latency.
+//! - [`loopfs`]: [`LoopFs`](loopfs::LoopFs), a real ext4 file system on a loop device
+//!   whose backing store can fill up, for real disk-failure tests.
 
 pub mod conformance;
 pub mod faults;
+pub mod loopfs;
 pub mod memory;
 mod position;
 pub mod servers;
