@@ -34,14 +34,22 @@
 //!   is closed or dropped) cuts every segment file back to it — a file never fsynced to
 //!   nothing — as the page cache's loss would.
 //!
+//! A third reproduces **a failed fsync as Linux fails it**:
+//! [`fail_fsync_losing_pages`] arms [`FaultPoint::Fsync`] so that the bytes the failed
+//! fsync could not write stay in the file only until its pages are dropped (recovery's
+//! `posix_fadvise` before it scans a file, [`drop_page_cache`], [`PowerCut::apply`]),
+//! then read back as zeros.
+//!
 //! The simulation (`cargo xtask sim`) reads the same records with [`durable_lengths`]
-//! and cuts each file back to its durable length *or to any byte past it* (what a real
-//! power cut can leave). Two fsyncs are not recorded, so that a simulated power cut stays
-//! deterministic: a background seal's fsync of the *next* active segment (appends into it
-//! run concurrently with that fsync, so which of them it covers is a race) and the
-//! `interval` timer's fsync (a cut below it is the state a crash just before the timer
-//! leaves). Both keep the simulation on the safe side: those appends were acknowledged
-//! without an fsync.
+//! and decides what a power cut leaves of the bytes past them (tier-sim's `disk` module:
+//! a cut at any byte past the durable length, or lost 4 KiB pages, a size persisted
+//! without its data and new files zero-filled or gone), and it [`hold`]s a background
+//! seal to cut the power before the seal's fsyncs. Two fsyncs are not recorded, so
+//! that a simulated power cut stays deterministic: a background seal's fsync of the
+//! *next* active segment (appends into it run concurrently with that fsync, so which of
+//! them it covers is a race) and the `interval` timer's fsync (a cut below it is the
+//! state a crash just before the timer leaves). Both keep the simulation on the safe
+//! side: those appends were acknowledged without an fsync.
 //!
 //! Without the feature this module does not exist and the hooks at the call sites
 //! (the `fault!` and `synced!` macros) expand to `Ok(())` and nothing: no code, no cost.
@@ -50,6 +58,7 @@ use std::{
     collections::HashMap,
     fs::File,
     io::{self, IoSlice, Write},
+    ops::Range,
     path::{Path, PathBuf},
 };
 
@@ -84,6 +93,9 @@ struct Armed {
     kind: io::ErrorKind,
     /// Failures injected.
     fired: u32,
+    /// A failed [`FaultPoint::Fsync`] loses the pages it could not write (see
+    /// [`fail_fsync_losing_pages`]).
+    loses_pages: bool,
 }
 
 /// Every armed fault of the process (few, and only in tests).
@@ -94,9 +106,32 @@ static ARMED: Mutex<Vec<Armed>> = Mutex::new(Vec::new());
 /// pass. Re-arming a point of the same directory replaces it (and resets
 /// [`fired`]). `nth == 0` is treated as 1.
 pub fn fail_nth(data_dir: &Path, point: FaultPoint, nth: u32, kind: io::ErrorKind) {
+    arm(data_dir, point, nth, kind, false);
+}
+
+/// Arms [`FaultPoint::Fsync`] under `data_dir` like [`fail_nth`], with what a failed
+/// writeback does on Linux: the pages it could not write are marked clean and their bytes
+/// never reach the disk, while the page cache keeps showing them, and a later fsync
+/// succeeds without writing them (see "Failed fsyncs" in `docs/hot.md`).
+///
+/// So when the `nth` fsync of an active segment fails, the bytes written to that file
+/// since its last successful fsync are *lost*: the file still holds them until its pages
+/// are dropped — by recovery before it scans the file, by [`drop_page_cache`] (what a
+/// reboot or the pages' eviction does), or by [`PowerCut::apply`] — and from then on they
+/// read back as zeros (the file keeps its length, as when the inode's new size reached the
+/// disk and its data did not). Cutting the file back below them forgets them, as
+/// truncating drops a file's pages. Every byte of the range is lost, also in the page it
+/// shares with durable bytes: the model leaves out that a later write to that page would
+/// write the whole page again.
+pub fn fail_fsync_losing_pages(data_dir: &Path, nth: u32, kind: io::ErrorKind) {
+    arm(data_dir, FaultPoint::Fsync, nth, kind, true);
+}
+
+fn arm(data_dir: &Path, point: FaultPoint, nth: u32, kind: io::ErrorKind, loses_pages: bool) {
     let mut armed = ARMED.lock();
     armed.retain(|a| !(a.dir == data_dir && a.point == point));
-    armed.push(Armed { dir: data_dir.to_owned(), point, pass: Some(nth.max(1) - 1), kind, fired: 0 });
+    let pass = Some(nth.max(1) - 1);
+    armed.push(Armed { dir: data_dir.to_owned(), point, pass, kind, fired: 0, loses_pages });
 }
 
 /// How many failures were injected at `point` under `data_dir` since it was armed
@@ -258,9 +293,11 @@ impl PowerCut {
     }
 
     /// Cuts every segment file (`*.seg`) in the topic directories of the data directory
-    /// back to its durable length. Call it once the tier is closed (or dropped), as the
+    /// back to its durable length, after zeroing what failed fsyncs lost
+    /// ([`drop_page_cache`]). Call it once the tier is closed (or dropped), as the
     /// machine's restart would find the disk.
     pub fn apply(&self) -> io::Result<()> {
+        drop_page_cache(&self.dir)?;
         for topic in std::fs::read_dir(&self.dir)? {
             let topic = topic?.path();
             if !topic.is_dir() {
@@ -284,6 +321,11 @@ impl PowerCut {
 /// The hook: `Err` when a fault armed for `point` on a directory holding `path` is due
 /// now. Waits first while `point` is [held](hold) for that directory.
 pub(crate) fn check(point: FaultPoint, path: &Path) -> io::Result<()> {
+    check_armed(point, path).map_err(|(e, _)| e)
+}
+
+/// [`check`], also saying whether the fault that fired loses pages.
+fn check_armed(point: FaultPoint, path: &Path) -> Result<(), (io::Error, bool)> {
     wait_if_held(point, path);
     let mut armed = ARMED.lock();
     let Some(a) = armed.iter_mut().find(|a| a.point == point && path.starts_with(&a.dir)) else {
@@ -293,7 +335,8 @@ pub(crate) fn check(point: FaultPoint, path: &Path) -> io::Result<()> {
         Some(0) => {
             a.pass = None;
             a.fired += 1;
-            Err(io::Error::new(a.kind, format!("injected {point:?} fault on {}", path.display())))
+            let e = io::Error::new(a.kind, format!("injected {point:?} fault on {}", path.display()));
+            Err((e, a.loses_pages))
         }
         Some(n) => {
             a.pass = Some(n - 1);
@@ -301,6 +344,83 @@ pub(crate) fn check(point: FaultPoint, path: &Path) -> io::Result<()> {
         }
         None => Ok(()),
     }
+}
+
+/// Byte ranges of segment files that a failed fsync lost (see
+/// [`fail_fsync_losing_pages`]): still in the file until its pages are dropped.
+static LOST: Mutex<Vec<(PathBuf, Range<u64>)>> = Mutex::new(Vec::new());
+
+/// The [`FaultPoint::Fsync`] hook of the active segment `path` (open as `file`), whose
+/// last successful fsync made `durable` bytes durable: [`check`], and when the fault that
+/// fires loses pages, records `durable..` (to the file's length) as lost.
+pub(crate) fn check_fsync(path: &Path, file: &File, durable: u64) -> io::Result<()> {
+    let Err((e, loses_pages)) = check_armed(FaultPoint::Fsync, path) else { return Ok(()) };
+    if loses_pages {
+        let len = file.metadata()?.len();
+        if len > durable {
+            LOST.lock().push((path.to_owned(), durable..len));
+        }
+    }
+    Err(e)
+}
+
+/// The hook after recovery dropped `path`'s pages from the page cache: its lost bytes
+/// read back as zeros from now on.
+pub(crate) fn page_cache_dropped(path: &Path) -> io::Result<()> {
+    let lost: Vec<Range<u64>> = {
+        let mut all = LOST.lock();
+        let (mine, others) = std::mem::take(&mut *all).into_iter().partition(|(p, _)| p == path);
+        *all = others;
+        mine.into_iter().map(|(_, r)| r).collect()
+    };
+    zero(path, &lost)
+}
+
+/// The hook after `path` was cut back to `len` bytes: lost bytes beyond are forgotten.
+pub(crate) fn cut_to(path: &Path, len: u64) {
+    let mut lost = LOST.lock();
+    for (_, range) in lost.iter_mut().filter(|(p, _)| p == path) {
+        range.end = range.end.min(len);
+    }
+    lost.retain(|(_, range)| !range.is_empty());
+}
+
+/// Drops the page cache of every segment file under `data_dir`, as a reboot (or the
+/// pages' eviction) does: the bytes a failed fsync lost ([`fail_fsync_losing_pages`])
+/// read back as zeros from now on. Call it once the tier is closed or dropped.
+pub fn drop_page_cache(data_dir: &Path) -> io::Result<()> {
+    let lost: Vec<(PathBuf, Range<u64>)> = {
+        let mut all = LOST.lock();
+        let (mine, others) =
+            std::mem::take(&mut *all).into_iter().partition(|(p, _)| p.starts_with(data_dir));
+        *all = others;
+        mine
+    };
+    for (path, range) in lost {
+        zero(&path, std::slice::from_ref(&range))?;
+    }
+    Ok(())
+}
+
+/// Overwrites `ranges` of `path` with zeros, within the file's length.
+fn zero(path: &Path, ranges: &[Range<u64>]) -> io::Result<()> {
+    if ranges.is_empty() {
+        return Ok(());
+    }
+    let file = match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    for range in ranges {
+        let end = range.end.min(len);
+        if range.start < end {
+            let zeros = vec![0u8; usize::try_from(end - range.start).map_err(io::Error::other)?];
+            std::os::unix::fs::FileExt::write_all_at(&file, &zeros, range.start)?;
+        }
+    }
+    Ok(())
 }
 
 /// The [`FaultPoint::Write`] hook: when a fault is due, writes the first half of

@@ -29,11 +29,20 @@
 /// armed `point` for the data directory holding `path`. Without the feature
 /// `fault-injection` it is `Ok(())` and evaluates nothing.
 ///
-/// `fault!(Write, path, file, slices)` is the short-write hook of the WAL data write.
+/// `fault!(Write, path, file, slices)` is the short-write hook of the WAL data write;
+/// `fault!(Fsync, path, file, durable)` the hook of the active segment's fsync, which a
+/// test may arm to lose the pages written since `durable` (`faults::fail_fsync_losing_pages`).
 macro_rules! fault {
     (Write, $path:expr, $file:expr, $slices:expr) => {{
         #[cfg(feature = "fault-injection")]
         let hook = crate::faults::torn_write($path, $file, $slices);
+        #[cfg(not(feature = "fault-injection"))]
+        let hook = ::std::io::Result::Ok(());
+        hook
+    }};
+    (Fsync, $path:expr, $file:expr, $durable:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        let hook = crate::faults::check_fsync($path, $file, $durable);
         #[cfg(not(feature = "fault-injection"))]
         let hook = ::std::io::Result::Ok(());
         hook
@@ -65,6 +74,28 @@ macro_rules! synced_header {
     }};
 }
 
+/// The hook after recovery dropped segment file `$path`'s pages from the page cache: the
+/// bytes a failed fsync lost read back as zeros from now on (see
+/// `faults::fail_fsync_losing_pages`). An `io::Result<()>`; without the feature `Ok(())`.
+macro_rules! page_cache_dropped {
+    ($path:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        let hook = crate::faults::page_cache_dropped($path);
+        #[cfg(not(feature = "fault-injection"))]
+        let hook = ::std::io::Result::Ok(());
+        hook
+    }};
+}
+
+/// The hook after segment file `$path` was cut back to `$len` bytes: pages beyond are gone,
+/// with whatever a failed fsync lost there. Without the feature it is nothing.
+macro_rules! cut_to {
+    ($path:expr, $len:expr) => {{
+        #[cfg(feature = "fault-injection")]
+        crate::faults::cut_to($path, $len);
+    }};
+}
+
 mod cache;
 mod config;
 mod damaged;
@@ -73,6 +104,7 @@ pub mod faults;
 pub mod layout;
 mod marker;
 mod mmap;
+mod page_cache;
 mod read;
 mod rebuilt;
 mod recovery;

@@ -5,8 +5,13 @@
 //! read) — or one whose background seal a crash cut short (footer missing or torn),
 //! which is scanned like the last file and sealed again. The last file is scanned batch by batch with the segment module's recovery
 //! scan: a torn tail is truncated or refused as [`RecoveryPolicy`] says, and the writer
-//! state (next offset, sparse index) is rebuilt from the valid batches. A last file that
-//! turns out to be sealed is kept as sealed and a new active segment is started after
+//! state (next offset, sparse index) is rebuilt from the valid batches. Invalid bytes
+//! followed by intact batches are a torn tail only when they read as unwritten (a zeroed
+//! sector) where the fsync policy says no fsync covered them ([`unsynced`]), and a header
+//! that reads as never written is a torn creation only where the segment was created
+//! after the last durable point ([`creation_torn`]); both decisions are pure functions of
+//! the evidence, described in `docs/hot.md` ("Torn tails, holes and torn creations"). A
+//! last file that turns out to be sealed is kept as sealed and a new active segment is started after
 //! it. Consecutive files must continue each other's offsets; a gap is corruption naming
 //! both files — unless a gap marker (`<from>-<to>.gap`, written by
 //! [`HotTier::skip_to`](crate::HotTier::skip_to)) records exactly that gap, which is then
@@ -28,7 +33,10 @@ use std::{
 use tier_core::{
     ErrorKind, Offset, OffsetRange, TierError, TopicName,
     batch::DecodeError,
-    segment::{MAX_HEADER_LEN, SegmentHeader, TRAILER_MAGIC, scan_unsealed},
+    segment::{
+        HEADER_FIXED_LEN, MAX_HEADER_LEN, ScanOutcome, SegmentHeader, TRAILER_MAGIC, Unsynced,
+        header_unwritten, scan_unsealed_with,
+    },
 };
 use tracing::warn;
 
@@ -38,6 +46,7 @@ use crate::layout::{
 };
 use crate::segment::{ActiveSegment, SealedFile};
 use crate::topic::Gap;
+use crate::writer::MAX_GROUP_BYTES;
 
 /// A topic as found on disk.
 #[derive(Debug, Default)]
@@ -180,7 +189,25 @@ pub(crate) fn recover_topic(
             }
             continue;
         }
-        let (seg, resealed) = open_or_reseal(topic, path, config)?;
+        let place = if torn.is_some() { Place::AfterCutShortSeal } else { Place::Middle };
+        let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place)? {
+            Some(reopened) => reopened,
+            None => {
+                // Its header never reached the disk, so neither did any fsync of it: a
+                // seal cut short (its own and the one before, which fsyncs its header).
+                let bytes = std::fs::metadata(path).map(|m| m.len()).ok();
+                warn!(
+                    topic = %topic, file = ?path, bytes,
+                    "removing a segment whose header never reached the disk; dropping its bytes"
+                );
+                std::fs::remove_file(path)
+                    .map_err(|e| io_err(topic, path, "removing a segment that was never written", e))?;
+                fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
+                torn = Some(path.clone());
+                cut_back = true;
+                continue;
+            }
+        };
         cut_back |= resealed;
         check_name(topic, path, *base, seg.info.range.start)?;
         let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
@@ -213,29 +240,37 @@ fn is_torn_header(path: &Path) -> bool {
 /// Opens a file that is not the last as a sealed segment. A rotation fsyncs the
 /// sealed file in the background (`writer::seal`), so after a crash such a file may
 /// lack its footer or hold a torn one: when it does not open as sealed, it is scanned
-/// like an unsealed segment; when it does not end with the trailer magic, or what
-/// follows its data is a cut-short footer ([`footer_cut_short`]), it is truncated there (or refused, as [`RecoveryPolicy`]
-/// says) and sealed again (footer written and fsynced). A complete footer that fails
-/// its checks stays `Corruption`. Returns the segment and whether it was sealed again;
-/// records lost from the end of such a file make a torn point (see
-/// [`check_continues`]).
+/// like an unsealed segment (a hole before intact batches is a torn tail where
+/// [`unsynced`] allows it); when it does not end with the trailer magic, or what follows
+/// its data is a cut-short footer ([`footer_cut_short`]), it is truncated there (or
+/// refused, as [`RecoveryPolicy`] says) and sealed again (footer written and fsynced). A
+/// complete footer that fails its checks stays `Corruption`. A header that never reached
+/// the disk is a torn creation, `None` (to be removed as holding no batch), when
+/// [`creation_torn`] says so for `place`, `Corruption` otherwise. Returns the segment and
+/// whether it was sealed again; records lost from the end of such a file make a torn
+/// point (see [`check_continues`]).
 fn open_or_reseal(
     topic: &TopicName,
     path: &Path,
+    base: Offset,
     config: &HotConfig,
-) -> Result<(SealedFile, bool), TierError> {
+    place: Place,
+) -> Result<Option<(SealedFile, bool)>, TierError> {
     let not_sealed = match SealedFile::open(topic, path, None) {
-        Ok(seg) => return Ok((seg, false)),
+        Ok(seg) => return Ok(Some((seg, false))),
         Err(e) if e.kind() == ErrorKind::Corruption => e,
         Err(e) => return Err(e),
     };
     let io = |what| move |e| io_err(topic, path, what, e);
+    // Not known durable (its seal was cut short): scan what the disk holds.
+    crate::page_cache::read_from_disk_next(topic, path)?;
     let bytes = std::fs::read(path).map_err(io("reading a segment"))?;
-    let outcome = match scan_unsealed(&bytes, config.recovery.into()) {
+    let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced(config.fsync, false)) {
         Ok(outcome) if outcome.sealed.is_none() && outcome.state.batch_count() > 0 => outcome,
         // Sealed after all, or no batch at all: not a seal cut short; report why it
         // failed to open.
         Ok(_) => return Err(not_sealed),
+        Err(_) if never_written(topic, &bytes, base, config, place) => return Ok(None),
         Err(e) => return Err(corrupt(topic, path, e)),
     };
     let footer = outcome.state.footer_bytes();
@@ -248,16 +283,91 @@ fn open_or_reseal(
     }
     warn!(topic = %topic, file = ?path, range = %outcome.state.offset_range(), "sealing a segment whose seal was cut short");
     let mut file = OpenOptions::new().write(true).open(path).map_err(io("opening a segment to seal it"))?;
-    if let Some((position, why)) = &outcome.torn_tail {
-        warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail");
-    }
+    warn_torn_tail(topic, path, &outcome);
     file.set_len(outcome.data_end).map_err(io("truncating a torn footer"))?;
     file.seek(SeekFrom::Start(outcome.data_end)).map_err(io("positioning in a segment"))?;
     file.write_all(&footer).map_err(io("writing a segment footer"))?;
     file.sync_all().map_err(io("fsyncing a sealed segment"))?;
     synced!(path, &file);
     drop(file);
-    SealedFile::open(topic, path, None).map(|seg| (seg, true))
+    SealedFile::open(topic, path, None).map(|seg| Some((seg, true)))
+}
+
+/// Reports the torn tail `outcome` cuts off, if any: its position and cause, and the
+/// intact batches dropped with it (a hole before written pages).
+fn warn_torn_tail(topic: &TopicName, path: &Path, outcome: &ScanOutcome) {
+    let Some((position, why)) = &outcome.torn_tail else { return };
+    match &outcome.dropped_intact {
+        Some(dropped) => warn!(
+            topic = %topic, file = ?path, position, error = %why, intact_at = dropped.position,
+            dropped = %dropped.offsets,
+            "truncating a torn tail: invalid bytes (pages no fsync covered that never reached the disk) \
+             before intact batches; dropping the records from the first invalid batch on"
+        ),
+        None => warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail"),
+    }
+}
+
+/// Where a crash may have left holes in a file's data, from the fsync policy and
+/// whether the file is the last one (see `docs/hot.md`, "Recovery"):
+///
+/// - `always`, the last file: every write was fsynced before the next began, so only
+///   the last write can be missing, and a write of more than one batch is at most
+///   [`MAX_GROUP_BYTES`] long.
+/// - `always`, an earlier file: every batch was fsynced before the segment was sealed
+///   (only its footer's fsync runs in the background).
+/// - `never`/`interval`: no fsync position is recorded (the timer's, a clean close's), so
+///   no byte of the data is known to be durable.
+fn unsynced(fsync: FsyncPolicy, last: bool) -> Unsynced {
+    match (fsync, last) {
+        (FsyncPolicy::Always, true) => Unsynced::LastWrite(MAX_GROUP_BYTES),
+        (FsyncPolicy::Always, false) => Unsynced::Nothing,
+        _ => Unsynced::Anything,
+    }
+}
+
+/// Where a file lies in its topic, for [`creation_torn`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// The last file.
+    Last,
+    /// A file right after one whose seal a crash cut short (re-sealed, or removed for
+    /// holding no batch): the seal that would have fsynced its header did not complete.
+    AfterCutShortSeal,
+    /// Any other file: the seal before it completed, and fsynced its header.
+    Middle,
+}
+
+/// Whether a segment whose header reads as never written ([`header_unwritten`]: zeros
+/// where its bytes should be) is a *torn creation* — created after the last durable point,
+/// so that none of its header (and no fsync of it) reached the disk: removed, or
+/// recreated as the last file — or damage. `holds_more`: the file is longer than its
+/// header.
+///
+/// - `recovery = "refuse"`: damage, as every torn tail.
+/// - A file after a seal that completed ([`Place::Middle`]): damage, its header was fsynced.
+/// - `always`: a segment's creation fsyncs its header before anything is appended to it,
+///   so only the last file, holding nothing past its header (a crash between the
+///   creation's write and its fsync), is a torn creation.
+/// - `never`/`interval`: rotation creates the next segment without an fsync; the last
+///   file, or one after a seal cut short, is a torn creation, whatever follows the
+///   header (none of it was fsynced: an fsync of the file would have written the header).
+fn creation_torn(fsync: FsyncPolicy, recovery: RecoveryPolicy, place: Place, holds_more: bool) -> bool {
+    if recovery == RecoveryPolicy::Refuse {
+        return false;
+    }
+    match (fsync, place) {
+        (_, Place::Middle) | (FsyncPolicy::Always, Place::AfterCutShortSeal) => false,
+        (FsyncPolicy::Always, Place::Last) => !holds_more,
+        (_, Place::Last | Place::AfterCutShortSeal) => true,
+    }
+}
+
+/// True when `bytes`, the file of a segment of `topic` named `base`, starts with a header
+/// that never reached the disk and [`creation_torn`] calls that a torn creation at `place`.
+fn never_written(topic: &TopicName, bytes: &[u8], base: Offset, config: &HotConfig, place: Place) -> bool {
+    let holds_more = bytes.len() > HEADER_FIXED_LEN + topic.as_str().len();
+    header_unwritten(bytes, topic, base) && creation_torn(config.fsync, config.recovery, place, holds_more)
 }
 
 /// Page size assumed for torn writes: writeback writes whole pages, so a footer whose
@@ -304,8 +414,11 @@ fn recover_last(
     markers: &mut Markers,
 ) -> Result<ActiveSegment, TierError> {
     let io = |what| move |e| io_err(topic, path, what, e);
+    // Not known durable (the last file): scan what the disk holds, not what the page cache
+    // shows, so that nothing a failed fsync left in the cache only is served.
+    crate::page_cache::read_from_disk_next(topic, path)?;
     let bytes = std::fs::read(path).map_err(io("reading the active segment"))?;
-    let outcome = match scan_unsealed(&bytes, config.recovery.into()) {
+    let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced(config.fsync, true)) {
         Ok(outcome) => outcome,
         Err(DecodeError::Truncated { .. })
             if config.recovery == RecoveryPolicy::TruncateTornTail && header_torn(&bytes) =>
@@ -313,6 +426,16 @@ fn recover_last(
             // A crash while creating the segment: no batch was ever written to it.
             warn!(topic = %topic, file = ?path, "recreating a segment whose header was torn");
             std::fs::remove_file(path).map_err(io("removing a torn segment"))?;
+            return ActiveSegment::create(topic, dir, base, config.index_interval_bytes);
+        }
+        Err(_) if never_written(topic, &bytes, base, config, Place::Last) => {
+            // Created after the last durable point, its header (and whatever followed it)
+            // never reached the disk: nothing of it was durable.
+            warn!(
+                topic = %topic, file = ?path, bytes = bytes.len(),
+                "recreating a segment whose header never reached the disk; dropping its bytes"
+            );
+            std::fs::remove_file(path).map_err(io("removing a segment that was never written"))?;
             return ActiveSegment::create(topic, dir, base, config.index_interval_bytes);
         }
         Err(e) => return Err(corrupt(topic, path, e)),
@@ -342,17 +465,10 @@ fn recover_last(
     }
     let file =
         OpenOptions::new().read(true).write(true).open(path).map_err(io("opening the active segment"))?;
-    if let Some((position, why)) = &outcome.torn_tail {
-        warn!(topic = %topic, file = ?path, position, error = %why, "truncating a torn tail");
+    warn_torn_tail(topic, path, &outcome);
+    if outcome.torn_tail.is_some() {
         file.set_len(outcome.data_end).map_err(io("truncating a torn tail"))?;
         file.sync_all().map_err(io("fsyncing a truncated segment"))?;
-        synced!(path, &file);
-    } else if config.fsync == FsyncPolicy::Always {
-        // Under `always` the WAL vouches for its end: what it serves from now on must be
-        // durable. Batches written before the crash but not fsynced (an fsync that failed,
-        // a crash between the write and its fsync) are in the page cache only; a power cut
-        // after this open would take records it served — and their offsets.
-        file.sync_data().map_err(io("fsyncing the active segment"))?;
         synced!(path, &file);
     }
     ActiveSegment::from_parts(topic, path.to_owned(), file, outcome.state)
@@ -429,7 +545,63 @@ fn check_continues(
 
 #[cfg(test)]
 mod tests {
-    use super::{PAGE, footer_cut_short};
+    use std::time::Duration;
+
+    use tier_core::segment::Unsynced;
+
+    use super::{MAX_GROUP_BYTES, PAGE, Place, creation_torn, footer_cut_short, unsynced};
+    use crate::config::{FsyncPolicy, RecoveryPolicy};
+
+    const POLICIES: [FsyncPolicy; 3] =
+        [FsyncPolicy::Always, FsyncPolicy::Interval(Duration::from_millis(100)), FsyncPolicy::Never];
+
+    #[test]
+    fn holes_may_be_torn_only_in_bytes_no_fsync_covered() {
+        // (policy, the last file) -> what may be unsynced.
+        let cases = [
+            (POLICIES[0], true, Unsynced::LastWrite(MAX_GROUP_BYTES)),
+            (POLICIES[0], false, Unsynced::Nothing),
+            (POLICIES[1], true, Unsynced::Anything),
+            (POLICIES[1], false, Unsynced::Anything),
+            (POLICIES[2], true, Unsynced::Anything),
+            (POLICIES[2], false, Unsynced::Anything),
+        ];
+        for (fsync, last, expected) in cases {
+            assert_eq!(unsynced(fsync, last), expected, "{fsync:?}, last file: {last}");
+        }
+    }
+
+    #[test]
+    fn every_case_of_a_header_that_never_reached_the_disk() {
+        use Place::{AfterCutShortSeal, Last, Middle};
+        // (fsync is `always`, place, the file holds more than a header) -> torn creation.
+        let cases = [
+            (true, Last, false, true), // a crash between the creation's write and its fsync
+            (true, Last, true, false), // the header was fsynced before any append
+            (true, AfterCutShortSeal, false, false),
+            (true, AfterCutShortSeal, true, false),
+            (true, Middle, false, false),
+            (true, Middle, true, false),
+            (false, Last, false, true), // rotation created it without an fsync
+            (false, Last, true, true),
+            (false, AfterCutShortSeal, false, true), // the seal that fsyncs its header did not complete
+            (false, AfterCutShortSeal, true, true),
+            (false, Middle, false, false), // the seal before it fsynced its header
+            (false, Middle, true, false),
+        ];
+        for (always, place, holds_more, torn) in cases {
+            let policies: &[FsyncPolicy] = if always { &POLICIES[..1] } else { &POLICIES[1..] };
+            for &fsync in policies {
+                let case = format!("{fsync:?} {place:?}, holds more than a header: {holds_more}");
+                assert_eq!(
+                    creation_torn(fsync, RecoveryPolicy::TruncateTornTail, place, holds_more),
+                    torn,
+                    "{case}"
+                );
+                assert!(!creation_torn(fsync, RecoveryPolicy::Refuse, place, holds_more), "refused: {case}");
+            }
+        }
+    }
 
     #[test]
     fn only_missing_or_zeroed_pages_make_a_footer_cut_short() {

@@ -127,6 +127,10 @@ pub(crate) struct ActiveSegment {
     /// A second handle on the same file for readers (positional reads only).
     pub(crate) read_handle: Arc<File>,
     pub(crate) state: SegmentWriterState,
+    /// The file's length as of its last successful fsync through this handle (or the
+    /// recovery that found it): the bytes known durable. A failed fsync cuts the file
+    /// back to it ([`cut_back_to_durable`](Self::cut_back_to_durable)).
+    durable: u64,
     /// Reused buffer of batch prefixes for vectored writes.
     prefixes: Vec<[u8; BATCH_PREFIX_LEN]>,
     /// Reused buffer small writes are copied into (see [`COPY_WRITE_MAX`]).
@@ -174,11 +178,16 @@ impl ActiveSegment {
             synced!(&path, &file);
             fsync_dir(dir).map_err(io("fsyncing the topic directory"))?;
         }
-        Self::from_parts(topic, path.clone(), file, SegmentWriterState::new(&header))
+        let mut segment = Self::from_parts(topic, path.clone(), file, SegmentWriterState::new(&header))?;
+        if !sync {
+            segment.durable = 0;
+        }
+        Ok(segment)
     }
 
-    /// An active segment from an open file whose valid data ends at `state.size()`;
-    /// the file is positioned there.
+    /// An active segment from an open file whose valid data ends at `state.size()`, all
+    /// of it durable (recovery fsynced the file and read it from the disk, see
+    /// `page_cache`); the file is positioned there.
     pub(crate) fn from_parts(
         topic: &TopicName,
         path: PathBuf,
@@ -189,7 +198,8 @@ impl ActiveSegment {
             .map_err(|e| io_err(topic, &path, "positioning in a segment", e))?;
         let read_handle =
             Arc::new(file.try_clone().map_err(|e| io_err(topic, &path, "opening a segment for reads", e))?);
-        Ok(Self { path, file, read_handle, state, prefixes: Vec::new(), small: Vec::new() })
+        let durable = state.size();
+        Ok(Self { path, file, read_handle, state, durable, prefixes: Vec::new(), small: Vec::new() })
     }
 
     /// True when no batch has been written.
@@ -247,7 +257,7 @@ impl ActiveSegment {
 
     /// fsyncs the file's data (an acknowledgement waits for it: recorded as durable by
     /// the fault-injection feature's durability tracking).
-    pub(crate) fn sync(&self) -> io::Result<()> {
+    pub(crate) fn sync(&mut self) -> io::Result<()> {
         self.sync_untracked()?;
         synced!(&self.path, &self.file);
         Ok(())
@@ -256,10 +266,24 @@ impl ActiveSegment {
     /// fsyncs the file's data without recording it as durable: the `interval` timer's
     /// fsync, which races with appends on the blocking pool, so which of them it covers
     /// is timing (see `faults`' durability tracking).
-    pub(crate) fn sync_untracked(&self) -> io::Result<()> {
-        fault!(Fsync, &self.path)?;
+    pub(crate) fn sync_untracked(&mut self) -> io::Result<()> {
+        fault!(Fsync, &self.path, &self.file, self.durable)?;
         self.file.sync_data()?;
+        self.durable = self.state.size();
         synced!(&self.path, &self.file);
+        Ok(())
+    }
+
+    /// After a failed fsync: cuts the file back to its last durable length, so that the
+    /// bytes written since — which a failed writeback may have left in the page cache
+    /// only, marked clean, where no later fsync writes them (see `page_cache`) — are never
+    /// read, served or appended after. Truncating drops their pages. Only under
+    /// `fsync = always`, where nothing past that length was acknowledged; the writer is
+    /// poisoned, and `state` (which still counts the batches cut off) is never used again.
+    pub(crate) fn cut_back_to_durable(&mut self) -> io::Result<()> {
+        self.file.set_len(self.durable)?;
+        cut_to!(&self.path, self.durable);
+        self.file.seek(SeekFrom::Start(self.durable))?;
         Ok(())
     }
 

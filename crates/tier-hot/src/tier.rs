@@ -196,10 +196,12 @@ impl HotTier {
     }
 
     /// The offsets of `topic` its writer wrote to the active segment but could not fsync
-    /// when it failed (`fsync = always`): refused, yet in the file. Until the tier is
-    /// reopened they are neither acknowledged nor readable; a restart finds them whole
-    /// (the bytes reached the file), or after a power cut not at all. `None` when no
-    /// fsync failed since the tier opened.
+    /// when it failed (`fsync = always`): refused, and cut off the file at once (see
+    /// "Failed fsyncs" in `docs/hot.md`), yet their outcome is not certain: a crash before
+    /// the cut reached the disk may leave those of them whose pages the failed writeback
+    /// did write, which a restart then finds whole (and durable). Until the tier is
+    /// reopened they are neither acknowledged nor readable. `None` when no fsync failed
+    /// since the tier opened.
     pub fn unsynced(&self, topic: &TopicName) -> Option<OffsetRange> {
         self.lookup(topic).and_then(|log| *log.shared.unsynced.lock())
     }
@@ -307,8 +309,9 @@ impl HotTier {
     /// that works: an age rotation, an interval fsync, appends other callers queued),
     /// then runs the batches through the same checks as [`Tier::append`] — each batch
     /// continues the log, an identical batch already held is `Ok` (invariant 5), a
-    /// conflict is `Fenced` — and writes the accepted ones with one vectored write (one
-    /// fsync under `always`), rotating by size in between as the writer task does. Each
+    /// conflict is `Fenced` — and writes the accepted ones with one vectored write per
+    /// 4 MiB (one fsync each under `always`), rotating by size in between as the writer
+    /// task does. Each
     /// batch is committed (readable, cached, sent to the live tail) before this returns.
     ///
     /// Returns how many batches, from the first, are held, and the error of the first

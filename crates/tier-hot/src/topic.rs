@@ -45,8 +45,9 @@ pub(crate) struct TopicShared {
     pub(crate) seal_failed: AtomicBool,
     pub(crate) seal_failure: Mutex<Option<Arc<TierError>>>,
     /// The offsets the writer wrote to the active segment but could not fsync when it
-    /// failed (`fsync = always`): never acknowledged, yet in the file — a restart finds
-    /// them whole, or after a power cut not at all.
+    /// failed (`fsync = always`): never acknowledged and cut off the file, yet a crash
+    /// before the cut is durable may leave those whose pages reached the disk (see
+    /// [`HotTier::unsynced`](crate::HotTier::unsynced)).
     pub(crate) unsynced: Mutex<Option<OffsetRange>>,
     /// The sealed batches the last disk read stopped at, verified: the read continuing
     /// there takes them without reading and checking them again (`read::collect_sealed`).

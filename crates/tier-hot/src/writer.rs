@@ -2,7 +2,8 @@
 //!
 //! Appends reach the task over a channel. The task takes every command already queued
 //! (a *group*), checks each batch's base offset against the offset the log continues
-//! at, writes the accepted batches with one vectored write, makes them durable once
+//! at, writes the accepted batches with one vectored write (of at most
+//! [`MAX_GROUP_BYTES`], or a single larger batch), makes them durable once
 //! (fsync under [`FsyncPolicy::Always`]), and only then *commits*: it publishes the new
 //! end, index entries and cached batches to readers, sends the batches to live-tail
 //! subscribers, and acknowledges every append of the group. Concurrent producers thus
@@ -40,6 +41,12 @@ use crate::topic::{ActiveView, Gap, TopicShared};
 
 /// Most commands taken into one group.
 const MAX_GROUP: usize = 1024;
+/// Most bytes of batches written with one write (and, under `always`, one fsync): a
+/// group is flushed before a batch would take it past this, so only a single batch is
+/// ever written alone in more. Under `always` only the last write can be missing after
+/// a crash, so recovery calls a hole followed by intact batches a torn tail only when
+/// they all fit in one such write (see `recovery`).
+pub(crate) const MAX_GROUP_BYTES: u64 = 4 << 20;
 /// Largest write (in encoded bytes) done on an async thread rather than the blocking
 /// pool, when no fsync follows it: a buffered write of this size to the page cache
 /// takes well under a millisecond.
@@ -286,6 +293,13 @@ impl Writer {
                     let _ = done.send(Err(e));
                     return;
                 }
+            } else if !self.group.is_empty() && self.group_bytes + len > MAX_GROUP_BYTES {
+                // Recovery tells a write torn by a crash from damage by this bound.
+                self.flush().await;
+                if let Some(why) = &self.poisoned {
+                    let _ = done.send(Err(poisoned(self.topic(), why)));
+                    return;
+                }
             }
             self.next = batch.end_offset();
             self.group_bytes += len;
@@ -439,10 +453,7 @@ impl Writer {
                     ActiveSegment::create(&topic, &dir, batches[0].base_offset(), interval)?
                 }
             };
-            match write_and_sync(&mut active, &batches, always, &shared) {
-                Ok(()) => Ok((active, batches)),
-                Err(e) => Err(io_err(&topic, &active.path, "appending to the WAL", e)),
-            }
+            write_and_sync(&mut active, &batches, always, &shared).map(|()| (active, batches))
         };
         let result = if inline { write() } else { blocking(self.topic(), write).await };
         match result {
@@ -501,6 +512,7 @@ impl Writer {
         let Some(active) = self.active.take() else { return };
         let topic = self.topic().clone();
         let result = blocking(self.topic(), move || {
+            let mut active = active;
             let r = active.sync_untracked().map_err(|e| io_err(&topic, &active.path, "fsyncing the WAL", e));
             Ok((active, r))
         })
@@ -539,21 +551,31 @@ impl Writer {
     }
 }
 
-/// Writes `batches` to `active` and, when `sync`, fsyncs it. When the write succeeded and
-/// the fsync failed, the batches' offsets are recorded as `unsynced` in `shared`: they
-/// are in the file although never acknowledged (see [`HotTier::unsynced`](crate::HotTier::unsynced)).
+/// Writes `batches` to `active` and, when `sync`, fsyncs it.
+///
+/// When the write succeeded and the fsync failed, the file is cut back to its last durable
+/// length: after a failed writeback the page cache may show bytes the disk never got, and
+/// no later fsync would write them (see `page_cache`), so they are never served nor
+/// appended after. The batches' offsets are recorded as `unsynced` in `shared`: refused,
+/// yet those of them whose pages did reach the disk may be found whole by a crash before
+/// the cut is durable (see [`HotTier::unsynced`](crate::HotTier::unsynced)).
 pub(crate) fn write_and_sync(
     active: &mut ActiveSegment,
     batches: &[RecordBatch],
     sync: bool,
     shared: &TopicShared,
-) -> std::io::Result<()> {
-    active.write_batches(batches)?;
+) -> Result<(), TierError> {
+    let topic = &shared.name;
+    active.write_batches(batches).map_err(|e| io_err(topic, &active.path, "writing to the WAL", e))?;
     if sync && let Err(e) = active.sync() {
         if let (Some(first), Some(last)) = (batches.first(), batches.last()) {
             *shared.unsynced.lock() = Some(OffsetRange::new(first.base_offset(), last.end_offset()));
         }
-        return Err(e);
+        if let Err(cut) = active.cut_back_to_durable() {
+            // Recovery still reads the file as the disk holds it at the next open.
+            warn!(topic = %topic, file = ?active.path, error = %cut, "cutting the WAL back to its durable length after a failed fsync failed too");
+        }
+        return Err(io_err(topic, &active.path, "fsyncing the WAL", e));
     }
     Ok(())
 }

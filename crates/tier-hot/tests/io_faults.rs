@@ -43,6 +43,16 @@ async fn read_all(tier: &HotTier, t: &TopicName) -> Vec<Record> {
     tier.read(t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap()
 }
 
+/// Offsets and payload sizes of `records`: what a failed comparison prints of them.
+fn summary(records: &[Record]) -> Vec<(Offset, usize)> {
+    records.iter().map(|r| (r.offset, r.payload.len())).collect()
+}
+
+/// Asserts `got == want`, printing offsets and payload sizes instead of whole records.
+fn assert_records(got: &[Record], want: &[Record], what: &str) {
+    assert!(got == want, "{what}:\n got  {:?}\n want {:?}", summary(got), summary(want));
+}
+
 fn assert_unavailable(result: Result<(), TierError>, what: &str) {
     let err = result.expect_err(what);
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{what}: {err}");
@@ -151,12 +161,13 @@ async fn a_failed_fsync_fails_the_append_and_poisons_the_writer_direct_path() {
 }
 
 /// Under `always` the WAL vouches for its end: whatever a reopened WAL serves must be
-/// durable. A batch whose fsync failed is in the segment file (the page cache) but not
-/// on the disk; a crash and a reopen serve it, so the reopen makes it durable before
-/// anything is served — otherwise a power cut afterwards takes records that were served
-/// (and committed by the router), and their offsets go to other records.
+/// durable. A batch whose fsync failed may sit in the page cache only (a failed writeback
+/// marks its pages clean, and no later fsync writes them): the writer cuts it off the file
+/// at once, so a crash and a reopen serve exactly what was acknowledged, and a power cut
+/// afterwards takes nothing that was served (had the reopen served the batch, its offsets
+/// would go to other records after the power cut).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wal_reopened_under_always_makes_what_it_serves_durable() {
+async fn a_wal_reopened_under_always_serves_only_what_is_durable() {
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), FsyncPolicy::Always);
     faults::track_durability(dir.path());
@@ -164,24 +175,116 @@ async fn a_wal_reopened_under_always_makes_what_it_serves_durable() {
     let t = topic("unsynced-tail");
     let all = records(0, 6, 100);
     append_all(&tier, &t, &all[..4], 2).await;
+    let seg = segment_path(dir.path(), &t, 0);
+    let durable = file_len(&seg);
     faults::fail_nth(dir.path(), FaultPoint::Fsync, 1, IoKind::Other);
     assert_unavailable(within("an append", tier.append(&t, batch(&all[4..6]))).await, "the fsync failed");
     assert_eq!(tier.unsynced(&t), Some(OffsetRange::new(4, 6)));
+    assert_eq!(file_len(&seg), durable, "the batch whose fsync failed was cut off the file");
     faults::clear(dir.path());
     // A crash: nothing of a clean close runs.
     drop(tier);
 
     let tier = within("open", HotTier::open(config.clone())).await.unwrap();
-    assert_eq!(read_all(&tier, &t).await, all, "the reopened WAL serves the unsynced batch");
+    assert_records(&read_all(&tier, &t).await, &all[..4], "the reopened WAL serves what was acknowledged");
+    assert!(!tier.cut_back_at_open(&t), "nothing acknowledged was cut");
     // A power cut now takes nothing it serves.
     let cut = faults::power_cut(dir.path());
-    let seg = segment_path(dir.path(), &t, 0);
-    assert_eq!(cut.durable_len(&seg), file_len(&seg), "the reopen made the segment durable");
+    assert_eq!(cut.durable_len(&seg), file_len(&seg), "what the reopened WAL serves is durable");
     drop(tier);
     cut.apply().unwrap();
     faults::untrack_durability(dir.path());
     let tier = within("open", HotTier::open(config)).await.unwrap();
-    assert_eq!(read_all(&tier, &t).await, all, "what was served survives the power cut");
+    assert_records(&read_all(&tier, &t).await, &all[..4], "what was served survives the power cut");
+    tier.close().await;
+}
+
+/// A failed fsync as Linux fails it ("fsyncgate"): the pages the writeback could not
+/// write are marked clean, the page cache keeps showing them, and every later fsync
+/// succeeds without writing them. The WAL must not vouch for them: the append is refused
+/// `Unavailable`, and after a crash and a reopen — whose own fsync succeeds — the WAL
+/// serves only what the disk holds, so the records acknowledged after the reopen survive
+/// the page cache's loss (a reboot) at the offsets they were acknowledged at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_that_loses_its_pages_is_never_vouched_for_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), FsyncPolicy::Always);
+    let tier = open(config.clone()).await;
+    let t = topic("fsyncgate");
+    // Batches of several pages, so that the lost bytes fill whole pages.
+    let acked = records(0, 4, 2000);
+    append_all(&tier, &t, &acked, 2).await;
+    let refused = records(4, 8, 2000);
+    faults::fail_fsync_losing_pages(dir.path(), 1, IoKind::StorageFull);
+    let err = within("an append", tier.append(&t, batch(&refused))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
+    assert_eq!(faults::fired(dir.path(), FaultPoint::Fsync), 1);
+    faults::clear(dir.path());
+    // A crash, and a restart in the same boot: the page cache survives.
+    drop(tier);
+
+    let tier = within("open", HotTier::open(config.clone())).await.unwrap();
+    let served = read_all(&tier, &t).await;
+    assert_records(&served, &acked, "the reopened WAL serves exactly what was acknowledged");
+    let end = served.len() as Offset;
+    // Other records than the refused ones (another payload size).
+    let later = records(end, 3, 1500);
+    for chunk in later.chunks(2) {
+        within("an append after the reopen", tier.append(&t, batch(chunk))).await.unwrap();
+    }
+    within("close", tier.close()).await;
+
+    // A reboot: the page cache is gone, and with it whatever the disk never got.
+    faults::drop_page_cache(dir.path()).unwrap();
+    let tier = within("open", HotTier::open(config)).await.unwrap();
+    assert!(tier.damaged().is_empty(), "{:?}", tier.damaged());
+    let got = read_all(&tier, &t).await;
+    let expected: Vec<Record> = acked.iter().chain(&later).cloned().collect();
+    assert_records(&got, &expected, "every acknowledged record, at the offset it was acknowledged at");
+    tier.close().await;
+    assert!(
+        err.report().to_string().contains("fsyncing the WAL"),
+        "the error names the fsync: {}",
+        err.report()
+    );
+}
+
+/// Under `interval` the timer's fsync fails and loses its pages: the records acknowledged
+/// since the last successful fsync carried no durability promise, and a reopen must not
+/// start vouching for them: it reads what the disk holds, cuts the lost tail and reports
+/// the cut (`cut_back_at_open`, for the router to fence the offsets), so the records
+/// acknowledged after the reopen survive a reboot.
+#[tokio::test(start_paused = true)]
+async fn a_failed_timer_fsync_that_loses_its_pages_is_cut_at_the_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), FsyncPolicy::Interval(Duration::from_millis(100)));
+    let tier = open(config.clone()).await;
+    let t = topic("fsyncgate-interval");
+    let first = records(0, 2, 2000);
+    tier.append(&t, batch(&first)).await.unwrap();
+    // The timer's first fsync (one interval after the open) makes them durable.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(tier.write_stats(&t).unwrap().fsyncs, 1);
+    faults::fail_fsync_losing_pages(dir.path(), 1, IoKind::Other);
+    let unsynced = records(2, 4, 2000);
+    tier.append(&t, batch(&unsynced)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(faults::fired(dir.path(), FaultPoint::Fsync), 1, "the timer's fsync failed");
+    faults::clear(dir.path());
+    within("close", tier.close()).await;
+
+    let tier = within("open", HotTier::open(config.clone())).await.unwrap();
+    assert_records(&read_all(&tier, &t).await, &first, "only what the disk holds is served");
+    assert!(tier.cut_back_at_open(&t), "the lost tail is reported");
+    let later = records(2, 3, 1500);
+    tier.append(&t, batch(&later)).await.unwrap();
+    within("close", tier.close()).await;
+
+    faults::drop_page_cache(dir.path()).unwrap();
+    let tier = within("open", HotTier::open(config)).await.unwrap();
+    assert!(tier.damaged().is_empty(), "{:?}", tier.damaged());
+    let expected: Vec<Record> = first.iter().chain(&later).cloned().collect();
+    assert_records(&read_all(&tier, &t).await, &expected, "every acknowledged record after the reboot");
     tier.close().await;
 }
 

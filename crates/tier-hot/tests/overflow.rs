@@ -1,4 +1,4 @@
-//! Segments whose offsets would pass `u64::MAX` (issue 15, case 11): recovery reports
+//! Segments whose offsets would pass `u64::MAX`: recovery reports
 //! them as corruption instead of panicking (or wrapping in a release build), and a log
 //! may still end exactly at `u64::MAX`.
 

@@ -115,8 +115,9 @@ async fn a_follow_reconnects_while_the_server_is_away_and_gives_up_in_time() {
 
 /// An append refused with its outcome unknown carries, in the error the client gets, the
 /// offsets its records may still be committed at (here the WAL wrote them but its fsync
-/// failed: a restarted server may serve them there, so appending them again may store
-/// them twice); a refusal after which nothing of the append lasts carries none.
+/// failed: the WAL cuts them off, yet a crash before the cut is durable may leave what of
+/// them reached the disk, so appending them again may store them twice); a refusal after
+/// which nothing of the append lasts carries none.
 #[tokio::test]
 async fn a_refused_append_says_where_its_records_may_still_be_committed() {
     use tier_hot::faults::{self, FaultPoint};
@@ -144,15 +145,15 @@ async fn a_refused_append_says_where_its_records_may_still_be_committed() {
     shutdown.shutdown();
     serving.await.expect("join").expect("the server drained");
     store.close().await;
-    // What the first error said may happen: the reopened store serves the records there.
+    // Reopened in the same boot, the store does not serve them (the WAL cut them off when
+    // the fsync failed, see docs/hot.md "Failed fsyncs"): the next records take the offsets.
     let store = TieredStore::open(config).await.expect("store");
     let topic = store.topic("t").await.expect("topic");
+    let next = topic.append(vec![tier_router::NewRecord::new(0, "next")]).await.expect("append");
+    assert_eq!((next.start, next.end), (2, 3));
     let reader = topic.reader(tier_router::StartPosition::Offset(2)).await.expect("reader");
-    let payloads: Vec<_> = reader.take(3).map(|r| r.expect("a record").payload).collect().await;
-    assert_eq!(
-        payloads,
-        ["unsynced-0", "unsynced-1", "unsynced-2"].map(|p| bytes::Bytes::from_static(p.as_bytes()))
-    );
+    let payloads: Vec<_> = reader.take(1).map(|r| r.expect("a record").payload).collect().await;
+    assert_eq!(payloads, [bytes::Bytes::from_static(b"next")]);
     store.close().await;
 }
 

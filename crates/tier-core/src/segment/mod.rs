@@ -22,8 +22,10 @@
 //!   by timestamp, using the index instead of scanning from the start;
 //! - [`RangedSegment`] and [`RangeReader`]: the same lookups over ranged reads of an
 //!   object, with metadata ([`SegmentMeta`]) that is cheap to cache;
-//! - [`scan_unsealed`]: the recovery scan of a WAL file after a crash, with an explicit
-//!   [`RecoveryPolicy`] for torn tails.
+//! - [`scan_unsealed`] / [`scan_unsealed_with`]: the recovery scan of a WAL file after a
+//!   crash, with an explicit [`RecoveryPolicy`] for torn tails and, in [`Unsynced`], what
+//!   the writer's fsyncs say about where a crash can leave holes; [`header_unwritten`]
+//!   tells a header that never reached the disk from a damaged one.
 
 mod collect;
 mod cursor;
@@ -43,7 +45,10 @@ pub use header::{HEADER_FIXED_LEN, MAX_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader}
 pub use index::{DataRange, INDEX_ENTRY_LEN, IndexEntry, SegmentIndex};
 pub use ranged::{RangeReader, RangedSegment, SegmentMeta, tail_bytes_for_index};
 pub use reader::SealedSegment;
-pub use recovery::{RecoveryPolicy, ScanOutcome, scan_unsealed};
+pub use recovery::{
+    DroppedIntact, RecoveryPolicy, SECTOR, ScanOutcome, Unsynced, header_unwritten, hole_is_torn,
+    scan_unsealed, scan_unsealed_with,
+};
 pub use trailer::{TRAILER_LEN, TRAILER_MAGIC, Trailer};
 pub use writer::{SegmentWriter, SegmentWriterState};
 

@@ -1,6 +1,12 @@
 //! The recovery scan's policies and its handling of sealed files.
 
-use tier_core::segment::{DecodeError, RecoveryPolicy, SealedSegment, SegmentHeader, scan_unsealed};
+use tier_core::{
+    OffsetRange,
+    segment::{
+        DecodeError, DroppedIntact, RecoveryPolicy, SECTOR, SealedSegment, SegmentHeader, Unsynced,
+        header_unwritten, hole_is_torn, scan_unsealed, scan_unsealed_with,
+    },
+};
 
 use crate::common;
 
@@ -122,4 +128,130 @@ fn a_file_with_only_a_header_recovers_empty_and_a_partial_header_is_an_error() {
     assert_eq!(out.state.next_offset(), 5);
     assert_eq!(out.state.min_timestamp(), None);
     assert!(scan_unsealed(&bytes[..bytes.len() - 1], RecoveryPolicy::TruncateTornTail).is_err());
+}
+
+/// A header and 30 batches of 3 records from offset 100; returns the file and each
+/// batch's position.
+fn thirty_batches() -> (Vec<u8>, Vec<u64>) {
+    let mut file = SegmentHeader::new(common::topic(), 100, 0).encode();
+    let mut positions = Vec::new();
+    for i in 0..30u64 {
+        positions.push(file.len() as u64);
+        let spec = (1000 + i as i64, None, vec![], vec![i as u8 + 1; 200]);
+        common::batch(100 + 3 * i, &vec![spec; 3]).write_to(&mut file);
+    }
+    (file, positions)
+}
+
+#[test]
+fn a_hole_before_intact_batches_is_a_torn_tail_only_where_no_fsync_covered_it() {
+    let (mut file, at) = thirty_batches();
+    let len = file.len() as u64;
+    // A zeroed sector inside batch 4 and, further on, from batch 20 to 22: unwritten
+    // pages.
+    let sector =
+        |p: u64| (p.next_multiple_of(SECTOR) as usize, (p.next_multiple_of(SECTOR) + SECTOR) as usize);
+    let (a, b) = sector(at[4]);
+    assert!(b as u64 <= at[6], "the zeroed sector lies in batches 4 and 5");
+    file[a..b].fill(0);
+    let (c, d) = sector(at[20]);
+    file[c..d].fill(0);
+    assert!((d as u64) < at[24]);
+    let refused = scan_unsealed(&file, RecoveryPolicy::TruncateTornTail).unwrap_err();
+    assert_eq!(refused.position(), at[4]);
+    assert!(refused.to_string().contains("not a torn tail"), "{refused}");
+
+    let torn = |unsynced| scan_unsealed_with(&file, RecoveryPolicy::TruncateTornTail, unsynced);
+    let out = torn(Unsynced::Anything).unwrap();
+    assert_eq!(out.data_end, at[4]);
+    assert_eq!(out.state.next_offset(), 112);
+    assert!(matches!(out.torn_tail, Some((p, DecodeError::Crc { .. })) if p == at[4]));
+    let first_intact = *at.iter().find(|&&p| p >= b as u64).unwrap();
+    let dropped = DroppedIntact { position: first_intact, offsets: OffsetRange::new(112, 190) };
+    assert_eq!(out.dropped_intact, Some(dropped), "past the second hole to the last batch");
+
+    // Under `always`: torn when everything from the hole to the end fits in one write.
+    let span = len - at[4];
+    assert_eq!(torn(Unsynced::LastWrite(span)).unwrap().dropped_intact, Some(dropped));
+    let damage = torn(Unsynced::LastWrite(span - 1)).unwrap_err();
+    assert_eq!(damage.position(), at[4]);
+    assert!(torn(Unsynced::Nothing).is_err());
+    for unsynced in [Unsynced::Anything, Unsynced::LastWrite(span), Unsynced::Nothing] {
+        let err = scan_unsealed_with(&file, RecoveryPolicy::Refuse, unsynced).unwrap_err();
+        assert_eq!(err.position(), at[4], "refuse: {unsynced:?}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_before_intact_batches_is_damage_whatever_was_fsynced() {
+    let (mut file, at) = thirty_batches();
+    file[at[4] as usize + 40] ^= 0x10;
+    let len = file.len() as u64;
+    for unsynced in [Unsynced::Anything, Unsynced::LastWrite(len), Unsynced::Nothing] {
+        let err = scan_unsealed_with(&file, RecoveryPolicy::TruncateTornTail, unsynced).unwrap_err();
+        assert_eq!(err.position(), at[4], "{unsynced:?}: {err}");
+        assert!(err.to_string().contains("no sector of it reads as zeros"), "{err}");
+    }
+}
+
+#[test]
+fn a_torn_tail_with_nothing_intact_after_it_drops_no_intact_batch() {
+    let (mut file, at) = thirty_batches();
+    file[at[29] as usize + 40..].fill(0);
+    let out = scan_unsealed_with(&file, RecoveryPolicy::TruncateTornTail, Unsynced::Nothing).unwrap();
+    assert_eq!(out.data_end, at[29]);
+    assert!(out.torn_tail.is_some() && out.dropped_intact.is_none());
+}
+
+#[test]
+fn a_hole_is_torn_by_its_zeros_and_how_far_the_bytes_after_it_reach() {
+    // (data_end, file_len, a zeroed sector, unsynced) -> torn
+    let cases = [
+        (100, 200, true, Unsynced::Nothing, false),
+        (100, 1 << 40, true, Unsynced::Anything, true),
+        (100, 1 << 40, false, Unsynced::Anything, false),
+        (100, 200, true, Unsynced::LastWrite(100), true),
+        (100, 201, true, Unsynced::LastWrite(100), false),
+        (100, 200, false, Unsynced::LastWrite(100), false),
+    ];
+    for (data_end, file_len, unwritten, unsynced, torn) in cases {
+        assert_eq!(
+            hole_is_torn(data_end, file_len, unwritten, unsynced),
+            torn,
+            "{data_end} {file_len} {unwritten} {unsynced:?}"
+        );
+    }
+}
+
+#[test]
+fn a_header_that_never_reached_the_disk_reads_as_zeros_where_its_bytes_should_be() {
+    let topic = common::topic();
+    let header = SegmentHeader::new(topic.clone(), 5, 1_700_000_000_000).encode();
+    let unwritten = |bytes: &[u8]| header_unwritten(bytes, &topic, 5);
+    assert!(unwritten(&vec![0; header.len()]), "all zeros");
+    assert!(unwritten(&vec![0; 4096]), "a zeroed page");
+    assert!(unwritten(&[0; 20]), "a length shorter than the header");
+    let mut tail = header.clone();
+    tail[20..].fill(0);
+    assert!(unwritten(&tail), "a written start, the rest zeros");
+    let mut head = header.clone();
+    head[..16].fill(0);
+    assert!(unwritten(&head), "zeros, then the rest");
+
+    assert!(!unwritten(&[]), "nothing at all is a torn header, not zeros");
+    assert!(!unwritten(&header), "a whole header was written");
+    let other_base = SegmentHeader::new(topic.clone(), 0, 1).encode();
+    assert!(!unwritten(&other_base), "a whole header of another base offset was written");
+    let mut magic = tail.clone();
+    magic[0] = b'X';
+    assert!(!unwritten(&magic), "a wrong non-zero magic");
+    let mut other = SegmentHeader::new(tier_core::TopicName::new("other-topic").unwrap(), 5, 1).encode();
+    other[40..].fill(0);
+    assert!(!unwritten(&other), "another topic's header");
+    let mut created = header.clone();
+    created[26] ^= 0xFF;
+    assert!(!unwritten(&created), "a damaged creation time: every fixed byte is right");
+    let mut flipped = tail.clone();
+    flipped[17] = 9;
+    assert!(!unwritten(&flipped), "a wrong base offset byte");
 }

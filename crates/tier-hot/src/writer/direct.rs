@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 
 use super::{INLINE_WRITE_MAX, Writer};
 use crate::config::FsyncPolicy;
-use crate::layout::{ctx, io_err};
+use crate::layout::ctx;
 
 /// What [`append_direct`] did with a batch.
 pub(crate) enum Direct {
@@ -82,7 +82,6 @@ impl Writer {
         let batches = vec![batch];
         let written = super::write_and_sync(&mut active, &batches, sync, &self.shared);
         if let Err(e) = written {
-            let e = io_err(self.topic(), &active.path, "appending to the WAL", e);
             self.active = Some(active);
             return Err(self.fail(e));
         }
