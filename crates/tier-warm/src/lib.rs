@@ -23,7 +23,9 @@ mod entry;
 mod pager;
 mod position;
 mod read;
+mod replicas;
 mod tier;
 
 pub use config::{DEFAULT_KEY_PREFIX, Mode, ReconnectConfig, Secret, WarmConfig};
+pub use replicas::{ReplicaCheck, WithoutReplicas};
 pub use tier::WarmTier;

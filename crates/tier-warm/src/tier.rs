@@ -29,6 +29,7 @@ use crate::{
     entry::{BATCH_FIELD, entry_id, parse_entries},
     pager::StreamHandle,
     read,
+    replicas::{self, ReplicaCheck, WithoutReplicas},
 };
 
 /// The script of a group append ([`WarmTier::append_group`]): `XADD`s each
@@ -125,8 +126,9 @@ impl fmt::Debug for WarmTier {
 }
 
 impl WarmTier {
-    /// What the warm tier reports as its capabilities: an identical re-append only
-    /// `WAIT`s, a different batch at a held offset is `Fenced`.
+    /// What the warm tier reports as its capabilities: an identical re-append is
+    /// confirmed again (a write of the topic's marker and a `WAIT`, one pipeline), a
+    /// different batch at a held offset is `Fenced`.
     pub const CAPABILITIES: tier_core::Capabilities =
         tier_core::Capabilities::none().with_idempotent_append(true);
 
@@ -142,6 +144,49 @@ impl WarmTier {
             cluster_changes: client.cluster_change_rx(),
         };
         Ok(Self { client, config, ranges: Mutex::new(ranges) })
+    }
+
+    /// [`connect`](Self::connect), then [`check_replicas`](Self::check_replicas): what
+    /// a writer opening the warm tier calls. A primary that has never had a replica while
+    /// `wait_replicas > 0` ([`ReplicaCheck::NoReplication`]) fails with `InvalidInput`
+    /// and one line saying what to set, unless `without_replicas` is
+    /// [`Warn`](WithoutReplicas::Warn); fewer replicas online than wanted on a primary
+    /// that has had one ([`ReplicaCheck::Fewer`]) is a warning (`tracing`), since
+    /// replicas reconnect by themselves and appends are refused, not lost, meanwhile.
+    pub async fn open(config: WarmConfig, without_replicas: WithoutReplicas) -> Result<Self, TierError> {
+        // Boxed: a caller's future holds this one, and fred's connection future is large.
+        let tier = Box::pin(Self::connect(config)).await?;
+        let check = match Box::pin(tier.check_replicas()).await {
+            Ok(check) => check,
+            Err(e) => {
+                tier.close().await;
+                return Err(e);
+            }
+        };
+        match check {
+            ReplicaCheck::Enough => {}
+            ReplicaCheck::NoReplication { message } if without_replicas == WithoutReplicas::Refuse => {
+                tier.close().await;
+                return Err(TierError::invalid(ErrorContext::tier(TierKind::Warm), message));
+            }
+            ReplicaCheck::NoReplication { message } | ReplicaCheck::Fewer { message } => {
+                tracing::warn!("{message}");
+            }
+        }
+        Ok(tier)
+    }
+
+    /// Whether the primaries have the replicas `wait_replicas` asks for, from each
+    /// primary's `INFO replication` (every primary in cluster mode): replicas online, and
+    /// whether it has had one (`repl_backlog_active`). Asks the server each time.
+    pub async fn check_replicas(&self) -> Result<ReplicaCheck, TierError> {
+        if self.config.wait_replicas == 0 {
+            return Ok(ReplicaCheck::Enough);
+        }
+        let ctx = ErrorContext::tier(TierKind::Warm);
+        let primaries =
+            replicas::probe(&self.client, &self.config.mode, &ctx, self.config.command_timeout).await?;
+        Ok(replicas::judge(self.config.wait_replicas, &primaries))
     }
 
     /// The configuration this tier was built from.
@@ -182,6 +227,18 @@ impl WarmTier {
     /// they are configured — one round trip, bounded by the command and wait timeouts, on
     /// the connection that took the write. Returns the write's reply and the `WAIT`'s
     /// (`None` without replicas to wait for, or when the write failed).
+    ///
+    /// The only place the tier sends `WAIT`. `WAIT` counts the replicas that acknowledged
+    /// the calling connection's last write (Valkey tracks the replication offset per
+    /// client), so it confirms something only right behind a write on the same
+    /// connection; without one it answers at once with every connected replica. Hence
+    /// the write in the same pipeline, and the reply ignored when that write failed
+    /// (the connection's last write is then an older one). A pipeline goes out on one
+    /// connection: fred's router writes a pipeline's commands one after another before
+    /// it handles any other command or a reconnection (with one attempt per command, a
+    /// command whose connection broke fails rather than being re-sent on a new one), and
+    /// a standalone or sentinel client holds one connection to the primary; in cluster
+    /// mode `key` routes the `WAIT` to the slot, hence the primary, of the write.
     async fn send_with_wait(
         &self,
         ctx: &ErrorContext,
@@ -579,7 +636,7 @@ impl WarmTier {
         match existing {
             Some(entry) => {
                 if entry.batch_bytes(&handle.ctx, &handle.key)? == bytes {
-                    self.wait_only(ctx, &handle.key).await
+                    self.confirm_held(ctx, topic, &handle.key).await
                 } else {
                     Err(TierError::fenced(
                         ctx,
@@ -597,24 +654,62 @@ impl WarmTier {
         }
     }
 
-    /// `WAIT` alone, for an identical retry whose first attempt may not have been
-    /// acknowledged by the replicas.
-    async fn wait_only(&self, ctx: ErrorContext, key: &str) -> Result<(), TierError> {
+    /// Confirms that the replicas hold what the stream already holds, for an identical
+    /// retry whose first attempt may not have been acknowledged: `SET <confirm key> 1`
+    /// then `WAIT`, one pipeline ([`send_with_wait`](Self::send_with_wait)). The retry's
+    /// `XADD` was refused, so without a write of its own the `WAIT` would count the
+    /// replicas of whatever the connection wrote last, or of nothing on a fresh
+    /// connection (every connected replica, at once). A `SET` always advances the
+    /// replication offset, even when the value is unchanged, and replicas apply the
+    /// stream in order: one that acknowledged the `SET` holds the entry written before it.
+    async fn confirm_held(
+        &self,
+        ctx: ErrorContext,
+        topic: &TopicName,
+        stream_key: &str,
+    ) -> Result<(), TierError> {
         if self.config.wait_replicas == 0 {
             return Ok(());
         }
-        let options = self.wait_options(key);
-        let limit = self.config.command_timeout + self.config.wait_timeout;
-        let wanted = i64::from(self.config.wait_replicas);
-        let routed = self.client.with_options(&options);
-        let waiting = routed.wait::<Value>(wanted, self.wait_timeout_ms());
-        let Ok(reply) = tokio::time::timeout(limit, waiting).await else {
-            return Err(TierError::unavailable(
-                ctx,
-                format!("WAIT: no answer within {limit:?}; 0 of {wanted} replicas confirmed"),
-            ));
-        };
-        self.check_wait(ctx, reply)
+        let key = self.confirm_key(topic)?;
+        let pipeline = self.client.pipeline();
+        let queued: Result<(), FredError> = pipeline.set(key.as_str(), 1, None, None, false).await;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "SET", e))?;
+        let (reply, wait) = self.send_with_wait(&ctx, "SET+WAIT", stream_key, pipeline).await?;
+        reply.map_err(|e| crate::client::map_fred(ctx.clone(), "SET (before WAIT)", e))?;
+        match wait {
+            Some(reply) => self.check_wait(ctx, reply),
+            None => Ok(()),
+        }
+    }
+
+    /// The key [`confirm_held`](Self::confirm_held) writes: the topic's marker
+    /// ([`topic_key`](Self::topic_key); the stream holds a batch, so the topic exists),
+    /// which must live on the stream's primary. In cluster mode, when the marker hashes
+    /// to another slot than the stream, `{<stream key>}:confirm`, whose hash tag is the
+    /// stream key and so hashes to its slot; a key prefix holding a `}` outside a hash
+    /// tag leaves no such key (`InvalidInput`).
+    fn confirm_key(&self, topic: &TopicName) -> Result<String, TierError> {
+        let marker = self.topic_key(topic);
+        if self.config.mode != Mode::Cluster {
+            return Ok(marker);
+        }
+        let stream = self.stream_key(topic);
+        let slot = redis_keyslot(stream.as_bytes());
+        if redis_keyslot(marker.as_bytes()) == slot {
+            return Ok(marker);
+        }
+        let tagged = format!("{{{stream}}}:confirm");
+        if redis_keyslot(tagged.as_bytes()) == slot {
+            return Ok(tagged);
+        }
+        Err(TierError::invalid(
+            self.ctx(topic),
+            format!(
+                "warm.key_prefix {:?} holds a '}}' outside a hash tag: no key shares the hash slot of stream {stream}, so an identical retry cannot be confirmed in cluster mode",
+                self.config.key_prefix
+            ),
+        ))
     }
 
     fn check_wait(&self, ctx: ErrorContext, reply: Result<Value, FredError>) -> Result<(), TierError> {

@@ -1,4 +1,4 @@
-//! Entries the server loses behind the tier's back (issue 15, case 8): a failover to a
+//! Entries the server loses behind the tier's back: a failover to a
 //! lagging replica or a restart without persistence. The tier's cached range must not
 //! outlive them: the identical retry of a lost batch adds it again instead of being
 //! answered `Fenced` forever, and `range` comes back to what the server holds.

@@ -5,7 +5,8 @@
 //! How binaries are found and which environment variables steer this is written in
 //! `docs/testing.md`.
 //!
-//! - [`ValkeyPair`]: a private primary + replica (for tests that stop or restart servers).
+//! - [`ValkeyPair`]: a private primary + replica (for tests that stop or restart servers,
+//!   promote the replica, or cut the replication link), or a primary alone.
 //! - [`S3Server`]: a private `moto_server`.
 //! - [`SharedValkey`] / [`SharedS3`]: connection settings for the servers `cargo xtask test`
 //!   started (read from `TIERLOG_TEST_*` variables), or private servers when run alone.
@@ -15,6 +16,7 @@
 //! fail loudly with it and are never skipped.
 
 mod http;
+mod link;
 mod locate;
 mod process;
 mod resp;

@@ -6,6 +6,7 @@ use tempfile::TempDir;
 
 use super::{
     HarnessError, POLL_INTERVAL, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
+    link::LinkProxy,
     locate::ValkeyBinary,
     process::{ServerProcess, free_port, log_shows_port_clash, log_tail},
     resp,
@@ -17,13 +18,21 @@ use super::{
 /// Both processes are killed (SIGKILL by PID) and reaped when the pair is dropped. Use
 /// this directly in tests that stop or restart servers; other tests use
 /// [`SharedValkey`](super::SharedValkey).
+///
+/// [`start_primary_only`](Self::start_primary_only) starts a primary without a replica
+/// (one is added by [`start_replica`](Self::start_replica));
+/// [`start_with_link_proxy`](Self::start_with_link_proxy) runs the replication link
+/// through a proxy that [`cut_replication_link`](Self::cut_replication_link) cuts.
 #[derive(Debug)]
 pub struct ValkeyPair {
     binary: ValkeyBinary,
     primary: Option<ServerProcess>,
     replica: Option<ServerProcess>,
     primary_port: u16,
+    /// 0 until a replica was started.
     replica_port: u16,
+    /// The proxy the replica reaches the primary through, when started with one.
+    link: Option<LinkProxy>,
     // Declared last: removed after the processes are killed.
     dir: TempDir,
 }
@@ -47,6 +56,15 @@ impl ValkeyPair {
     /// Locates the server binary, starts a primary and a replica, and waits until the
     /// primary answers `PING` and the replica's link to it is up (so `WAIT 1` works).
     pub async fn start() -> Result<Self, HarnessError> {
+        let mut pair = Self::start_primary_only().await?;
+        pair.start_replica().await?;
+        Ok(pair)
+    }
+
+    /// Locates the server binary and starts a primary with no replica (it has never had
+    /// one: `INFO replication` reports `connected_slaves:0` and `repl_backlog_active:0`).
+    /// [`start_replica`](Self::start_replica) adds one.
+    pub async fn start_primary_only() -> Result<Self, HarnessError> {
         let binary = ValkeyBinary::locate()?;
         let dir = tempfile::Builder::new()
             .prefix("tierlog-valkey-")
@@ -56,15 +74,117 @@ impl ValkeyPair {
             std::fs::create_dir_all(dir.path().join(role.name()))
                 .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
         }
-        let mut pair = Self { binary, primary: None, replica: None, primary_port: 0, replica_port: 0, dir };
+        let mut pair =
+            Self { binary, primary: None, replica: None, primary_port: 0, replica_port: 0, link: None, dir };
         let (primary, port) = pair.launch(Role::Primary, None).await?;
         pair.primary = Some(primary);
         pair.primary_port = port;
-        let (replica, port) = pair.launch(Role::Replica, None).await?;
-        pair.replica = Some(replica);
-        pair.replica_port = port;
-        pair.wait_link_up().await?;
         Ok(pair)
+    }
+
+    /// [`start`](Self::start), with the replica reaching the primary through a proxy on
+    /// its own port, so that a test can cut the replication link
+    /// ([`cut_replication_link`](Self::cut_replication_link)) while both servers run.
+    /// The proxy runs on the calling Tokio runtime.
+    pub async fn start_with_link_proxy() -> Result<Self, HarnessError> {
+        let mut pair = Self::start_primary_only().await?;
+        pair.link = Some(LinkProxy::start(pair.primary_port).await?);
+        pair.start_replica().await?;
+        Ok(pair)
+    }
+
+    /// Cuts the replication link of a pair started by
+    /// [`start_with_link_proxy`](Self::start_with_link_proxy): both servers keep an
+    /// open connection that carries nothing, as in a partition TCP has not noticed. The
+    /// primary goes on counting the replica as connected (until `repl-timeout`, 60 s),
+    /// but the replica receives no write made from now on and acknowledges none, so a
+    /// `WAIT 1` for such a write returns 0.
+    pub fn cut_replication_link(&self) -> Result<(), HarnessError> {
+        self.link_proxy()?.cut();
+        Ok(())
+    }
+
+    /// Undoes [`cut_replication_link`](Self::cut_replication_link): what was held back is
+    /// delivered, in order.
+    pub fn restore_replication_link(&self) -> Result<(), HarnessError> {
+        self.link_proxy()?.restore();
+        Ok(())
+    }
+
+    fn link_proxy(&self) -> Result<&LinkProxy, HarnessError> {
+        self.link.as_ref().ok_or_else(|| {
+            HarnessError::request("valkey replication link", "the pair was not started with a link proxy")
+        })
+    }
+
+    /// Promotes the replica (`REPLICAOF NO ONE`) and waits until it reports
+    /// `role:master`. It keeps what it had received; the old primary, if it runs, is left
+    /// alone.
+    pub async fn promote_replica(&mut self) -> Result<(), HarnessError> {
+        let what = "promoting the valkey replica";
+        if self.replica.is_none() {
+            return Err(HarnessError::request(what, "the replica is not running"));
+        }
+        match resp::command(self.replica_port, &["REPLICAOF", "NO", "ONE"]).await {
+            Ok(resp::Reply::Simple(_)) => {}
+            Ok(other) => {
+                return Err(HarnessError::request(what, format!("REPLICAOF NO ONE answered {other:?}")));
+            }
+            Err(e) => return Err(HarnessError::request(what, e)),
+        }
+        let port = self.replica_port;
+        self.poll(what, move || async move {
+            let info = resp::info(port, "replication").await?;
+            if info.lines().any(|l| l.trim() == "role:master") {
+                Ok(())
+            } else {
+                Err("the replica does not report role:master yet".to_owned())
+            }
+        })
+        .await
+    }
+
+    /// Waits until the primary's `INFO replication` reports exactly `n` connected
+    /// replicas (`connected_slaves:<n>`): after [`stop_replica`](Self::stop_replica) the
+    /// primary notices the closed connection a moment later.
+    pub async fn wait_connected_replicas(&self, n: usize) -> Result<(), HarnessError> {
+        let port = self.primary_port;
+        let wanted = format!("connected_slaves:{n}");
+        self.poll("counting the primary's replicas", move || {
+            let wanted = wanted.clone();
+            async move {
+                let info = resp::info(port, "replication").await?;
+                if info.lines().any(|l| l.trim() == wanted) {
+                    Ok(())
+                } else {
+                    Err(format!("the primary does not report {wanted} yet"))
+                }
+            }
+        })
+        .await
+    }
+
+    /// Runs `probe` every [`POLL_INTERVAL`] until it succeeds, for at most
+    /// [`VALKEY_READY_TIMEOUT`].
+    async fn poll<F, Fut>(&self, what: &str, mut probe: F) -> Result<(), HarnessError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let start = Instant::now();
+        loop {
+            let reason = match probe().await {
+                Ok(()) => return Ok(()),
+                Err(why) => why,
+            };
+            if start.elapsed() > VALKEY_READY_TIMEOUT {
+                return Err(HarnessError::request(
+                    what,
+                    format!("not done within {VALKEY_READY_TIMEOUT:?}: {reason}"),
+                ));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
     }
 
     /// `redis://127.0.0.1:<primary port>`.
@@ -82,7 +202,8 @@ impl ValkeyPair {
         self.primary_port
     }
 
-    /// The replica's port (kept across [`start_replica`](Self::start_replica)).
+    /// The replica's port (kept across [`start_replica`](Self::start_replica)); 0 before
+    /// a replica was first started.
     pub fn replica_port(&self) -> u16 {
         self.replica_port
     }
@@ -115,14 +236,29 @@ impl ValkeyPair {
         }
     }
 
-    /// Starts the replica again on its port and waits until its link to the primary is up.
-    /// Does nothing but wait when it already runs.
+    /// Starts the replica (again, on its port, when it ran before; on a free port the
+    /// first time) and waits until its link to the primary is up. Does nothing but wait
+    /// when it already runs.
     pub async fn start_replica(&mut self) -> Result<(), HarnessError> {
         if self.replica.is_none() {
-            let (replica, _) = self.launch(Role::Replica, Some(self.replica_port)).await?;
+            let port = (self.replica_port != 0).then_some(self.replica_port);
+            let (replica, port) = self.launch(Role::Replica, port).await?;
             self.replica = Some(replica);
+            self.replica_port = port;
         }
         if self.primary.is_some() { self.wait_link_up().await } else { Ok(()) }
+    }
+
+    /// Closes every client connection the primary has (`CLIENT KILL TYPE normal`), as a
+    /// network blip would: clients carry on over new connections. Returns how many were
+    /// closed.
+    pub async fn kill_primary_clients(&self) -> Result<i64, HarnessError> {
+        let what = "closing the valkey primary's client connections";
+        match resp::command(self.primary_port, &["CLIENT", "KILL", "TYPE", "normal"]).await {
+            Ok(resp::Reply::Integer(n)) => Ok(n),
+            Ok(other) => Err(HarnessError::request(what, format!("CLIENT KILL answered {other:?}"))),
+            Err(e) => Err(HarnessError::request(what, e)),
+        }
     }
 
     /// Kills the primary (SIGKILL by PID: it loses everything, it has no persistence)
@@ -188,7 +324,8 @@ impl ValkeyPair {
         .collect();
         args.push(data_dir.to_string_lossy().into_owned());
         if role == Role::Replica {
-            args.extend(["--replicaof".into(), "127.0.0.1".into(), self.primary_port.to_string()]);
+            let upstream = self.link.as_ref().map_or(self.primary_port, LinkProxy::port);
+            args.extend(["--replicaof".into(), "127.0.0.1".into(), upstream.to_string()]);
         }
         ServerProcess::spawn(
             format!("{} {}", self.binary.flavor, role.name()),

@@ -90,7 +90,12 @@ async fn demo(store: &TieredStore, config: &StoreConfig, args: &DemoArgs) -> any
             .map(|i| NewRecord::new(base_time + i as Timestamp, synthetic_payload(i, args.size)))
             .collect();
         let bytes: u64 = records.iter().map(|r| r.payload.len() as u64).sum();
-        let range = append(&topic, records).await?;
+        // The topic stays in the data directory when an append fails: say what it keeps
+        // (the usual cause is warm refusing what its replicas do not confirm; a Valkey
+        // that has never had a replica was already refused when the store opened).
+        let range = append(&topic, records).await.with_context(|| {
+            format!("the demo topic {name} keeps the {} written before this failure", count(next, "record"))
+        })?;
         if range != OffsetRange::new(next, end) {
             bail!("the store assigned offsets {range} where [{next}, {end}) were expected");
         }
