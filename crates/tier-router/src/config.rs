@@ -5,7 +5,8 @@
 //! (`"30s"`, `"100ms"`). [`StoreConfig::validate`] names the offending field.
 //! The reference, with defaults, is in `docs/router.md`.
 
-use std::{path::PathBuf, time::Duration};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tier_hot::HotConfig;
@@ -132,9 +133,16 @@ pub struct RouterConfig {
     pub read_batch_records: usize,
     /// Bytes per read a reader makes from one tier. Default 4 MiB.
     pub read_batch_bytes: usize,
-    /// Directory of the router's per-topic checkpoints (the last committed end offset,
-    /// so that a lost WAL's unexported range can be reported). Default: a `router`
-    /// directory beside the hot data directory.
+    /// Directory of the router's per-topic state files — checkpoints (the last committed
+    /// end offset, so that a lost WAL's unexported range can be reported), offset
+    /// reservations, fences — kept apart from the WAL's directory so that losing either
+    /// leaves the other. Default (`None`): a `router` directory beside the hot data
+    /// directory ([`RouterConfig::state_dir_for`]).
+    ///
+    /// It belongs to one store: the open store holds its lock (`<state_dir>/.router.lock`),
+    /// and `<state_dir>/owner` names the data directory of the store that wrote it. A
+    /// store refuses (`Fenced`) a state directory another store holds or owns — two stores
+    /// whose data directories share a parent share the default, and each needs this set.
     pub state_dir: Option<PathBuf>,
 }
 
@@ -173,6 +181,16 @@ impl ConfigError {
 }
 
 impl RouterConfig {
+    /// The state directory of a store whose WAL is in `data_dir`: [`state_dir`](Self::state_dir)
+    /// when set, else `router` beside `data_dir` (`<parent of data_dir>/router`; `router`
+    /// for a data directory without a parent). A function of the configuration alone, so
+    /// that tools reading a store's files without opening it find the same directory.
+    pub fn state_dir_for(&self, data_dir: &Path) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(|| {
+            data_dir.parent().map_or_else(|| PathBuf::from("router"), |parent| parent.join("router"))
+        })
+    }
+
     /// Checks every field; the error names the first bad one (`router.<field>`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_cached_closed_segments < 1 {
@@ -214,6 +232,12 @@ impl StoreConfig {
     /// A hot-only configuration with the WAL under `data_dir`, other settings default.
     pub fn hot_only(data_dir: impl Into<PathBuf>) -> Self {
         Self { hot: HotConfig::new(data_dir), ..Self::default() }
+    }
+
+    /// The router's state directory: `router.state_dir`, else `router` beside
+    /// `hot.data_dir` ([`RouterConfig::state_dir_for`]).
+    pub fn state_dir(&self) -> PathBuf {
+        self.router.state_dir_for(&self.hot.data_dir)
     }
 
     /// The same configuration with the WAL settings `hot`.

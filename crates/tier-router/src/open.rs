@@ -3,7 +3,6 @@
 //! the background tasks started.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -18,7 +17,7 @@ use tracing::warn;
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::background;
 use crate::config::{RouterConfig, StoreConfig};
-use crate::state::current_boot_id;
+use crate::state::{claim_state_dir, current_boot_id};
 use crate::store::{StoreInner, TieredStore};
 use crate::tiers::Tiers;
 use crate::topic::TopicCore;
@@ -64,7 +63,13 @@ impl StoreBuilder {
         let mut builder = TieredStore::builder().hot(config.hot).router(config.router);
         #[cfg(feature = "warm")]
         if let Some(warm) = config.warm {
-            let backend: Arc<dyn WarmBackend> = match tier_warm::WarmTier::connect(warm.clone()).await {
+            // A Valkey that has never had a replica while `warm.wait_replicas > 0` fails
+            // the open under `fail` (no append could be confirmed) and is a warning
+            // under `degrade` (`docs/warm.md`, "Replicas at open").
+            let without_replicas =
+                if degrade { tier_warm::WithoutReplicas::Warn } else { tier_warm::WithoutReplicas::Refuse };
+            let opened = tier_warm::WarmTier::open(warm.clone(), without_replicas).await;
+            let backend: Arc<dyn WarmBackend> = match opened {
                 Ok(tier) => Arc::new(tier),
                 // Under `degrade` an unreachable Valkey does not keep the store from
                 // opening: the backend connects on first use (recovery opens degraded).
@@ -146,8 +151,11 @@ impl StoreBuilder {
     /// see [`HotTier::damaged`] — or a tier that answers an error) does not fail the
     /// open: it is logged and listed by [`TieredStore::failed_topics`], the other topics
     /// open and serve, and [`TieredStore::topic`] for it tries its recovery again and
-    /// answers the error while it fails. Errors are those of opening the WAL itself and
-    /// invalid settings — including a warm backend whose capabilities lack
+    /// answers the error while it fails. Errors are those of opening the WAL itself, of
+    /// taking the router's state directory — `Fenced` when another store holds it or owns
+    /// it (two stores whose data directories share a parent share the default one: set
+    /// `router.state_dir`; see `docs/router.md`, "The state directory belongs to one
+    /// store") — and invalid settings, including a warm backend whose capabilities lack
     /// `idempotent_append` (`InvalidInput`).
     pub async fn open(mut self) -> Result<TieredStore, TierError> {
         if let Some(invalid) = self.invalid_topic.take() {
@@ -168,10 +176,27 @@ impl StoreBuilder {
                  invariant 5): the writer re-sends a batch whose confirmation it lost",
             ));
         }
-        let state_dir = self.router.state_dir.clone().unwrap_or_else(|| {
-            self.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
-        });
+        let state_dir = self.router.state_dir_for(&self.hot.data_dir);
+        let data_dir = self.hot.data_dir.clone();
         let hot = HotTier::open(self.hot).await?;
+        // The state directory is this store's alone (its lock, held while open, and its
+        // `owner`): another store's checkpoints and reservations would pass for this
+        // store's evidence, and a lost WAL would continue at offsets already acknowledged.
+        let claim_dir = state_dir.clone();
+        let claimed = tokio::task::spawn_blocking(move || claim_state_dir(&claim_dir, &data_dir))
+            .await
+            .map_err(|e| {
+                TierError::internal(ErrorContext::tier(TierKind::Router), "the state directory task failed")
+                    .with_source(e)
+            })
+            .and_then(|claimed| claimed);
+        let state_lock = match claimed {
+            Ok(lock) => lock,
+            Err(e) => {
+                hot.close().await;
+                return Err(e);
+            }
+        };
         let boot_id = self.boot_id.unwrap_or_else(current_boot_id);
         let tiers = Arc::new(Tiers {
             hot,
@@ -193,6 +218,7 @@ impl StoreBuilder {
                 export_lock: tokio::sync::Mutex::new(()),
                 closed: AtomicBool::new(false),
                 state_dir,
+                state_lock: Mutex::new(Some(state_lock)),
             }),
         };
         let hot = &store.inner.tiers.hot;

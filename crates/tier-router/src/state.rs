@@ -1,11 +1,14 @@
-//! The router's per-topic state files under `state_dir`: the checkpointed commit point
-//! (`<topic>.end`), the durable offset reservation (`<topic>.reserved`), the fence of a
-//! topic whose acknowledged end is unknown (`<topic>.fenced`), the losses a recovery found
-//! until its topic opened (`<topic>.losses`), the offsets a degraded open skipped where warm
-//! may hold records that were never acknowledged (`<topic>.unacked`), and the
-//! identity of the running OS boot that tells recovery whether the page cache survived.
+//! The router's state directory (`state_dir`): its per-topic state files — the
+//! checkpointed commit point (`<topic>.end`), the durable offset reservation
+//! (`<topic>.reserved`), the fence of a topic whose acknowledged end is unknown
+//! (`<topic>.fenced`), the losses a recovery found until its topic opened
+//! (`<topic>.losses`), the offsets a degraded open skipped where warm may hold records that
+//! were never acknowledged (`<topic>.unacked`) — the identity of the running OS boot that
+//! tells recovery whether the page cache survived, and the directory's ownership: the lock
+//! a store holds while open (`.router.lock`) and the data directory of the store it belongs
+//! to (`owner`; see [`claim_state_dir`]).
 //!
-//! Both files are written to a temporary file, synced, renamed over the old one and the
+//! Every file is written to a temporary file, synced, renamed over the old one and the
 //! directory synced, so a crash leaves the old or the new value.
 //!
 //! The reservation file holds `<offset> <boot id> <durable|lazy>`: no offset at or beyond
@@ -16,6 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+use tracing::info;
 
 /// The suffix of checkpoint files.
 const CHECKPOINT: &str = "end";
@@ -27,6 +31,8 @@ const FENCE: &str = "fenced";
 const LOSSES: &str = "losses";
 /// The suffix of the file of offsets skipped while warm's end was unknown.
 const UNACKED: &str = "unacked";
+/// The suffix of every kind of state file.
+const STATE_KINDS: [&str; 5] = [CHECKPOINT, RESERVATION, FENCE, LOSSES, UNACKED];
 
 /// What a topic's files say the next recovery will act on, or the topic waits for: read
 /// without opening the store ([`pending_recovery`]), for read-only inspection such as
@@ -251,9 +257,7 @@ fn ctx(topic: &TopicName) -> ErrorContext {
 /// Whether any state file of `topic` exists (checkpoint, reservation, fence, losses or
 /// unacknowledged offsets): the router has opened the topic before.
 pub(crate) fn has_state(state_dir: &Path, topic: &TopicName) -> bool {
-    [CHECKPOINT, RESERVATION, FENCE, LOSSES, UNACKED]
-        .iter()
-        .any(|kind| state_path(state_dir, topic, kind).exists())
+    STATE_KINDS.iter().any(|kind| state_path(state_dir, topic, kind).exists())
 }
 
 /// The file under `state_dir` where `topic`'s state of `kind` is kept.
@@ -394,22 +398,203 @@ fn read_state(
 /// Writes `value` to a temporary file, syncs it, renames it over the state file and
 /// syncs the directory, so a crash leaves either the old or the new value.
 fn write_state(state_dir: &Path, topic: &TopicName, kind: &str, value: &str) -> Result<(), TierError> {
+    write_atomically(state_dir, &format!("{topic}.{kind}"), value.as_bytes(), ctx(topic))
+}
+
+/// Writes `value` to `<dir>/<name>.tmp`, syncs it, renames it over `<dir>/<name>` and syncs
+/// `dir` (created when missing), so a crash leaves either the old or the new value.
+fn write_atomically(dir: &Path, name: &str, value: &[u8], ctx: ErrorContext) -> Result<(), TierError> {
     use std::io::Write;
-    let path = state_path(state_dir, topic, kind);
+    let path = dir.join(name);
     let io = |what: &str, e: std::io::Error| {
-        TierError::unavailable(ctx(topic).location(path.display().to_string()), what.to_owned())
+        TierError::unavailable(ctx.clone().location(path.display().to_string()), what.to_owned())
             .with_source(e)
     };
-    std::fs::create_dir_all(state_dir).map_err(|e| io("creating the state directory", e))?;
-    let tmp = state_dir.join(format!("{topic}.{kind}.tmp"));
+    std::fs::create_dir_all(dir).map_err(|e| io("creating the state directory", e))?;
+    let tmp = dir.join(format!("{name}.tmp"));
     let mut file = std::fs::File::create(&tmp).map_err(|e| io("creating the state file", e))?;
-    file.write_all(value.as_bytes()).map_err(|e| io("writing the state file", e))?;
+    file.write_all(value).map_err(|e| io("writing the state file", e))?;
     file.sync_all().map_err(|e| io("syncing the state file", e))?;
     drop(file);
     std::fs::rename(&tmp, &path).map_err(|e| io("renaming the state file", e))?;
-    std::fs::File::open(state_dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|e| io("syncing the state directory", e))
+    std::fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(|e| io("syncing the state directory", e))
+}
+
+/// The state directory's lock file: an advisory `flock`, held by the open store. Not
+/// `.lock`, so that a state directory configured as the WAL's own directory does not
+/// collide with the WAL's lock.
+const LOCK_FILE: &str = ".router.lock";
+/// The file naming the data directory of the store the state directory belongs to.
+const OWNER_FILE: &str = "owner";
+
+/// How a store opening on a state directory stands to it, from what the directory holds:
+/// its `owner` file and whether it holds any state file. A pure decision
+/// ([`ownership`]); [`claim_state_dir`] acts on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ownership {
+    /// No owner and no state file (a new or lost directory): the store records itself.
+    Claim,
+    /// No owner but state files, written by a version that recorded none: the store
+    /// records itself and keeps them — whichever store opens such a directory first.
+    Adopt,
+    /// The owner is this store's data directory.
+    Owned,
+    /// Another store's: its checkpoints and reservations are not this store's evidence.
+    Foreign,
+    /// An `owner` file naming nothing (it is written whole, so this is damage).
+    Damaged,
+}
+
+/// How a store whose canonical data directory is `ours` stands to a state directory whose
+/// `owner` file holds `owner` (`None`: no such file) and which holds state files or not.
+pub(crate) fn ownership(owner: Option<&[u8]>, has_state_files: bool, ours: &[u8]) -> Ownership {
+    match owner {
+        None if has_state_files => Ownership::Adopt,
+        None => Ownership::Claim,
+        Some([]) => Ownership::Damaged,
+        Some(owner) if owner == ours => Ownership::Owned,
+        Some(_) => Ownership::Foreign,
+    }
+}
+
+/// The contents of the `owner` file naming `data_dir` (a path as the OS encodes it, then
+/// a newline).
+fn owner_bytes(data_dir: &Path) -> Vec<u8> {
+    let mut bytes = data_dir.as_os_str().as_encoded_bytes().to_vec();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// The data directory `state_dir`'s `owner` file names (its trailing newline removed),
+/// `None` when there is none.
+fn read_owner(state_dir: &Path) -> Result<Option<Vec<u8>>, TierError> {
+    let path = state_dir.join(OWNER_FILE);
+    match std::fs::read(&path) {
+        Ok(mut bytes) => {
+            if bytes.last() == Some(&b'\n') {
+                bytes.pop();
+            }
+            Ok(Some(bytes))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(TierError::unavailable(
+            ErrorContext::tier(TierKind::Router).location(path.display().to_string()),
+            "reading the state directory's owner file",
+        )
+        .with_source(e)),
+    }
+}
+
+/// Whether `state_dir` holds a state file of any topic (`<topic>.end`, `.reserved`, …).
+fn holds_state_files(state_dir: &Path) -> Result<bool, TierError> {
+    let entries = std::fs::read_dir(state_dir).map_err(|e| {
+        TierError::unavailable(
+            ErrorContext::tier(TierKind::Router).location(state_dir.display().to_string()),
+            "listing the state directory",
+        )
+        .with_source(e)
+    })?;
+    Ok(entries.filter_map(Result::ok).any(|entry| {
+        entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.rsplit_once('.'))
+            .is_some_and(|(topic, kind)| STATE_KINDS.contains(&kind) && TopicName::new(topic).is_ok())
+    }))
+}
+
+/// Takes `state_dir` for the store whose WAL is `data_dir` (which exists) and returns its
+/// lock, to hold while the store is open. The directory is created when missing; the lock
+/// is an advisory `flock` on `<state_dir>/.router.lock`, released when the file is closed
+/// (also when the process dies). Then the directory's `owner` decides ([`ownership`]): a
+/// directory with none is recorded as this store's (`owner` holds `data_dir`'s canonical
+/// path, written atomically), one naming `data_dir` is this store's, and one naming
+/// another data directory is refused. A WAL directory lost and recreated at the same path
+/// still matches; a state directory lost is recreated and recorded afresh.
+///
+/// Errors: `Fenced` when another store holds the lock or owns the directory (the message
+/// names the directories and `router.state_dir`, which gives each store its own);
+/// `Corruption` for an `owner` file naming nothing; `Unavailable` when the directory or its
+/// files cannot be created, locked, listed, read or written.
+pub(crate) fn claim_state_dir(state_dir: &Path, data_dir: &Path) -> Result<std::fs::File, TierError> {
+    let at = |path: &Path| ErrorContext::tier(TierKind::Router).location(path.display().to_string());
+    let unavailable = |path: &Path, what: &str, e: std::io::Error| {
+        TierError::unavailable(at(path), what.to_owned()).with_source(e)
+    };
+    std::fs::create_dir_all(state_dir)
+        .map_err(|e| unavailable(state_dir, "creating the state directory", e))?;
+    let lock_path = state_dir.join(LOCK_FILE);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| unavailable(&lock_path, "opening the state directory's lock file", e))?;
+    let data_dir = std::fs::canonicalize(data_dir)
+        .map_err(|e| unavailable(data_dir, "resolving the data directory's path", e))?;
+    let shown = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = match read_owner(state_dir) {
+                Ok(Some(owner)) if !owner.is_empty() => format!("the store of {}", shown(&owner)),
+                _ => "another store".to_owned(),
+            };
+            return Err(TierError::fenced(
+                at(state_dir),
+                format!(
+                    "the router's state directory {} is in use by {holder}; the store of {} needs a state \
+                     directory of its own (two stores whose data directories share a parent share the default, \
+                     <parent>/router): set router.state_dir",
+                    state_dir.display(),
+                    data_dir.display()
+                ),
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(unavailable(&lock_path, "locking the state directory", e));
+        }
+    }
+    let owner = read_owner(state_dir)?;
+    let record = || {
+        write_atomically(state_dir, OWNER_FILE, &owner_bytes(&data_dir), ErrorContext::tier(TierKind::Router))
+    };
+    let ours = data_dir.as_os_str().as_encoded_bytes();
+    match ownership(owner.as_deref(), holds_state_files(state_dir)?, ours) {
+        Ownership::Owned => {}
+        Ownership::Claim => record()?,
+        Ownership::Adopt => {
+            record()?;
+            info!(
+                state_dir = %state_dir.display(),
+                data_dir = %data_dir.display(),
+                "recorded the store as the owner of its state directory, written by a version that recorded none"
+            );
+        }
+        Ownership::Foreign => {
+            let owner = shown(owner.as_deref().unwrap_or_default());
+            return Err(TierError::fenced(
+                at(state_dir),
+                format!(
+                    "the router's state directory {} belongs to the store of {owner}, not to this one ({}): its \
+                     checkpoints and offset reservations are that store's, and taking them would hand out offsets \
+                     already acknowledged; set router.state_dir to a directory of this store's own (if the data \
+                     directory was moved from {owner}, remove {} and the store adopts the directory)",
+                    state_dir.display(),
+                    data_dir.display(),
+                    state_dir.join(OWNER_FILE).display()
+                ),
+            ));
+        }
+        Ownership::Damaged => {
+            return Err(TierError::corruption(
+                at(&state_dir.join(OWNER_FILE)),
+                "the state directory's owner file names no data directory; remove it and the store adopts \
+                 the directory",
+            ));
+        }
+    }
+    Ok(lock)
 }
 
 #[cfg(test)]
@@ -452,6 +637,50 @@ mod tests {
             read_unacked(dir.path(), &topic).expect_err("backwards").kind(),
             tier_core::ErrorKind::Corruption
         );
+    }
+
+    /// Every combination of what a state directory holds, and what a store opening on it
+    /// makes of it.
+    #[test]
+    fn ownership_is_decided_by_the_owner_file_and_the_state_files() {
+        let ours: &[u8] = b"/srv/tl/a";
+        let cases: [(Option<&[u8]>, bool, Ownership); 8] = [
+            (None, false, Ownership::Claim),
+            (None, true, Ownership::Adopt),
+            (Some(b"/srv/tl/a"), false, Ownership::Owned),
+            (Some(b"/srv/tl/a"), true, Ownership::Owned),
+            (Some(b"/srv/tl/b"), false, Ownership::Foreign),
+            (Some(b"/srv/tl/b"), true, Ownership::Foreign),
+            (Some(b""), false, Ownership::Damaged),
+            (Some(b""), true, Ownership::Damaged),
+        ];
+        for (owner, has_state_files, expected) in cases {
+            assert_eq!(ownership(owner, has_state_files, ours), expected, "{owner:?} {has_state_files}");
+        }
+    }
+
+    #[test]
+    fn a_state_directory_is_claimed_once_and_refused_to_another_store() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let (a, b, state) = (root.path().join("a"), root.path().join("b"), root.path().join("router"));
+        for dir in [&a, &b] {
+            std::fs::create_dir_all(dir).expect("data dir");
+        }
+        let lock = claim_state_dir(&state, &a).expect("claimed");
+        let held = claim_state_dir(&state, &b).expect_err("locked");
+        assert_eq!(held.kind(), tier_core::ErrorKind::Fenced, "{held}");
+        assert!(held.to_string().contains("router.state_dir"), "{held}");
+        drop(lock);
+        let foreign = claim_state_dir(&state, &b).expect_err("a's");
+        assert_eq!(foreign.kind(), tier_core::ErrorKind::Fenced, "{foreign}");
+        drop(claim_state_dir(&state, &a).expect("a's own"));
+        std::fs::write(state.join(OWNER_FILE), "").expect("damage");
+        let damaged = claim_state_dir(&state, &a).expect_err("damaged");
+        assert_eq!(damaged.kind(), tier_core::ErrorKind::Corruption, "{damaged}");
+        // The directory holds no state file: removing the owner lets the next store claim it.
+        std::fs::remove_file(state.join(OWNER_FILE)).expect("remove");
+        assert!(!holds_state_files(&state).expect("list"), "the lock file is no state file");
+        drop(claim_state_dir(&state, &b).expect("claimed by b"));
     }
 
     #[test]

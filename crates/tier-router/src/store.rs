@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
+#[cfg(feature = "testkit")]
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::config::RouterConfig;
 use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
@@ -44,13 +45,16 @@ pub(crate) struct StoreInner {
     pub(crate) export_lock: tokio::sync::Mutex<()>,
     pub(crate) closed: AtomicBool,
     pub(crate) state_dir: PathBuf,
+    /// The state directory's lock (`state::claim_state_dir`), held until
+    /// [`TieredStore::close`], [`TieredStore::abort`] or drop.
+    pub(crate) state_lock: Mutex<Option<std::fs::File>>,
 }
 
 /// Any subset of tiers as one log per topic: the WAL always, warm and cold when
 /// configured. Cheap to clone (clones share the store).
 ///
 /// Open it with [`TieredStore::open`] (from a [`StoreConfig`](crate::StoreConfig)) or
-/// [`TieredStore::builder`] (from parts, e.g. custom [`WarmBackend`]/[`ColdBackend`]
+/// [`TieredStore::builder`] (from parts, e.g. custom [`WarmBackend`](crate::WarmBackend)/[`ColdBackend`](crate::ColdBackend)
 /// implementations), inside a tokio runtime. Topics are created on first use
 /// ([`topic`](Self::topic)); every topic found in the WAL, or named at open, is recovered
 /// first (see [`RecoveryReport`]). [`close`](Self::close) stops everything gracefully.
@@ -250,12 +254,16 @@ impl TieredStore {
         &self.inner.tiers.hot
     }
 
-    /// The warm backend, when enabled.
+    /// The warm backend, when enabled — for tests and the simulation only (feature
+    /// `testkit`): the backend takes appends, which must go through a topic's writer.
+    #[cfg(feature = "testkit")]
     pub fn warm(&self) -> Option<&Arc<dyn WarmBackend>> {
         self.inner.tiers.warm.as_ref()
     }
 
-    /// The cold backend, when enabled.
+    /// The cold backend, when enabled — for tests and the simulation only (feature
+    /// `testkit`), like [`TieredStore::warm`].
+    #[cfg(feature = "testkit")]
     pub fn cold(&self) -> Option<&Arc<dyn ColdBackend>> {
         self.inner.tiers.cold.as_ref()
     }
@@ -435,7 +443,8 @@ impl TieredStore {
 
     /// Stops gracefully: the background tasks (an upload in flight finishes), then each
     /// topic's writer after the appends already queued (a last attempt is made to give
-    /// warm what it lacks), then writes checkpoints and closes the WAL. Later calls — on
+    /// warm what it lacks), then writes checkpoints, closes the WAL and releases the state
+    /// directory's lock (another store may open it then). Later calls — on
     /// the store, its topic handles and open readers — fail with `Closed`, which is not
     /// retryable.
     pub async fn close(&self) {
@@ -454,6 +463,7 @@ impl TieredStore {
             warn!(error = %e.report(), "writing checkpoints at close failed");
         }
         self.inner.tiers.hot.close().await;
+        drop(self.inner.state_lock.lock().take());
     }
 }
 
@@ -462,7 +472,8 @@ impl TieredStore {
     /// are aborted where they are — no queued append is settled, no checkpoint written,
     /// no reservation lowered. The WAL is closed, which fsyncs what it holds unsynced (a
     /// killed process leaves it in the OS page cache; a power-cut simulation cuts the
-    /// files back to what it counts as durable). Once every handle of the
+    /// files back to what it counts as durable), and the state directory's lock released,
+    /// as a dead process's would be. Once every handle of the
     /// store is dropped, the data directory can be opened again, which runs recovery as
     /// after a crash. For tests and simulations; [`close`](Self::close) is the shutdown.
     pub async fn abort(&self) {
@@ -480,6 +491,7 @@ impl TieredStore {
             let _ = task.await;
         }
         self.inner.tiers.hot.close().await;
+        drop(self.inner.state_lock.lock().take());
     }
 }
 

@@ -1,4 +1,4 @@
-//! The module structure of tier-router (issue 17, item 5): no import loop. Each module
+//! The module structure of tier-router: no import loop. Each module
 //! names the modules it uses through `crate::<module>` paths; the graph they form must be
 //! acyclic, so that every module can be read knowing only the ones below it.
 

@@ -1,5 +1,5 @@
-//! Compound faults (issue 15): two faults in a row that once reused acknowledged offsets,
-//! served never-acknowledged records, or kept the store from opening. Fast stand-ins
+//! Compound faults: two faults in a row that can reuse acknowledged offsets,
+//! serve never-acknowledged records, or keep the store from opening unless recovery handles them. Fast stand-ins
 //! (`MemoryTier` behind `FaultyTier` for warm) beside the real WAL and a real cold tier on
 //! a local directory.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
@@ -103,7 +103,7 @@ async fn served_at(store: &TieredStore, offset: u64) -> Option<bytes::Bytes> {
     }
 }
 
-/// Case 1. Under `fail` warm refuses batch [10, 20); it stays in the WAL, the idle segment
+/// Under `fail` warm refuses batch [10, 20); it stays in the WAL, the idle segment
 /// rotates and the exporter runs. Only committed offsets may be exported: cold must not
 /// receive the refused batch. After a clean close and a lost WAL, the next offset is at
 /// least the end of everything any tier holds, and nothing never acknowledged is served.
@@ -143,7 +143,7 @@ async fn a_refused_batch_is_never_exported_and_a_lost_wal_continues_after_every_
     store.close().await;
 }
 
-/// Case 1, rule 2 alone: cold ahead of a warm tier that lost its newest entry (failover to a
+/// Cold ahead of a warm tier that lost its newest entry (failover to a
 /// lagging replica), and the WAL lost: the topic continues after cold's end.
 #[tokio::test]
 async fn a_lost_wal_with_warm_behind_cold_continues_after_cold() {
@@ -175,7 +175,7 @@ async fn a_lost_wal_with_warm_behind_cold_continues_after_cold() {
     store.close().await;
 }
 
-/// Case 2. `fsync = never`, a checkpoint at 50, acknowledged records up to 100, then a
+/// `fsync = never`, a checkpoint at 50, acknowledged records up to 100, then a
 /// power cut: the WAL keeps only [0, 80). The checkpoint is stale, so the acknowledged end is
 /// unknown below the reservation: offsets [80, 100) must not be handed out again, and the
 /// range is reported.
@@ -243,7 +243,7 @@ async fn batch_ends(store: &TieredStore) -> std::collections::HashMap<u64, u64> 
     ends
 }
 
-/// Case 6. Under `fail` with warm's stream empty, warm refuses [0, 10): the producer is told
+/// Under `fail` with warm's stream empty, warm refuses [0, 10): the producer is told
 /// "not acknowledged". After a restart (warm still down) those records must not be
 /// served; once warm holds them they are. The same for a batch whose write landed in warm
 /// but whose confirmation fell short (a WAIT that timed out).
@@ -278,7 +278,7 @@ async fn never_acknowledged_records_are_not_served_after_a_restart() {
     }
 }
 
-/// Case 7. `degrade`: warm is down longer than WAL retention takes to delete exported
+/// `degrade`: warm is down longer than WAL retention takes to delete exported
 /// segments. The store opens afterwards and warm is back-filled — from cold, which holds
 /// every segment retention deleted — with warm up at the restart, and with warm still down
 /// at the restart. (Without cold, retention keeps what warm lacks:
@@ -339,7 +339,7 @@ async fn a_degrade_outage_longer_than_retention_does_not_stop_the_store_from_ope
     }
 }
 
-/// Case 5. hot+cold with cold elsewhere, and the whole data directory lost (the WAL and the
+/// hot+cold with cold elsewhere, and the whole data directory lost (the WAL and the
 /// router's state files beside it): nothing that survived bounds the acknowledged end
 /// (cold holds [0, 100) of 150 acknowledged). The store must not silently hand out offset
 /// 100 again: appends are refused, naming the decision an operator must take, until
@@ -380,7 +380,7 @@ async fn a_lost_data_directory_never_silently_reuses_offsets() {
     store.close().await;
 }
 
-/// Case 11, in the router: a topic whose WAL continues just below `u64::MAX` (a crafted
+/// In the router: a topic whose WAL continues just below `u64::MAX` (a crafted
 /// segment). An append whose records would pass the largest offset is refused as invalid
 /// input before anything is numbered or written, and the topic stays usable: a batch that
 /// fits still lands, ending exactly at `u64::MAX`.
@@ -402,7 +402,7 @@ async fn an_append_past_the_largest_offset_is_refused_and_the_topic_stays_usable
     store.close().await;
 }
 
-/// Case 12, first item. A warm tier back-filled (by an older version) with batches rebuilt
+/// A warm tier back-filled (by an older version) with batches rebuilt
 /// from records: one straddles cold's end. After a lost WAL the replay must start exactly at
 /// cold's end, or the WAL's first segment overlaps cold and every export is refused.
 #[tokio::test]
@@ -435,7 +435,7 @@ async fn a_replay_of_a_batch_straddling_colds_end_starts_at_colds_end() {
     store.close().await;
 }
 
-/// Case 2, media damage: `fsync = always` and no reboot, but the acknowledged tail after the
+/// Media damage: `fsync = always` and no reboot, but the acknowledged tail after the
 /// last checkpoint is damaged (a torn last batch, truncated at open). The WAL cannot vouch
 /// for its end once recovery cut it back: [90, 100) must not be handed out again.
 #[tokio::test]
@@ -464,7 +464,7 @@ async fn a_damaged_tail_past_a_stale_checkpoint_never_reuses_acknowledged_offset
     store.close().await;
 }
 
-/// Case 6's fix must not hide acknowledged records: after a crash under `fail` with warm up,
+/// Refused batches kept unserved must not hide acknowledged records: after a crash under `fail` with warm up,
 /// the batches after the checkpoint are confirmed again while the topic opens, so every
 /// acknowledged record is readable at once (the chaos crash rows read right after opening).
 #[tokio::test]
@@ -489,7 +489,7 @@ async fn acknowledged_records_after_the_checkpoint_are_readable_as_soon_as_the_t
     store.close().await;
 }
 
-/// Case 6 after a lost WAL: warm holds a batch whose `WAIT` fell short (never
+/// After a lost WAL: warm holds a batch whose `WAIT` fell short (never
 /// acknowledged), the store closes cleanly, then the WAL is lost. The replay brings the
 /// batch back into the WAL, but it must stay unreadable until warm confirms it.
 #[tokio::test]
@@ -521,7 +521,7 @@ async fn a_replayed_unconfirmed_batch_is_not_served_after_a_lost_wal() {
     store.close().await;
 }
 
-/// Case 5, before anything reached cold: the whole data directory is lost while cold
+/// Before anything reached cold: the whole data directory is lost while cold
 /// holds no segment of the topic yet. Cold's topic marker (written before the first
 /// offset was handed out) still says the topic existed, so the topic opens fenced until
 /// an operator says where to continue; it does not restart at 0. A topic cold never saw
@@ -659,7 +659,7 @@ async fn a_second_lost_wal_after_a_trailing_gap_in_cold_lets_the_export_continue
     store.close().await;
 }
 
-/// Case 5's operator decision under a transient cold fault (the simulation's seed 5044):
+/// The operator's decision after a lost data directory, under a transient cold fault (the simulation's seed 5044):
 /// `resume_topic` must record the skipped offsets in cold before it lifts the fence, so a
 /// failed gap-marker PUT answers `Unavailable`, leaves the topic fenced (nothing handed
 /// out), and the same call succeeds once cold answers; the export then continues.

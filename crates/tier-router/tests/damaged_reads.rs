@@ -1,4 +1,4 @@
-//! Reads across damaged bytes (issue 15, cases 10 and 9): the record and batch readers
+//! Reads across damaged bytes: the record and batch readers
 //! never fail for damage in bytes they do not need (cold's read-ahead past the hand-off
 //! to the WAL), and a corrupt WAL batch whose offsets cold or warm also holds is served
 //! from that tier, the intact records before it from the WAL. Hot+cold on a local

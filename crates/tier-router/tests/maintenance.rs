@@ -91,9 +91,11 @@ async fn a_lost_wal_and_a_kill_never_reuse_acknowledged_offsets() {
     append_range(&topic, 200, 300, 10).await;
     assert_eq!(topic.high_watermark(), 300, "[0, 300) acknowledged");
     std::fs::remove_dir_all(d.hot_dir()).unwrap();
-    // Simulated kill: nothing of the store's shutdown runs.
-    std::mem::forget(topic);
-    std::mem::forget(store);
+    // Simulated kill: nothing of the store's shutdown runs (no checkpoint, no reservation
+    // lowered); its locks go, as a dead process's do.
+    store.abort().await;
+    drop(topic);
+    drop(store);
 
     let store = d.open(&["kill"]).await;
     let report = store.recover_topic("kill").await.unwrap();

@@ -363,6 +363,39 @@ async fn opening_from_config_with_valkey_down_degrades_or_fails_by_policy() {
     store.close().await;
 }
 
+/// A Valkey that has never had a replica, with `warm.wait_replicas = 1`: no append could
+/// be confirmed, so under `fail` the store does not open and says what to set in one
+/// line; under `degrade` it opens (with a warning) and acknowledges from the WAL (a new
+/// topic is still refused: its marker must be confirmed, `docs/router.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_from_config_against_a_valkey_without_replicas_fails_or_degrades_by_policy() {
+    let single = ValkeyPair::start_primary_only().await.expect("a Valkey primary (install valkey-server)");
+    let dir = tempfile::tempdir().unwrap();
+    let config = |policy| {
+        tier_router::StoreConfig::default()
+            .with_hot(hot(&dir))
+            .with_warm(warm_config(&single.primary_url(), "router-alone-"))
+            .with_router(router(policy))
+    };
+
+    let err = TieredStore::open(config(WarmFailurePolicy::Fail)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let message = err.report().to_string();
+    assert!(message.contains("has no replica and has had none"), "{message}");
+    assert!(message.contains("set `warm.wait_replicas = 0` in tierlog.toml"), "{message}");
+    assert!(!dir.path().join("hot").exists(), "nothing was created: {message}");
+
+    // A topic the WAL already knows opens degraded and takes appends.
+    let store = TieredStore::builder().hot(hot(&dir)).background(false).open().await.unwrap();
+    append_range(&store.topic("t").await.unwrap(), 0, 10, 10).await;
+    store.close().await;
+    let store = TieredStore::open(config(WarmFailurePolicy::Degrade)).await.unwrap();
+    let topic = store.topic("t").await.unwrap();
+    append_range(&topic, 10, 20, 10).await;
+    assert_eq!(topic.high_watermark(), 20);
+    store.close().await;
+}
+
 /// Under `degrade` warm may hold a batch the WAL never stored — the process died between
 /// warm's write and the WAL's, or the WAL refused it — which was never acknowledged.
 /// Reopened while warm is unreachable, the WAL cannot say where warm ends: every offset up

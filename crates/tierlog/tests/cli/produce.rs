@@ -75,7 +75,8 @@ fn crlf_lines_lose_the_cr_unless_kept() {
     assert_eq!(ok(dir.path(), &["consume", "k"]), "one\r\ntwo\r\n");
 }
 
-/// The files under `dir/data` (the lock file aside).
+/// The files under `dir/data`, the store's own aside (the data directory's lock, the state
+/// directory's lock and owner record): a topic's files only.
 fn data_files(dir: &std::path::Path) -> Vec<String> {
     let mut files = Vec::new();
     let mut todo = vec![dir.join("data")];
@@ -84,7 +85,7 @@ fn data_files(dir: &std::path::Path) -> Vec<String> {
             let path = entry.path();
             if path.is_dir() {
                 todo.push(path);
-            } else if !path.ends_with(".lock") {
+            } else if !(path.ends_with(".lock") || path.ends_with(".router.lock") || path.ends_with("router/owner")) {
                 files.push(path.strip_prefix(dir).expect("under dir").display().to_string());
             }
         }
