@@ -10,12 +10,15 @@
 //!   `/readyz` then needs `Authorization: Bearer <token>`; [`Token`] never shows its
 //!   value in `Debug` or logs.
 //! - TLS ([`ServerConfig::tls_cert`], [`ServerConfig::tls_key`]): rustls, PEM files.
+//! - [`continuity`]: the rule by which the online verify and the offline `tierlog
+//!   verify` judge a topic's continuity (holes, recorded losses), shared by both.
 //!
 //! The program `tierlog serve` (crate `tierlog`) wires the configuration file and flags
 //! to this crate; an embedding can serve its own store the same way.
 
 mod append;
 mod auth;
+pub mod continuity;
 mod error;
 mod listen;
 mod page;
@@ -61,7 +64,8 @@ pub struct ServerConfig {
     pub listen: Option<SocketAddr>,
     /// Bearer tokens accepted; none (and no `token_file`) means no authentication.
     pub tokens: Vec<Token>,
-    /// A file of bearer tokens, one per line (blank lines and `#` comments skipped).
+    /// A file of bearer tokens, one per line (blank lines and `#` comments skipped); one
+    /// that holds no token is refused ([`all_tokens`](Self::all_tokens)).
     pub token_file: Option<PathBuf>,
     /// TLS certificate chain (PEM); with `tls_key`, the listener speaks HTTPS.
     pub tls_cert: Option<PathBuf>,
@@ -108,17 +112,30 @@ impl ServerConfig {
 
     /// Every token: [`tokens`](Self::tokens) and the lines of
     /// [`token_file`](Self::token_file).
+    ///
+    /// A token file that holds no token (empty, or blank lines and `#` comments only) is
+    /// an error naming it: a server given a token file must refuse requests without a
+    /// token, and one without any token would let every request in.
     pub fn all_tokens(&self) -> anyhow::Result<Vec<Token>> {
         let mut tokens = self.tokens.clone();
         if let Some(path) = &self.token_file {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the token file {}", path.display()))?;
-            tokens.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(|l| Token::new(l.to_owned())),
-            );
+            let from_file: Vec<Token> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(|l| Token::new(l.to_owned()))
+                .collect();
+            if from_file.is_empty() {
+                anyhow::bail!(
+                    "the token file {} holds no token (only blank lines and # comments): a server with it would \
+                     let every request in; write one token per line, or leave the token file out to serve \
+                     without authentication",
+                    path.display()
+                );
+            }
+            tokens.extend(from_file);
         }
         if tokens.iter().any(|t| t.expose().is_empty()) {
             anyhow::bail!("server.tokens: a token is empty");

@@ -3,6 +3,8 @@
 //! one is written, so a slow consumer holds the read back (backpressure) and the server
 //! holds about one batch per read, however long the history or the follow.
 //!
+//! A start offset past the commit point is refused before the answer starts (`404
+//! trimmed`, naming the next offset); one at it reads nothing, or with `follow` waits.
 //! Without `follow` the read ends at the commit point as it was when the request came
 //! (or after `limit` records); with it, the read continues into the live tail until
 //! `limit`, the client leaving, or the server draining. An error ends the stream: in
@@ -64,7 +66,13 @@ pub(crate) async fn read(
     let topic = state.store.existing_topic(topic.as_str()).await?;
     // The end is taken before the start is resolved: a `latest` read without follow is
     // then empty, never waiting for a record appended in between.
-    let end = (!follow).then(|| topic.high_watermark());
+    let committed = topic.high_watermark();
+    if let Start::Offset(o) = start
+        && o > committed
+    {
+        return Err(beyond_the_end(topic.name(), o, committed));
+    }
+    let end = (!follow).then_some(committed);
     let first = topic.start_offset(start_position(start)).await?;
     let reader = if limit == 0 || end.is_some_and(|end| first >= end) {
         None
@@ -89,6 +97,17 @@ pub(crate) async fn read(
     }
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+/// A read starting at `offset`, past the commit point `committed` (with or without
+/// `follow`): `404 trimmed` (offsets not held yet) naming the next offset, as `tierlog
+/// consume --from N` says it. A read from exactly the commit point is no error: it is
+/// empty, or with `follow` waits for the next record.
+fn beyond_the_end(topic: &tier_router::TopicName, offset: u64, committed: u64) -> HttpError {
+    HttpError::new(
+        ErrorKind::Trimmed,
+        format!("offset {offset} is beyond the end of topic {topic} (the next offset is {committed})"),
+    )
 }
 
 /// The API's name for the part of the store that served a batch.

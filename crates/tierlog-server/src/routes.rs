@@ -15,6 +15,7 @@ use tierlog_api::{
     VerifyReport,
 };
 
+use crate::continuity::{Discontinuity, RecordedLoss, discontinuities};
 use crate::error::{HttpError, json_body};
 use crate::{AppState, append, auth, page, read, stream};
 
@@ -129,27 +130,18 @@ async fn verify(
 /// the snapshot is read through the stitched reader, which checks each batch's CRC and
 /// records and the continuity at every hand-off. Offsets that retention deletes while
 /// they are read (possible without cold) are skipped, not reported: `records` then counts
-/// fewer than `checked` spans.
+/// fewer than `checked` spans. A recorded loss the read meets (a gap marker the WAL or
+/// cold answers with) is reported as [`crate::continuity`] says it — the offline `tierlog
+/// verify`'s wording — and the read goes on after it.
 async fn verify_snapshot(topic: &Topic) -> Result<VerifyReport, HttpError> {
     let snapshot = topic.high_watermark();
     let ranges = topic.ranges().await?;
-    let mut problems = Vec::new();
-    let mut held: Vec<OffsetRange> = [Some(ranges.hot), ranges.warm, ranges.cold]
+    let held: Vec<OffsetRange> = [Some(ranges.hot), ranges.warm, ranges.cold]
         .into_iter()
         .flatten()
         .map(|r| OffsetRange::new(r.start, r.end.min(snapshot)))
-        .filter(|r| r.start < r.end)
         .collect();
-    held.sort_by_key(|r| (r.start, r.end));
-    let mut covered: Option<u64> = None;
-    for r in &held {
-        if let Some(end) = covered
-            && r.start > end
-        {
-            problems.push(format!("offsets {} are held by no tier", OffsetRange::new(end, r.start)));
-        }
-        covered = Some(covered.map_or(r.end, |e| e.max(r.end)));
-    }
+    let mut problems: Vec<String> = discontinuities(&held, &[]).iter().map(ToString::to_string).collect();
     let first = topic.start_offset(StartPosition::Earliest).await?.min(snapshot);
     let (mut records, mut batches) = (0u64, 0u64);
     let mut next = first;
@@ -174,6 +166,16 @@ async fn verify_snapshot(topic: &Topic) -> Result<VerifyReport, HttpError> {
             }
         };
         let Some(e) = failed else { break };
+        if let Some(loss) = RecordedLoss::of_read_error(&e)
+            && loss.range.contains(next)
+        {
+            problems.push(
+                Discontinuity::lost(&RecordedLoss { range: OffsetRange::new(next, loss.range.end), ..loss })
+                    .to_string(),
+            );
+            next = loss.range.end;
+            continue;
+        }
         let oldest = topic.start_offset(StartPosition::Earliest).await?;
         if oldest > next && restarts < 3 {
             restarts += 1;

@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  error (bad configuration, unreachable server, I/O or storage error, offset beyond the end)
+  1  error (bad configuration, unreachable server, I/O or storage error, offset beyond the end,
+     a topic no tier holds, a data directory another process holds)
   2  usage (unknown flag, bad argument, invalid topic name)
   3  `tierlog verify` found problems (one line per problem on stdout),
      or `tierlog recover` found lost offsets
@@ -77,7 +78,8 @@ pub(crate) enum Command {
     /// configured), then WAL retention and warm trimming; then exit.
     Maintain(ExportArgs),
     /// Check every WAL segment and cold object (CRCs, index, footer) and continuity
-    /// across the tiers, without opening the store.
+    /// across the tiers, without opening the store; it needs the data directory to
+    /// itself (a running server is verified with --server).
     Verify(VerifyArgs),
     /// Run crash recovery on every topic and print what it found (with --server: the
     /// server's reports, and --resume-at resumes a served topic online).

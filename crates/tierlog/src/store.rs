@@ -6,11 +6,26 @@
 use anyhow::Context;
 use tier_cold::{ColdConfig, ColdTier};
 use tier_core::TopicName;
-use tier_router::{StoreBuilder, StoreConfig, TieredStore};
+use tier_router::{StoreBuilder, StoreConfig, TieredStore, Topic};
 
 /// Validates topic names given on the command line.
 pub(crate) fn topic_name(name: &str) -> anyhow::Result<TopicName> {
     TopicName::new(name).map_err(|e| crate::exit::usage(e.to_string()))
+}
+
+/// The handle of topic `name` if some tier holds anything of it
+/// ([`TieredStore::existing_topic`], which writes nothing for a topic that does not
+/// exist); `topic 'NAME' does not exist` otherwise. Only an append creates a topic.
+pub(crate) async fn existing_topic(store: &TieredStore, name: &TopicName) -> anyhow::Result<Topic> {
+    store.existing_topic(name.as_str()).await.map_err(|e| {
+        // A topic whose recovery failed exists: the store keeps its error.
+        let failed = store.failed_topics().iter().any(|(t, _)| t == name);
+        if e.kind() == tier_core::ErrorKind::NotFound && !failed {
+            crate::cmd::no_such_topic(name.as_str())
+        } else {
+            anyhow::Error::new(e)
+        }
+    })
 }
 
 /// Opens the store: connects warm, probes and opens cold, opens the WAL and recovers

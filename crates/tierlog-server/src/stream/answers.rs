@@ -6,7 +6,7 @@
 //! When one turn of a tokio worker wakes two tasks, the first goes to the worker's run
 //! queue and a parked worker thread is woken to take it; waking a parked thread on
 //! another vCPU costs tens of µs on a small VM, and with one batch in flight that was a
-//! third of the stream's latency (`docs/benchmarks.md`, "Session 19"). Here, when a batch
+//! third of the stream's latency (`docs/benchmarks.md`, "Server loopback (workload 10)"). Here, when a batch
 //! is the only one in hand, the reader polls its answer with the answerer's waker, so the
 //! answer wakes the answerer when it is ready and queuing the batch wakes only the topic's
 //! writer. With more in hand the reader wakes the answerer at once (see
@@ -83,8 +83,8 @@ impl<T, H, E> Answers<T, H, E> {
     /// multi-threaded runtime that lets a second worker thread take the topic's writer,
     /// which the reader has just woken, while the reader goes on with the next batch — the
     /// stream's work spreads over two threads (eight batches in flight, `fsync = never`:
-    /// ~70 µs a batch with this wake, ~140–280 µs without; `docs/benchmarks.md`, "Session
-    /// 19").
+    /// ~70 µs a batch with this wake, ~140–280 µs without; `docs/benchmarks.md`, "Server
+    /// loopback (workload 10)").
     pub(super) fn push(
         &self,
         answer: BoxFuture<'static, T>,

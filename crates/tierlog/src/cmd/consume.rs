@@ -167,12 +167,7 @@ async fn consume(
     out: &mut dyn Write,
     runs: &mut Vec<Run>,
 ) -> anyhow::Result<u64> {
-    let topic = store.existing_topic(&args.topic).await.map_err(|e| match e.kind() {
-        tier_core::ErrorKind::NotFound => {
-            anyhow!("topic '{}' does not exist: no tier holds any of it", args.topic)
-        }
-        _ => anyhow::Error::new(e),
-    })?;
+    let topic = crate::store::existing_topic(store, &crate::store::topic_name(&args.topic)?).await?;
     let end = topic.high_watermark();
     let start = match start {
         FromArg::At(start) => start,

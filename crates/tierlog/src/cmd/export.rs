@@ -28,11 +28,16 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs, mode: Mode) -> anyhow::Resu
     if config.cold.is_none() && mode == Mode::Export {
         bail!("the cold tier is not configured (no [cold] table), so there is nothing to export to");
     }
-    let topics = match &args.topic {
-        Some(t) => vec![store::topic_name(t)?],
-        None => inspect::wal_topics(&config.hot.data_dir)?,
+    // The WAL's topics are recovered at open; a topic named is opened only if a tier
+    // holds anything of it (`one_topic`): exporting or maintaining creates no topic.
+    let (topics, at_open) = match &args.topic {
+        Some(t) => (vec![store::topic_name(t)?], Vec::new()),
+        None => {
+            let wal = inspect::wal_topics(&config.hot.data_dir)?;
+            (wal.clone(), wal)
+        }
     };
-    let store = store::open(config, topics.clone(), false).await?;
+    let store = store::open(config, at_open, false).await?;
     let bar = ctx.progress.bar(Some(topics.len() as u64), "exporting", "topics");
     let mut stored_bytes = 0u64;
     let mut lines = Vec::new();
@@ -50,13 +55,15 @@ pub(crate) async fn run(ctx: &Ctx, args: ExportArgs, mode: Mode) -> anyhow::Resu
     }
     bar.finish_and_clear();
     store.close().await;
+    // The only topic failing is the command's error, with nothing to sum up.
+    let code = outcome(failed, topics.len())?;
     for line in lines {
         println!("{line}");
     }
     if config.cold.is_some() {
         println!("uploaded {}", format_size(stored_bytes));
     }
-    outcome(failed, topics.len())
+    Ok(code)
 }
 
 /// The exit code of a command over `topics` topics that failed on `failed`: the error
@@ -91,7 +98,7 @@ async fn one_topic(
 ) -> anyhow::Result<(Vec<String>, u64)> {
     let mut lines = Vec::new();
     let mut stored_bytes = 0;
-    let topic = store.topic(name.as_str()).await?;
+    let topic = crate::store::existing_topic(store, name).await?;
     if cold {
         let exported = store.export_now(name.as_str()).await?;
         // Measured before retention, which may delete the segments just exported.

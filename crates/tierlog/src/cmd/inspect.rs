@@ -7,7 +7,8 @@ use anyhow::Context;
 use object_store::ObjectStore;
 use tier_cold::ColdTier;
 use tier_core::{Offset, TopicName};
-use tier_hot::layout::parse_segment_file_name;
+use tier_hot::layout::{parse_gap_file_name, parse_segment_file_name};
+use tierlog_server::continuity::RecordedLoss;
 
 /// One WAL segment file.
 #[derive(Clone, Debug)]
@@ -58,6 +59,96 @@ pub(crate) fn wal_files(data_dir: &Path, topic: &TopicName) -> anyhow::Result<Ve
     Ok(files)
 }
 
+/// The losses `topic`'s WAL recorded (its gap marker files), in offset order.
+pub(crate) fn wal_gaps(data_dir: &Path, topic: &TopicName) -> anyhow::Result<Vec<RecordedLoss>> {
+    let mut gaps = Vec::new();
+    for entry in list_dir(&data_dir.join(topic.as_str()))? {
+        let name = entry.file_name();
+        if let Some(range) = name.to_str().and_then(parse_gap_file_name) {
+            gaps.push(RecordedLoss { range, marker: entry.path().display().to_string() });
+        }
+    }
+    gaps.sort_by_key(|g| g.range.start);
+    Ok(gaps)
+}
+
+/// The losses `topic`'s cold folder recorded (its gap marker objects), in offset order.
+pub(crate) async fn cold_gaps(cold: &ColdTier, topic: &TopicName) -> anyhow::Result<Vec<RecordedLoss>> {
+    let ranges =
+        cold.recorded_gaps(topic).await.with_context(|| format!("listing {topic} in the cold tier"))?;
+    Ok(ranges
+        .into_iter()
+        .map(|range| RecordedLoss { range, marker: cold.layout().gap_key(topic, range).to_string() })
+        .collect())
+}
+
+/// The topics some tier's files hold anything of: a WAL directory, a file in the router's
+/// state directory, a cold folder (what `status` lists).
+pub(crate) async fn known_topics(
+    config: &tier_router::StoreConfig,
+    cold: Option<&ColdTier>,
+) -> anyhow::Result<Vec<TopicName>> {
+    let mut names = wal_topics(&config.hot.data_dir)?;
+    names.extend(state_topics(&state_dir(config))?);
+    if let Some(cold) = cold {
+        names.extend(cold_topics(cold).await?);
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// A topic no tier holds, named by a command that does not append (only an append
+/// creates a topic).
+#[derive(Debug)]
+pub(crate) struct NoSuchTopic(String);
+
+impl std::fmt::Display for NoSuchTopic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "topic '{}' does not exist: no tier holds any of it", self.0)
+    }
+}
+
+impl std::error::Error for NoSuchTopic {}
+
+/// The error for a topic no tier holds: what every command that does not append says.
+pub(crate) fn no_such_topic(name: &str) -> anyhow::Error {
+    anyhow::Error::new(NoSuchTopic(name.to_owned()))
+}
+
+/// `name`, which must be one of `known`; [`no_such_topic`] otherwise.
+pub(crate) fn require_known(name: TopicName, known: &[TopicName]) -> anyhow::Result<TopicName> {
+    if known.contains(&name) { Ok(name) } else { Err(no_such_topic(name.as_str())) }
+}
+
+/// The WAL data directory's lock, taken as the WAL takes it when it opens (an exclusive
+/// `flock` on `<data_dir>/.lock`, `docs/cli.md`), for a command that reads the WAL's
+/// files without opening it and must not read them while another process writes,
+/// rotates or prunes them. `None` when `data_dir` does not exist (nothing to read, and
+/// nothing is created). Released when dropped.
+pub(crate) fn lock_data_dir(data_dir: &Path) -> anyhow::Result<Option<std::fs::File>> {
+    if !data_dir.is_dir() {
+        return Ok(None);
+    }
+    let path = data_dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening the data directory's lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(anyhow::anyhow!(
+            "the data directory {} is in use by another tierlog process",
+            data_dir.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking the data directory {}", data_dir.display()))
+        }
+    }
+}
+
 /// The topics with a folder in the cold tier.
 pub(crate) async fn cold_topics(cold: &ColdTier) -> anyhow::Result<Vec<TopicName>> {
     let prefix = cold.layout().prefix().clone();
@@ -74,11 +165,9 @@ pub(crate) async fn cold_topics(cold: &ColdTier) -> anyhow::Result<Vec<TopicName
 }
 
 /// The router's state directory: `router.state_dir`, else `router` beside the WAL's
-/// data directory (as the library chooses it).
+/// data directory (the library's choice, `StoreConfig::state_dir`).
 pub(crate) fn state_dir(config: &tier_router::StoreConfig) -> PathBuf {
-    config.router.state_dir.clone().unwrap_or_else(|| {
-        config.hot.data_dir.parent().map_or_else(|| PathBuf::from("router"), |p| p.join("router"))
-    })
+    config.state_dir()
 }
 
 /// The topics with a file in the router's state directory (`<topic>.end`, `.reserved`,

@@ -13,6 +13,7 @@ mod served;
 mod status;
 mod verify;
 
+pub(crate) use inspect::no_such_topic;
 use tier_router::StoreConfig;
 
 use crate::cli::{Cli, Command};

@@ -39,8 +39,9 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         return Err(exit::usage("--resume-at needs exactly one --topic"));
     }
     // Without --topic: every topic the state directory or cold knows, besides the WAL's
-    // (after a lost disk the WAL knows none).
-    let mut to_open = topics.clone();
+    // (after a lost disk the WAL knows none). A topic named is opened only if a tier
+    // holds anything of it: recovering creates no topic.
+    let mut to_open = Vec::new();
     if topics.is_empty() {
         let config = ctx.config();
         to_open = inspect::state_topics(&inspect::state_dir(config))?;
@@ -51,6 +52,15 @@ pub(crate) async fn run(ctx: &Ctx, args: RecoverArgs) -> anyhow::Result<u8> {
         to_open.dedup();
     }
     let opened = store::open(ctx.config(), to_open, false).await?;
+    for topic in &topics {
+        // A topic whose recovery failed is reported below (`FAILED:`) with the others.
+        if let Err(e) = store::existing_topic(&opened, topic).await
+            && !opened.failed_topics().iter().any(|(t, _)| t == topic)
+        {
+            opened.close().await;
+            return Err(e);
+        }
+    }
     if let (Some(at), [topic]) = (args.resume_at, topics.as_slice()) {
         let resumed = opened.resume_topic(topic.as_str(), at).await;
         if let Err(e) = resumed {

@@ -37,7 +37,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PATH", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
     /// File of bearer tokens, one per line: every request but /healthz and /readyz then
-    /// needs `Authorization: Bearer <token>`.
+    /// needs `Authorization: Bearer <token>`. A file holding no token (blank lines and #
+    /// comments only) is refused.
     #[arg(long, value_name = "PATH")]
     pub(crate) token_file: Option<PathBuf>,
 }

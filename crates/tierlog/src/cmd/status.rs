@@ -149,23 +149,13 @@ struct Sources {
 pub(crate) async fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     let config = ctx.config();
     let state_dir = inspect::state_dir(config);
-    let mut names: Vec<TopicName> = inspect::wal_topics(&config.hot.data_dir)?;
-    names.extend(inspect::state_topics(&state_dir)?);
     let cold = match &config.cold {
         Some(c) => Some(store::open_cold(c).await?),
         None => None,
     };
-    if let Some(cold) = &cold {
-        names.extend(inspect::cold_topics(cold).await?);
-    }
-    names.sort();
-    names.dedup();
+    let mut names: Vec<TopicName> = inspect::known_topics(config, cold.as_ref()).await?;
     if let Some(topic) = &args.topic {
-        let name = store::topic_name(topic)?;
-        if !names.contains(&name) {
-            return Err(anyhow::anyhow!("topic '{name}' does not exist: no tier holds any of it"));
-        }
-        names = vec![name];
+        names = vec![inspect::require_known(store::topic_name(topic)?, &names)?];
     }
     let warm = match &config.warm {
         Some(w) => Some(WarmTier::connect(w.clone()).await.context("connecting to the warm tier")?),

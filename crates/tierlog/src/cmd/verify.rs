@@ -3,6 +3,12 @@
 //! hold each topic's offsets without a hole — without opening the store, so nothing is
 //! repaired or truncated first. One line per problem on stdout, naming the file or object
 //! key and the byte position; exit code 3 when there is any.
+//!
+//! It holds the WAL data directory's lock while it reads, as the store would: the files
+//! of a directory another process writes, rotates and prunes meanwhile would show holes
+//! that are not there. A running server is verified online instead (`--server`). Offsets
+//! no tier holds are judged by [`tierlog_server::continuity`], the online verify's rule:
+//! a loss a gap marker records is named with its markers, not as a hole.
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -11,6 +17,7 @@ use tier_cold::ColdTier;
 use tier_core::segment::{DecodeError, RecoveryPolicy, SealedSegment, scan_unsealed};
 use tier_core::{OffsetRange, Tier, TopicName};
 use tier_warm::WarmTier;
+use tierlog_server::continuity::{RecordedLoss, discontinuities};
 
 use crate::cli::VerifyArgs;
 use crate::cmd::{Ctx, inspect};
@@ -34,6 +41,10 @@ impl Report {
 /// Runs the command.
 pub(crate) async fn run(ctx: &Ctx, args: VerifyArgs) -> anyhow::Result<u8> {
     let config = ctx.config();
+    let _lock = inspect::lock_data_dir(&config.hot.data_dir).context(
+        "tierlog verify reads the WAL's files directly and needs the data directory to itself: stop the process \
+         holding it, or verify through the server serving it (tierlog --server URL verify)",
+    )?;
     let cold = match &config.cold {
         Some(c) => Some(store::open_cold(c).await?),
         None => None,
@@ -43,7 +54,17 @@ pub(crate) async fn run(ctx: &Ctx, args: VerifyArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let topics = match &args.topic {
-        Some(t) => vec![store::topic_name(t)?],
+        Some(t) => {
+            let name = store::topic_name(t)?;
+            let mut known = inspect::known_topics(config, cold.as_ref()).await?;
+            if let Some(w) = &warm
+                && !known.contains(&name)
+                && (w.topic_recorded(&name).await? || !w.range(&name).await?.is_empty())
+            {
+                known.push(name.clone());
+            }
+            vec![inspect::require_known(name, &known)?]
+        }
         None => {
             let mut t = inspect::wal_topics(&config.hot.data_dir)?;
             if let Some(c) = &cold {
@@ -58,8 +79,10 @@ pub(crate) async fn run(ctx: &Ctx, args: VerifyArgs) -> anyhow::Result<u8> {
     let bar = ctx.progress.bar(Some(topics.len() as u64), "verifying", "topics");
     for topic in &topics {
         let mut held = verify_wal(&config.hot.data_dir, topic, &mut report)?;
+        let mut recorded = inspect::wal_gaps(&config.hot.data_dir, topic)?;
         if let Some(c) = &cold {
             held.extend(verify_cold(c, topic, &mut report).await?);
+            recorded.extend(inspect::cold_gaps(c, topic).await?);
         }
         if let Some(w) = &warm {
             let r = w.range(topic).await.context("reading the warm tier's range")?;
@@ -67,7 +90,7 @@ pub(crate) async fn run(ctx: &Ctx, args: VerifyArgs) -> anyhow::Result<u8> {
                 held.push(r);
             }
         }
-        check_continuity(topic, held, &mut report);
+        check_continuity(topic, &held, &recorded, &mut report);
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -186,18 +209,10 @@ async fn verify_cold(
     Ok(held)
 }
 
-/// Reports offsets between the oldest and the newest held that no tier holds.
-fn check_continuity(topic: &TopicName, mut held: Vec<OffsetRange>, report: &mut Report) {
-    held.sort_by_key(|r| (r.start, r.end));
-    let mut end: Option<u64> = None;
-    for r in held {
-        if let Some(e) = end
-            && r.start > e
-        {
-            report
-                .problems
-                .push(format!("{topic}@{e}: offsets {} are held by no tier", OffsetRange::new(e, r.start)));
-        }
-        end = Some(end.map_or(r.end, |e| e.max(r.end)));
+/// Reports offsets between the oldest and the newest held that no tier holds, by the
+/// online verify's rule ([`discontinuities`]): recorded losses named with their markers.
+fn check_continuity(topic: &TopicName, held: &[OffsetRange], recorded: &[RecordedLoss], report: &mut Report) {
+    for found in discontinuities(held, recorded) {
+        report.problems.push(format!("{topic}@{}: {found}", found.start()));
     }
 }

@@ -1,4 +1,4 @@
-//! Compound faults run from the CLI (issue 15): a loss followed by more writes must never
+//! Compound faults run from the CLI: a loss followed by more writes must never
 //! wedge the export or reuse an offset.
 
 use std::path::{Path, PathBuf};
@@ -16,8 +16,8 @@ fn active_segment(dir: &Path, topic: &str) -> PathBuf {
     files.pop().expect("an active segment")
 }
 
-/// Case 4: a torn tail, recovery, one more record, export. The CLI's cold wrapper used to
-/// answer `record_gap` with the refusing default body, so the export failed on every try.
+/// A torn tail, recovery, one more record, export: the CLI's cold backend records the gap
+/// (a `record_gap` that refused would fail the export on every try).
 #[test]
 fn export_continues_after_a_torn_tail_is_recovered() {
     let dir = workdir();
@@ -39,9 +39,9 @@ fn export_continues_after_a_torn_tail_is_recovered() {
     assert_eq!(consumed.lines().count(), 1, "{consumed}");
 }
 
-/// Case 3: hot+cold, the WAL directory lost after an export, recovery, one more record,
-/// export. The empty WAL used to take over above cold's end without a gap marker, and cold
-/// refused every later segment.
+/// hot+cold, the WAL directory lost after an export, recovery, one more record, export: an
+/// empty WAL taking over above cold's end without a gap marker would make cold refuse every
+/// later segment.
 #[test]
 fn export_continues_after_a_lost_wal_is_recovered() {
     let dir = workdir();
@@ -63,7 +63,7 @@ fn export_continues_after_a_lost_wal_is_recovered() {
     assert!(!out.status.success(), "the lost range is not served");
 }
 
-/// Case 5: the WAL and the router's state directory beside it lost, cold kept. Nothing
+/// The WAL and the router's state directory beside it lost, cold kept. Nothing
 /// bounds what producers were acknowledged (cold holds [0, 10000) of 10400), so the CLI
 /// must not hand out offset 10000 again: `produce` is refused naming the decision, and
 /// `recover --resume-at` takes it.
@@ -105,8 +105,8 @@ fn a_lost_wal_and_state_directory_need_an_operator_decision() {
     assert!(json[0].get("pending").is_none(), "nothing pending once resumed: {json}");
 }
 
-/// Case 9: one flipped footer byte in one sealed segment of topic `a` used to make every
-/// command on every topic fail ("opening the store: … corruption"). The damaged topic is
+/// One flipped footer byte in one sealed segment of topic `a` must not make every command
+/// on every topic fail ("opening the store: … corruption"). The damaged topic is
 /// reported and isolated; `b` is produced, consumed, exported and shown.
 #[test]
 fn a_damaged_topic_does_not_block_the_others() {

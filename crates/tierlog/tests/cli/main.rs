@@ -5,6 +5,7 @@ mod bad_input;
 mod compound;
 mod full_disk;
 mod metrics;
+mod no_topic;
 mod produce;
 mod readonly;
 mod roundtrip;

@@ -3,10 +3,12 @@
 
 mod limits;
 mod page;
+mod reads;
 mod remote;
 mod security;
 mod servers;
 mod support;
+mod verify;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -152,3 +152,37 @@ async fn read_one(client: &Client, offset: u64) -> tierlog_client::Record {
     let mut read = client.read_with("secure", Start::Offset(offset), false, Some(1)).await.expect("read");
     read.next().await.expect("a record").expect("a record")
 }
+
+/// A token file that holds no token (blank lines and comments only) would let every
+/// request in while `--help` promises that a token file makes every request need one:
+/// `serve` refuses to start, naming the file, before it opens the store.
+#[test]
+fn a_token_file_without_a_token_refuses_to_start() {
+    use std::io::{BufRead, BufReader};
+    let dir = workdir();
+    std::fs::write(dir.path().join("tokens"), "# operators\n\n   \n# nobody yet\n").expect("write tokens");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tierlog"))
+        .current_dir(dir.path())
+        .args(["--data-dir", "data", "serve", "--listen", "127.0.0.1:0", "--token-file", "tokens"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    // A server that starts prints its URL first; one that refuses closes stdout.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut first).expect("read stdout");
+    if !first.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve started with a token file holding no token, letting everyone in: {first}");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("tokens") && stderr.contains("no token"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data").exists(), "nothing was created: {:?}", tree(dir.path()));
+}
