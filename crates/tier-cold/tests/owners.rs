@@ -1,8 +1,7 @@
 //! Two exporters of one topic (an ownership move: the old owner's WAL copy rotated at other
 //! points than the new owner's) write different segmentations of the same offsets under
 //! different keys. Cold stays listable and readable: the listing keeps one chain of objects
-//! that tiles the offsets and treats the objects it covers as redundant copies (issue 15,
-//! case 12).
+//! that tiles the offsets and treats the objects it covers as redundant copies.
 
 mod common;
 
