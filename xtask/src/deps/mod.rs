@@ -25,11 +25,46 @@ const ENV_MOTO_SERVER: &str = "TIERLOG_MOTO_SERVER";
 pub(crate) fn ensure_all(root: &Path) -> Result<Vec<String>> {
     Ok(vec![
         valkey::ensure().context("Valkey")?,
+        ensure_disk_tools().context("disk tools")?,
         ensure_moto(root).context("moto")?,
         chromium::ensure().context("chromium")?,
         ensure_cargo_deny().context("cargo-deny")?,
         advisory::ensure(root).context("advisory DB")?,
     ])
+}
+
+/// The tools `tier_testkit::loopfs` builds a real ext4 file system on a loop device with
+/// (`mkfs.ext4`, `dumpe2fs` from e2fsprogs; `losetup`, `fallocate`, `mount` from
+/// util-linux and mount), installed with apt when one is missing and this is a root shell.
+fn ensure_disk_tools() -> Result<String> {
+    const TOOLS: [(&str, &str); 5] = [
+        ("mkfs.ext4", "e2fsprogs"),
+        ("dumpe2fs", "e2fsprogs"),
+        ("losetup", "mount"),
+        ("mount", "mount"),
+        ("fallocate", "util-linux"),
+    ];
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .filter(|(tool, _)| cmd::find_on_path(tool).is_none())
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok("mkfs.ext4, dumpe2fs, losetup, mount, fallocate present".into());
+    }
+    if !(valkey::is_root() && cmd::find_on_path("apt-get").is_some()) {
+        bail!(
+            "missing {missing:?} (needed by the real-disk tests), and this is not a root shell with apt-get"
+        );
+    }
+    let mut packages = missing;
+    packages.sort_unstable();
+    packages.dedup();
+    println!("deps: installing {packages:?} with apt-get (real-disk tests)");
+    let mut args = vec!["install", "-y"];
+    args.extend(packages.iter().copied());
+    cmd::run(Command::new("apt-get").env("DEBIAN_FRONTEND", "noninteractive").args(&args))?;
+    Ok(format!("installed {packages:?}"))
 }
 
 /// The virtualenv holding `moto_server`, as tier-testkit's harness expects it.
