@@ -13,7 +13,8 @@ use crate::{
     ChaosError, ScenarioResult,
     deploy::{Deployment, Servers},
     scenarios::{
-        bad_input, compound, corruption, crash, load, lost_disk, objstore_faults, server_kill, valkey_faults,
+        bad_input, compound, corruption, crash, full_disk, load, lost_disk, objstore_faults, server_kill,
+        valkey_failover, valkey_faults,
     },
 };
 
@@ -141,7 +142,19 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
             push(or_failed(name.clone(), outcome), started);
         }
     }
+    if plan.wants(valkey_failover::NAME) {
+        let started = Instant::now();
+        let rounds = if plan.quick { 1 } else { 10 };
+        let outcome = valkey_failover::run(&servers, base, rounds, plan.seed.wrapping_add(250)).await;
+        push(or_failed(valkey_failover::NAME.into(), outcome), started);
+    }
     run_compound(plan, &mut servers, base, producer, &mut push).await;
+    if plan.wants(full_disk::NAME) {
+        let started = Instant::now();
+        let rounds = if plan.quick { 2 } else { 20 };
+        let outcome = full_disk::run(&servers, rounds, plan.seed.wrapping_add(500)).await;
+        push(or_failed(full_disk::NAME.into(), outcome), started);
+    }
     if plan.wants("corruption hot+cold") {
         let started = Instant::now();
         push(or_failed("corruption hot+cold".into(), corruption::run(base).await), started);

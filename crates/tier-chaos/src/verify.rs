@@ -118,6 +118,20 @@ pub async fn verify_topic_around(
     Ok(v)
 }
 
+/// The records `topic` serves over `[from, end)`, by offset (what a consumer has seen).
+pub async fn served_records(
+    topic: &Topic,
+    from: Offset,
+    end: Offset,
+) -> Result<BTreeMap<Offset, RecordId>, ChaosError> {
+    let mut v = Verification::default();
+    let (mut found, mut seen) = (HashMap::new(), HashMap::new());
+    if from < end {
+        read_region(topic, OffsetRange { start: from, end }, &mut v, &mut found, &mut seen).await?;
+    }
+    Ok(found.into_iter().collect())
+}
+
 /// `[from, end)` minus the excused ranges.
 fn regions(from: Offset, end: Offset, excused: &[OffsetRange]) -> Vec<OffsetRange> {
     let mut sorted: Vec<OffsetRange> = excused.to_vec();

@@ -184,3 +184,75 @@ async fn a_wal_reopened_after_a_failed_timer_fsync_serves_only_what_the_disk_hol
         "the timer's fdatasync failed: {report}"
     );
 }
+
+/// Under `fsync = always`, appends of 100 records (~11 KB, so each continues the last,
+/// partly filled page of the one before and takes new blocks after it) run on while the
+/// backing store fills, until one is refused; the space is freed and the WAL reopened
+/// in the same boot. Every append acknowledged before the refusal — the first ones after
+/// the fill among them — is at its offset after the reopen, nothing is cut at the open,
+/// and after a remount (only what the disk holds is read) the same records are there.
+///
+/// The disk must not acknowledge a write it did not store: a writeback whose request
+/// starts at a block the backing store holds and runs into blocks it cannot allocate
+/// must fail as a whole, not report the store's short write as success (see
+/// `tier_testkit::loopfs`). Three rounds, each on a fresh file system: where the new
+/// blocks land decides whether one request spans both kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_acknowledged_while_the_disk_fills_are_on_the_disk() {
+    for round in 0..3 {
+        let test = format!("appends_acknowledged_while_the_disk_fills_are_on_the_disk (round {round})");
+        let Some(mut fs) = loop_fs(&test) else { return };
+        let config = config(&fs.path().join("wal"));
+        let t = topic("fills");
+        let tier = within("open", HotTier::open(config.clone())).await.unwrap();
+        let mut acked: Vec<Record> = Vec::new();
+        for _ in 0..8 {
+            let recs = records(acked.len() as Offset, 100, 100);
+            within("an append", tier.append(&t, batch(&recs))).await.unwrap();
+            acked.extend(recs);
+        }
+        assert!(fs.fill().unwrap() > 0, "the backing store had room to fill");
+        let mut refusal = None;
+        for _ in 0..64 {
+            let recs = records(acked.len() as Offset, 100, 100);
+            match within("an append on a filling disk", tier.append(&t, batch(&recs))).await {
+                Ok(()) => acked.extend(recs),
+                Err(e) => {
+                    refusal = Some(e);
+                    break;
+                }
+            }
+        }
+        let err = refusal.expect("an append fails once the backing store is full");
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
+        fs.free().unwrap();
+        within("close", tier.close()).await;
+        drop(tier);
+
+        let tier = within("reopen", HotTier::open(config.clone())).await.unwrap();
+        assert!(tier.damaged().is_empty(), "round {round}: {:?}", tier.damaged());
+        let served = read_all(&tier, &t).await;
+        let cut_back = tier.cut_back_at_open(&t);
+        within("close", tier.close()).await;
+        drop(tier);
+        assert!(
+            served == acked && !cut_back,
+            "round {round}: the reopened WAL holds every acknowledged record (cut back at the open: \
+             {cut_back}):\n served {:?}\n acked  {:?}",
+            summary(&served),
+            summary(&acked)
+        );
+
+        fs.remount().unwrap();
+        let tier = within("open after the remount", HotTier::open(config)).await.unwrap();
+        let got = read_all(&tier, &t).await;
+        tier.close().await;
+        drop(tier);
+        assert!(
+            got == acked,
+            "round {round}: after the remount every acknowledged record is on the disk:\n got   {:?}\n acked {:?}",
+            summary(&got),
+            summary(&acked)
+        );
+    }
+}

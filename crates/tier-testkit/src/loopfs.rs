@@ -12,7 +12,19 @@
 //! the file, or by `write` itself) while the journal keeps working, exactly the
 //! situation in which Linux marks the failed dirty pages clean and a later `fsync`
 //! succeeds without writing them (*Can Applications Recover from fsync Failures?*,
-//! USENIX ATC 2020). [`LoopFs::free`] removes the filler; [`LoopFs::remount`] unmounts
+//! USENIX ATC 2020).
+//!
+//! The loop device takes requests of one block (4 KiB) only. Linux's loop driver (seen
+//! on 6.18) writes a request to the backing file in one call and completes a WRITE that
+//! the backing file took only in part (a short write: the tmpfs stored the request's
+//! first blocks, then ran out of space) as a *success* (`lo_complete_rq` in
+//! `drivers/block/loop.c` fails a WRITE only on a negative result): ext4 then marks the
+//! blocks written and `fsync` returns success while the disk holds zeros there — a disk
+//! that acknowledges writes it did not store, not a full one. A request that starts
+//! at a block the store already holds (the rewritten last page of a file) and runs into
+//! new blocks is exactly that request. With one block per request, every write of a
+//! block the full store cannot allocate fails with `ENOSPC`, as a full disk's would.
+//! [`LoopFs::free`] removes the filler; [`LoopFs::remount`] unmounts
 //! and mounts the image again, dropping the page cache, so what is read afterwards is what
 //! the disk holds.
 //!
@@ -177,7 +189,11 @@ impl LoopFs {
             .map_err(|e| fail("attaching a loop device", e))?
             .trim()
             .to_owned();
-        fs.device = Some(device);
+        fs.device = Some(device.clone());
+        let limit =
+            Path::new("/sys/block").join(device.trim_start_matches("/dev/")).join("queue/max_sectors_kb");
+        fs::write(&limit, "4")
+            .map_err(|e| fail("limiting the loop device to requests of one block", e.to_string()))?;
         fs.mount_image().map_err(|e| fail("mounting the ext4 image", e))?;
         Ok(fs)
     }
@@ -282,7 +298,8 @@ mod tests {
             return;
         };
         let path = fs.path().join("wal");
-        let mut file = fs::OpenOptions::new().create(true).read(true).write(true).open(&path).unwrap();
+        let mut file =
+            fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
         file.write_all(&[b'a'; 8192]).unwrap();
         file.sync_data().unwrap();
         assert!(fs.fill().unwrap() > 0);

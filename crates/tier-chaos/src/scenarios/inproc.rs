@@ -51,10 +51,15 @@ impl Producers {
     /// Starts one producer per writer id in `writers` on `topic` (ids must differ from
     /// those of earlier producers of the topic, whose records are checked together).
     pub(crate) fn start_writers(topic: &Topic, writers: std::ops::Range<u64>) -> Self {
+        Self::start_batches(topic, writers, 3)
+    }
+
+    /// [`start_writers`](Self::start_writers) with `records` records in each append.
+    pub(crate) fn start_batches(topic: &Topic, writers: std::ops::Range<u64>, records: u64) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let tally = Arc::new(Tally::default());
         let tasks = writers
-            .map(|w| tokio::spawn(produce(topic.clone(), w, Arc::clone(&stop), Arc::clone(&tally))))
+            .map(|w| tokio::spawn(produce(topic.clone(), w, records, Arc::clone(&stop), Arc::clone(&tally))))
             .collect();
         Self { stop, tasks, tally }
     }
@@ -69,11 +74,12 @@ impl Producers {
     }
 }
 
-async fn produce(topic: Topic, writer: u64, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
+async fn produce(topic: Topic, writer: u64, per_append: u64, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
     let mut seq = 0;
     while !stop.load(Ordering::SeqCst) {
-        let records =
-            (seq..seq + 3).map(|s| NewRecord::new(1, payload::encode(RecordId { writer, seq: s }))).collect();
+        let records = (seq..seq + per_append)
+            .map(|s| NewRecord::new(1, payload::encode(RecordId { writer, seq: s })))
+            .collect();
         match topic.append(records).await {
             Ok(range) => tally.acks.lock().push(Ack { range, writer, first_seq: seq }),
             Err(_) => {
@@ -82,6 +88,6 @@ async fn produce(topic: Topic, writer: u64, stop: Arc<AtomicBool>, tally: Arc<Ta
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
-        seq += 3;
+        seq += per_append;
     }
 }

@@ -4,10 +4,14 @@
 //! - [`lost_disk`]: delete the WAL directory under a running producer, recover.
 //! - [`corruption`]: flipped and truncated bytes in WAL segments and cold objects.
 //! - [`valkey_faults`]: replica stopped, primary killed and restarted, both policies.
+//! - [`valkey_failover`]: the replication link cut under `WAIT`, the primary killed, the
+//!   replica promoted and the WAL lost: every acknowledged record comes back from it.
 //! - [`objstore_faults`]: failing, slow and stopped object storage.
 //! - [`load`]: 8 producers and 8 consumers over 100 topics; memory stays flat.
 //! - [`server_kill`]: SIGKILL the real `tierlog serve` under 8 client producers and 8
 //!   followers, restart it, verify through the client.
+//! - [`full_disk`]: a real ext4 file system on a loop device fills up and frees again
+//!   under the producers; after a remount every acknowledged record is there.
 //! - [`bad_input`]: invalid names, oversized records, bad configuration, bad credentials.
 //! - [`compound`]: two faults in a row: a lost WAL after an unconfirmed batch
 //!   was rotated, a power cut past a stale checkpoint, a lost data directory, a warm
@@ -17,11 +21,13 @@ pub mod bad_input;
 pub mod compound;
 pub mod corruption;
 pub mod crash;
+pub mod full_disk;
 mod inproc;
 pub mod load;
 pub mod lost_disk;
 pub mod objstore_faults;
 pub mod server_kill;
+pub mod valkey_failover;
 pub mod valkey_faults;
 
 use std::path::Path;
