@@ -46,7 +46,7 @@ pub use index::{DataRange, INDEX_ENTRY_LEN, IndexEntry, SegmentIndex};
 pub use ranged::{RangeReader, RangedSegment, SegmentMeta, tail_bytes_for_index};
 pub use reader::SealedSegment;
 pub use recovery::{
-    DroppedIntact, RecoveryPolicy, SECTOR, ScanOutcome, Unsynced, header_unwritten, hole_is_torn,
+    DroppedIntact, PAGE, RecoveryPolicy, SECTOR, ScanOutcome, Unsynced, header_unwritten, hole_is_torn,
     scan_unsealed, scan_unsealed_with,
 };
 pub use trailer::{TRAILER_LEN, TRAILER_MAGIC, Trailer};

@@ -76,6 +76,25 @@ pub fn hole_is_torn(data_end: u64, file_len: u64, unwritten: bool, unsynced: Uns
         }
 }
 
+/// The unit the kernel writes a file back in (a page): a page written after the last
+/// fsync that never reached the disk reads as zeros from where the durable bytes end in
+/// it to its end.
+pub const PAGE: u64 = 4096;
+
+/// True when the invalid bytes `from..to` read as a page that never reached the disk: a
+/// whole, aligned [`SECTOR`] overlapping them is zeros, or every byte from `from` (where
+/// the last valid batch ends, so where the unwritten bytes of a page begin) to the end of
+/// its [`PAGE`] is zero — the shape of an unwritten page whose first part was durable,
+/// which may hold no whole zeroed sector.
+fn unwritten_page(bytes: &[u8], from: u64, to: u64) -> bool {
+    let page_end = (from / PAGE + 1) * PAGE;
+    let rest = usize::try_from(from)
+        .ok()
+        .zip(usize::try_from(page_end.min(bytes.len() as u64)).ok())
+        .and_then(|(a, b)| bytes.get(a..b));
+    rest.is_some_and(|r| !r.is_empty() && r.iter().all(|&b| b == 0)) || zeroed_sector(bytes, from, to)
+}
+
 /// True when a whole, aligned [`SECTOR`] of `bytes` that overlaps `from..to` is zeros.
 fn zeroed_sector(bytes: &[u8], from: u64, to: u64) -> bool {
     let mut start = from - from % SECTOR;
@@ -157,12 +176,13 @@ pub fn scan_unsealed_with(
         (Some(e), RecoveryPolicy::TruncateTornTail) => {
             let next = state.next_offset();
             if let Some(intact) = intact_batch_after(bytes, data_end as usize, next) {
-                let unwritten = zeroed_sector(bytes, data_end, intact as u64);
+                let unwritten = unwritten_page(bytes, data_end, intact as u64);
                 if !hole_is_torn(data_end, bytes.len() as u64, unwritten, unsynced) {
                     let why = if unwritten {
                         "bytes no fsync covered cannot reach that far"
                     } else {
-                        "no sector of it reads as zeros, as pages that never reached the disk do"
+                        "neither a sector of it nor the rest of its page reads as zeros, as pages that never \
+                         reached the disk do"
                     };
                     return Err(invalid(
                         data_end,

@@ -3,7 +3,7 @@
 use tier_core::{
     OffsetRange,
     segment::{
-        DecodeError, DroppedIntact, RecoveryPolicy, SECTOR, SealedSegment, SegmentHeader, Unsynced,
+        DecodeError, DroppedIntact, PAGE, RecoveryPolicy, SECTOR, SealedSegment, SegmentHeader, Unsynced,
         header_unwritten, hole_is_torn, scan_unsealed, scan_unsealed_with,
     },
 };
@@ -182,6 +182,32 @@ fn a_hole_before_intact_batches_is_a_torn_tail_only_where_no_fsync_covered_it() 
     }
 }
 
+/// A page written back only in its durable first part: zeros from where the last valid
+/// batch ends (inside a sector) to the page's end — fewer than a whole aligned sector —
+/// then intact batches in the next pages. The shape a power cut leaves when the durable
+/// point falls late in a page (simulation seed 61000709).
+#[test]
+fn a_hole_from_inside_a_sector_to_the_end_of_its_page_is_a_torn_tail() {
+    let (mut file, at) = thirty_batches();
+    // The first batch that ends less than a sector before a page boundary: the bytes
+    // after it up to the boundary hold no whole aligned sector.
+    let i = (1..28)
+        .find(|&i| {
+            let end = at[i + 1];
+            let page_end = end.next_multiple_of(PAGE);
+            page_end - end < SECTOR && end % SECTOR != 0 && at[i + 3] > page_end
+        })
+        .expect("a batch ending just before a page boundary");
+    let hole = at[i + 1] as usize;
+    let page_end = at[i + 1].next_multiple_of(PAGE) as usize;
+    file[hole..page_end].fill(0);
+    let out = scan_unsealed_with(&file, RecoveryPolicy::TruncateTornTail, Unsynced::Anything).unwrap();
+    assert_eq!(out.data_end, at[i + 1], "cut where the unwritten page begins");
+    assert!(out.dropped_intact.is_some(), "the intact batches after the page are dropped with the tail");
+    let refused = scan_unsealed_with(&file, RecoveryPolicy::TruncateTornTail, Unsynced::Nothing).unwrap_err();
+    assert_eq!(refused.position(), at[i + 1], "below the durable point it is damage");
+}
+
 #[test]
 fn a_flipped_byte_before_intact_batches_is_damage_whatever_was_fsynced() {
     let (mut file, at) = thirty_batches();
@@ -190,7 +216,10 @@ fn a_flipped_byte_before_intact_batches_is_damage_whatever_was_fsynced() {
     for unsynced in [Unsynced::Anything, Unsynced::LastWrite(len), Unsynced::Nothing] {
         let err = scan_unsealed_with(&file, RecoveryPolicy::TruncateTornTail, unsynced).unwrap_err();
         assert_eq!(err.position(), at[4], "{unsynced:?}: {err}");
-        assert!(err.to_string().contains("no sector of it reads as zeros"), "{err}");
+        assert!(
+            err.to_string().contains("neither a sector of it nor the rest of its page reads as zeros"),
+            "{err}"
+        );
     }
 }
 
