@@ -28,6 +28,11 @@
 //! warm refused — or whose confirmation fell short — is never served after a restart
 //! before warm holds it. Warm batches it lacks are sent from the WAL, or from cold for
 //! offsets the WAL no longer holds, as stored (never rebuilt from records).
+//!
+//! Recovery gathers this evidence first ([`Evidence`]), decides with pure functions
+//! ([`plan::plan_replay`], then [`plan::plan`] once the replay and the topic markers are
+//! done) and applies the plan's effects in order; `docs/router.md`, "Crash recovery",
+//! lists the rules the plan's tests check over every combination of the evidence.
 
 use futures::StreamExt;
 use tier_core::{
@@ -35,12 +40,15 @@ use tier_core::{
 };
 use tracing::{error, info, warn};
 
-use crate::config::WarmFailurePolicy;
 use crate::state::{
     Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation,
-    read_unacked_copies, unacked_union, write_checkpoint, write_fence, write_losses, write_unacked_copies,
+    read_unacked_copies, write_checkpoint, write_fence, write_losses, write_unacked_copies,
 };
 use crate::tiers::Tiers;
+
+mod plan;
+
+use plan::{AfterReplay, Backfill, Effect, Evidence, WarmSeen};
 
 /// What opening a topic found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,446 +150,80 @@ pub(crate) async fn recover_topic(
     Ok(recovered)
 }
 
-/// The body of [`recover_topic`].
+/// The body of [`recover_topic`]: gathers the [`Evidence`], plans the replay step
+/// ([`plan::plan_replay`]) and applies it, gathers what only exists after it (the WAL's
+/// range, the topic markers), plans the rest ([`plan::plan`]) and applies its effects in
+/// order.
 async fn recover(
     tiers: &Tiers,
     state_dir: &std::path::Path,
     topic: &TopicName,
 ) -> Result<Recovered, TierError> {
-    let hot = tiers.hot.range(topic).await?;
-    let checkpoint_file = read_checkpoint(state_dir, topic)?;
-    let checkpoint = checkpoint_file.map(|c| c.end);
-    // Where warm's confirmed batches ended at the checkpoint (see `Checkpoint::warm`).
-    let warm_confirmed = checkpoint_file.and_then(|c| c.warm);
-    let reservation = read_reservation(state_dir, topic)?;
-    let fence = read_fence(state_dir, topic)?;
-    let pending = read_losses(state_dir, topic)?;
-    // Offsets earlier degraded opens skipped: warm may hold records there that were
-    // never acknowledged (see `RecoveryReport::skipped`). Kept in the state directory and
-    // in the WAL's directory: either may have been lost, and what either says holds.
-    let (unacked_state, unacked_wal) = read_unacked_copies(&tiers.hot.config().data_dir, state_dir, topic)?;
-    let unacked_found = unacked_union(unacked_state.clone(), unacked_wal.clone());
-    // The WAL holds nothing of the topic: it was lost (or the topic is new).
-    let wal_lost = hot.end == 0;
-    // An earlier recovery was rebuilding the WAL from warm and did not finish: what the
-    // WAL holds says nothing of what was acknowledged, and the marker, in the WAL's own
-    // directory, survives the state directory (see `HotTier::mark_rebuilt`).
-    let rebuilt = tiers.hot.rebuilt(topic)?;
-    // Whether the WAL carries the rebuilt marker now (found, or written before a replay below).
-    let mut rebuilding = rebuilt.is_some();
-    // A WAL that holds the topic while no state file survived, written without an fsync
-    // per append: a power cut may have taken acknowledged records, and no reservation
-    // says how many.
-    let wal_unvouched = !wal_lost
-        && checkpoint.is_none()
-        && reservation.is_none()
-        && tiers.hot.config().fsync != tier_hot::FsyncPolicy::Always;
-    // The WAL cannot vouch for its end (see the module docs): offsets past it up to the
-    // reservation may have been acknowledged, and warm may hold them. Nor can it without
-    // a state file (above), or once a recovery fenced the topic.
-    // Nor when it ends before the checkpointed commit point (it lost its tail: every
-    // committed batch was in it), or an earlier recovery left losses unreported (its open
-    // failed, possibly after replaying part of warm into the WAL).
-    let wal_unsure = reservation.as_ref().is_some_and(|res| {
-        res.offset > hot.end && (!res.wal_is_exact(&tiers.boot_id) || tiers.hot.cut_back_at_open(topic))
-    }) || wal_unvouched
-        || fence.is_some()
-        || checkpoint.is_some_and(|cp| cp > hot.end)
-        || !pending.lost.is_empty()
-        || !pending.maybe_lost.is_empty()
-        || rebuilt.is_some();
-    let (cold, cold_continues) = match &tiers.cold {
-        // Where cold's log continues: past offsets it recorded lost after its last
-        // segment (a trailing gap, which its range does not count).
-        Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
-        None => (None, 0),
-    };
-    // Offsets warm must hold no record of: those earlier degraded opens skipped, and cold's
-    // trailing gap — recorded lost or skipped, never served by cold, never replayed (below).
-    // Warm may hold records there that were never acknowledged, and with the state
-    // directory lost, the gap is the only evidence left of them (their `.unacked` file is
-    // gone): a read below the WAL's start must not take them from warm while cold answers
-    // the same offsets as lost.
-    let mut not_in_warm = unacked_found.clone();
-    if let Some(c) = cold
-        && cold_continues > c.end
-    {
-        not_in_warm.push(OffsetRange::new(c.end, cold_continues));
+    let (evidence, reservation) = gather(tiers, state_dir, topic).await?;
+    let hot = evidence.hot;
+    let step = plan::plan_replay(&evidence)
+        .map_err(|i| TierError::corruption(ctx(topic).offset(i.offset), i.message))?;
+    let mut replayed = None;
+    let mut replayed_unconfirmed: Vec<RecordBatch> = Vec::new();
+    if let Some(r) = &step.replay {
+        // The losses found so far, the fence and the WAL's rebuilt marker come first: an
+        // open that fails after the replay must not leave a WAL that passes for local
+        // evidence of where the acknowledged offsets end (see `plan::plan_replay`).
+        write_losses(state_dir, topic, &pending(&r.kept))?;
+        if let Some(at) = r.fence {
+            write_fence(state_dir, topic, at)?;
+        }
+        tiers.hot.mark_rebuilt(topic, r.rebuilt_bound)?;
+        // Warm's records in offsets a degraded open skipped are never replayed (it still
+        // holds them only when it could not be restarted past them): the WAL skips them.
+        let (range, kept) =
+            replay(tiers, topic, r.from, &evidence.unacked_found(), hot, r.keep_after).await?;
+        replayed = Some(range);
+        replayed_unconfirmed = kept;
     }
-    let mut warm_unreachable = false;
-    let warm = match &tiers.warm {
-        // Warm answers: first, it must hold none of the never-acknowledged records.
-        Some(w) => match w.range(topic).await {
-            Ok(r) => Some(drop_unacked(tiers, topic, r, &not_in_warm).await?),
-            Err(e) if e.kind() == ErrorKind::Unavailable => {
-                warm_unreachable = degraded_open(tiers, topic, hot, wal_unsure, reservation.is_some(), e)?;
-                None
-            }
-            Err(e) => return Err(e),
-        },
-        None => None,
+    let marked = TopicMarkers {
+        cold: evidence.cold.unwrap_or_default(),
+        warm: evidence.warm_range(),
+        no_local: evidence.no_local_evidence(),
+        unborn: evidence.unborn(),
+    }
+    .check(tiers, state_dir, topic)
+    .await?;
+    let after = AfterReplay {
+        first_kept: replayed_unconfirmed.first().map(RecordBatch::base_offset),
+        marked,
+        wal: tiers.hot.range(topic).await?,
     };
-    let mut report = RecoveryReport {
+    let plan = plan::plan(&evidence, &step, &after);
+
+    let report = RecoveryReport {
         topic: topic.clone(),
         hot,
-        warm,
-        cold,
-        replayed: None,
-        warm_backfill: None,
-        // Reported again: an earlier recovery found them and its open did not complete.
-        lost: pending.lost,
-        maybe_lost: pending.maybe_lost,
-        warm_unreachable,
-        skipped: None,
-        end_unknown: false,
-        next_offset: hot.end,
+        warm: evidence.warm_range(),
+        cold: evidence.cold,
+        replayed,
+        warm_backfill: plan.warm_backfill,
+        lost: plan.lost,
+        maybe_lost: plan.maybe_lost,
+        warm_unreachable: evidence.warm == WarmSeen::Unreachable,
+        skipped: plan.skipped,
+        end_unknown: plan.end_unknown,
+        next_offset: plan.next_offset,
     };
-    let warm_r = warm.unwrap_or_default();
-    let cold_r = cold.unwrap_or_default();
-    // Neither the WAL nor a state file survived: nothing local bounds the offsets handed out.
-    let no_local_evidence = wal_lost && checkpoint.is_none() && reservation.is_none();
-    // Under `fail` a non-empty warm tier bounds what was acknowledged (every
-    // acknowledgement waited for it).
-    let warm_bounds_acks = tiers.config.warm_failure_policy == WarmFailurePolicy::Fail && !warm_r.is_empty();
-    // A WAL an earlier recovery was rebuilding when nothing local bounded the acknowledged
-    // offsets, and still no state file: as if the WAL were lost.
-    let rebuilt_unbounded =
-        rebuilt.is_some_and(|r| r.bound.is_none()) && checkpoint.is_none() && reservation.is_none();
-    let mut replayed_unconfirmed: Vec<RecordBatch> = Vec::new();
-
-    if !wal_lost && hot.end < cold_r.end {
-        return Err(TierError::corruption(
-            ctx(topic).offset(hot.end),
-            format!("the WAL ends at {} but cold already holds offsets up to {}", hot.end, cold_r.end),
-        ));
-    }
-    if !warm_r.is_empty() && warm_r.end > hot.end {
-        // Warm is ahead of the WAL: replay what the WAL lacks.
-        let mut from = hot.end;
-        if wal_lost {
-            // Into an empty WAL from where cold's log continues: past its segments and
-            // the offsets it recorded lost after them (an earlier recovery declared them
-            // lost or skipped; cold never takes records there, so the WAL must not hold
-            // them either).
-            from = from.max(cold_r.end).max(cold_continues);
-        }
-        if warm_r.start > from {
-            if !wal_lost {
-                return Err(TierError::corruption(
-                    ctx(topic).offset(hot.end),
-                    format!(
-                        "the WAL ends at {} but warm starts at {}: offsets {} are held by no tier and the WAL \
-                         cannot continue past them",
-                        hot.end,
-                        warm_r.start,
-                        OffsetRange::new(hot.end, warm_r.start)
-                    ),
-                ));
-            }
-            report.lost.push(OffsetRange::new(from, warm_r.start));
-            from = warm_r.start;
-        }
-        if from < warm_r.end {
-            // Warm's batches after the last point known confirmed may lack their
-            // confirmation (a `WAIT` that fell short lands the entry on the primary): keep
-            // them, as warm stores them, to confirm again (an identical re-append). Under
-            // `fail` that point is the checkpoint, under `degrade` the warm floor the
-            // checkpoint recorded; without one, only what warm trimmed away is known
-            // confirmed: keep every batch warm holds.
-            let keep_after = match tiers.config.warm_failure_policy {
-                WarmFailurePolicy::Fail => Some(checkpoint.unwrap_or(warm_r.start)),
-                WarmFailurePolicy::Degrade => Some(warm_confirmed.unwrap_or(warm_r.start)),
-            };
-            // Replaying puts records in the WAL: the next recovery would see it hold the
-            // topic. The losses found so far are kept first, and a topic that nothing local
-            // vouches for is fenced first (below, the fence is written again at the end
-            // found): an open that fails after the replay must not leave a WAL that passes
-            // for local evidence of where the acknowledged offsets end. Nor, for a lost
-            // WAL, pass for one that vouches for its end (under `fsync = always` it would):
-            // the offsets up to the reservation past what the tiers hold are kept as maybe
-            // lost too, and bound the next recovery if this open fails after the replay.
-            let mut kept = PendingLosses { lost: report.lost.clone(), maybe_lost: report.maybe_lost.clone() };
-            if wal_lost
-                && !warm_bounds_acks
-                && let Some(res) = &reservation
-            {
-                let held = warm_r.end.max(cold_r.end).max(cold_continues).max(checkpoint.unwrap_or(0));
-                if res.offset > held {
-                    kept.maybe_lost.push(OffsetRange::new(held, res.offset));
-                }
-            }
-            write_losses(state_dir, topic, &kept)?;
-            if no_local_evidence && !warm_bounds_acks && fence.is_none() {
-                write_fence(state_dir, topic, warm_r.end.max(cold_r.end))?;
-            }
-            // The same evidence in the WAL's own directory, which survives the state
-            // directory: until this recovery completes, the WAL's end vouches for nothing,
-            // and offsets up to the bound may have been acknowledged (unknown when nothing
-            // local bounded them).
-            let bound = ((!no_local_evidence && !rebuilt_unbounded) || warm_bounds_acks).then(|| {
-                let losses = kept.lost.iter().chain(&kept.maybe_lost).map(|r| r.end);
-                [hot.end, warm_r.end, cold_r.end, cold_continues, checkpoint.unwrap_or(0)]
-                    .into_iter()
-                    .chain(reservation.as_ref().map(|r| r.offset))
-                    .chain(rebuilt.and_then(|r| r.bound))
-                    .chain(fence)
-                    .chain(losses)
-                    .max()
-                    .unwrap_or(0)
-            });
-            tiers.hot.mark_rebuilt(topic, bound)?;
-            rebuilding = true;
-            // Warm's records in offsets a degraded open skipped are never replayed (it still
-            // holds them only when it could not be restarted past them): the WAL skips them.
-            let (range, kept) = replay(tiers, topic, from, &unacked_found, hot, keep_after).await?;
-            report.replayed = Some(range);
-            replayed_unconfirmed = kept;
-        }
-    }
-    // A lost WAL and a warm stream that is empty but starts above cold's end (it was
-    // trimmed or restarted past offsets the WAL held then): no tier holds those offsets.
-    if wal_lost && warm_r.is_empty() && warm_r.start > cold_r.end {
-        report.lost.push(OffsetRange::new(cold_r.end, warm_r.start));
-    }
-    // Offsets are never reused: continue after everything any tier holds.
-    let mut next = hot.end.max(warm_r.end).max(cold_r.end);
-
-    // A checkpointed commit point beyond what the tiers hold: those offsets were handed
-    // out and acknowledged; they are lost, and never reused.
-    if let Some(cp) = checkpoint
-        && cp > next
-    {
-        report.lost.push(OffsetRange::new(next, cp));
-        next = cp;
-    }
-
-    // No offset was ever handed out, as far as the local state tells.
-    let unborn = wal_lost && reservation.is_none() && checkpoint.unwrap_or(0) == 0;
-    let marked = TopicMarkers { cold: cold_r, warm, no_local: no_local_evidence, unborn }
-        .check(tiers, state_dir, topic)
-        .await?;
-    // Warm's end counts even for an empty stream: it handed those offsets out once.
-    let other_tier_holds = warm_r.end > 0 || !cold_r.is_empty() || marked;
-
-    // A WAL that cannot vouch for its end (lost, cut back at open — media damage or a torn
-    // write — or a power cut may have taken an unsynced tail): offsets up to the
-    // reservation may have been acknowledged after the last checkpoint. Report them and
-    // never reuse them.
-    // Under `fail` a non-empty warm tier bounds what was acknowledged (every acknowledgement
-    // waited for it), so its end — already in `next` — is exact and nothing is skipped
-    // (skipping would leave warm unable to continue).
-    if let Some(res) = &reservation
-        && res.offset > next
-        && !warm_bounds_acks
-        && (wal_lost
-            || rebuilt.is_some()
-            || !res.wal_is_exact(&tiers.boot_id)
-            || tiers.hot.cut_back_at_open(topic))
-    {
-        report.maybe_lost.push(OffsetRange::new(next, res.offset));
-        next = res.offset;
-    }
-    // The same from the marker of a WAL an earlier recovery was rebuilding (it kept the
-    // reservation's bound there; the reservation may be gone with the state directory).
-    if let Some(bound) = rebuilt.and_then(|r| r.bound)
-        && bound > next
-        && !warm_bounds_acks
-    {
-        report.maybe_lost.push(OffsetRange::new(next, bound));
-        next = bound;
-    }
-
-    // Warm was unreachable (`degraded_open` let the topic open: the WAL vouches for its
-    // end): under `degrade` the writer sends each batch to warm and the WAL at once, so
-    // warm may hold batches past the WAL's end — refused by the WAL, or kept from it by a
-    // crash — up to the reservation (every batch is numbered below it before either tier
-    // sees it). None was acknowledged, but continuing at the WAL's end would hand their
-    // offsets out again while warm holds other records there. Continue at the
-    // reservation; warm is restarted past the skipped offsets once it answers.
-    let mut unacked = unacked_found.clone();
-    if warm_unreachable
-        && let Some(res) = &reservation
-        && res.offset > next
-    {
-        let skipped = OffsetRange::new(next, res.offset);
-        report.skipped = Some(skipped);
-        unacked.push(skipped);
-        next = res.offset;
-    }
-    // Offsets earlier degraded opens skipped are never used either.
-    if let Some(end) = unacked.iter().map(|r| r.end).max()
-        && end > next
-    {
-        next = end;
-    }
-
-    // Cold recorded offsets lost after its last segment (a trailing gap): the log
-    // continues after them, never inside them. They were reported when they were recorded;
-    // they are reported again (a report may not have reached anyone: the open that
-    // recorded them may have failed after it).
-    if cold_continues > next {
-        report.maybe_lost.push(OffsetRange::new(next, cold_continues));
-        next = cold_continues;
-    }
-
-    // Losses an earlier recovery found and could not finish recording (its open failed
-    // later): their offsets are never reused, whatever the tiers hold now — a WAL that
-    // recovery replayed from warm since does not vouch for its end.
-    if let Some(end) = report.lost.iter().chain(&report.maybe_lost).map(|r| r.end).max()
-        && end > next
-    {
-        next = end;
-    }
-
-    // Nothing survived that bounds the acknowledged end: the WAL and the state files are
-    // gone while another tier says the topic existed, or the state files are gone and the
-    // WAL cannot vouch for its end (`wal_unvouched`). Or an earlier recovery found that
-    // and no operator has resumed the topic since (its fence file).
-    if let Some(at_least) = fence
-        && at_least > next
-    {
-        // The tiers held up to `at_least` when the topic was fenced; they hold less now.
-        report.maybe_lost.push(OffsetRange::new(next, at_least));
-        next = at_least;
-    }
-    if fence.is_some()
-        || ((no_local_evidence && other_tier_holds) || wal_unvouched || rebuilt_unbounded)
-            && !warm_bounds_acks
-    {
-        report.end_unknown = true;
+    if report.end_unknown {
         error!(
-            topic = %topic, next,
+            topic = %topic, next = plan.next_offset,
             "recovery: the WAL cannot vouch for its end and the router's state files are gone: nothing bounds \
-             the offsets acknowledged beyond {next}; appends are refused until an operator resumes the topic \
-             (tierlog recover --resume-at)"
+             the offsets acknowledged beyond {}; appends are refused until an operator resumes the topic \
+             (tierlog recover --resume-at)",
+            plan.next_offset
         );
-        if fence.is_none() {
-            // The evidence that made this decision may not survive the next restart
-            // (an unsynced WAL tail): the fence must.
-            keep_losses(state_dir, topic, &report)?;
-            write_fence(state_dir, topic, next)?;
-        }
     }
-
-    // What the WAL holds once it continues at `next` (recorded at the end, below).
-    let wal = tiers.hot.range(topic).await?;
-    // Offsets between cold's end and the WAL's first one that warm does not hold either
-    // (the WAL was replayed from warm above cold's end by an earlier recovery whose report
-    // is gone with the state directory): no tier holds them.
-    if tiers.cold.is_some() && !wal.is_empty() {
-        let warm_covers = !warm_r.is_empty() && warm_r.start <= wal.start && warm_r.end >= wal.start;
-        let held_from = if warm_covers { warm_r.start } else { wal.start };
-        // Cold's log continues past the gaps it recorded (those were reported then).
-        let cold_end = cold_continues.max(cold_r.end);
-        if cold_end < held_from {
-            report.lost.push(OffsetRange::new(cold_end, held_from));
-        }
-    }
-    let skip_wal = !report.end_unknown && wal.end < next;
-    let wal_now = match (skip_wal, wal.is_empty()) {
-        (false, _) => wal,
-        (true, true) => OffsetRange::empty_at(next),
-        (true, false) => OffsetRange::new(wal.start, next),
-    };
-
-    // What warm must be sent, and the commit point to start from.
-    let degrade = tiers.config.warm_failure_policy == WarmFailurePolicy::Degrade;
-    let mut committed = next;
     let mut backlog = Vec::new();
-    if let Some(w) = warm {
-        // Warm must continue where the WAL ends (or, empty, where it takes over).
-        let target = wal_now.end.max(if wal_lost { next } else { 0 });
-        // Under `fail`, only what is known committed stays committed: the checkpoint, or,
-        // without one, where warm starts (below it warm trimmed, so those were committed).
-        // Warm may hold a batch whose confirmation fell short — a `WAIT` that timed out
-        // lands the entry on the primary — so what it holds after that point is confirmed
-        // again (an identical re-append only waits for the replicas), whether the WAL
-        // survived or was replayed from warm.
-        // Under `degrade` the commit point runs ahead of warm: what warm confirmed is the
-        // warm floor the checkpoint recorded. Everything after it is confirmed again
-        // before WAL retention may delete the WAL's copy (the commit point stays).
-        let confirmed_mark = if degrade { warm_confirmed } else { checkpoint };
-        let checkpointed = match confirmed_mark {
-            Some(cp) => cp,
-            None if !w.is_empty() => w.start,
-            None if wal_lost => target,
-            None => hot.start,
-        };
-        // Also committed: what cold holds (only committed offsets are exported) and what
-        // warm trimmed away (it held it; a batch below its start cannot be confirmed again)
-        // — an empty stream too: one that starts above 0 trimmed (or restarted past) the
-        // offsets below its start, and warm cannot take them back.
-        let known = checkpointed.max(cold_r.end).max(w.start);
-        let unconfirmed = known.clamp(wal_now.start.min(target), target);
-        let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
-        if let Some(first) = replayed_unconfirmed.first() {
-            // Warm was ahead of the WAL: the replayed batches after the checkpoint, as warm
-            // holds them (warm holds everything replayed, so nothing else is missing), and,
-            // under `fail`, warm's batches before them from the last point known committed.
-            let first_base = first.base_offset();
-            let mut start = first_base.max(from);
-            if from < first_base {
-                warm_batches(tiers, topic, from, first_base, &mut backlog).await?;
-                start = from;
-            }
-            report.warm_backfill = Some(OffsetRange::new(start, target));
-            backlog.append(&mut replayed_unconfirmed);
-        } else if from < target {
-            // What warm holds is confirmed again as warm stores it (the WAL's copy of a
-            // batch straddling cold's end was cut at a replay, and warm would refuse it as
-            // a different batch); what it lacks comes from the WAL or cold.
-            // Never-acknowledged records warm still holds are not confirmed again.
-            let held_to = if w.is_empty() { from } else { w.end.min(target) };
-            let held_to = held_to.min(crate::tiers::first_unacked(&unacked, from));
-            let reached = if from < held_to {
-                warm_batches(tiers, topic, from, held_to, &mut backlog).await?
-            } else {
-                from
-            };
-            if reached < target {
-                backlog.extend(batches_for_warm(tiers, topic, OffsetRange::new(reached, target)).await?);
-            }
-            report.warm_backfill = Some(OffsetRange::new(from, target));
-        }
-        if !degrade && unconfirmed < target {
-            committed = unconfirmed;
-        }
+    for effect in plan.effects {
+        apply(tiers, state_dir, topic, effect, &mut backlog, &mut replayed_unconfirmed).await?;
     }
 
-    // The WAL continues at `next`: record the skipped offsets so reads name them and the
-    // export continues across them — in cold first, then in the WAL, whose gap marker or
-    // new segment file at `next` is itself evidence of the end: once it is written, a
-    // later recovery no longer sees these offsets as lost, so it is the last thing that
-    // can fail (a failed open reports nothing; the next one must find the same losses).
-    // Not for a topic whose end is unknown: that evidence would lift its fence
-    // (`resume_topic` records them).
-    if !report.end_unknown {
-        keep_losses(state_dir, topic, &report)?;
-        // Warm answered and holds none of the skipped offsets' records (`drop_unacked`):
-        // nothing needs them remembered any more. Otherwise they are kept before the WAL
-        // skips them, so that the next recovery knows what warm's records there are.
-        let warm_clean = warm.is_some_and(|w| !unacked.iter().any(|r| overlaps(*r, w)));
-        if warm_clean {
-            unacked.clear();
-        }
-        if unacked != unacked_state || unacked != unacked_wal {
-            write_unacked_copies(&tiers.hot, state_dir, topic, &unacked)?;
-        }
-        let wal_first = if wal.is_empty() { next } else { wal.start };
-        record_gap_in_cold(tiers, topic, cold_r, wal_first).await?;
-        if skip_wal {
-            skip_wal_to(tiers, topic, next).await?;
-        }
-        // The WAL continues past every offset that may have been acknowledged: its end
-        // vouches again.
-        if rebuilding {
-            tiers.hot.clear_rebuilt(topic)?;
-        }
-    }
-
-    report.next_offset = next;
-    dedup(&mut report.lost);
-    dedup(&mut report.maybe_lost);
     for range in &report.lost {
         error!(topic = %topic, lost = %range, "recovery: these offsets are held by no tier and are lost");
     }
@@ -594,36 +236,145 @@ async fn recover(
     if report.replayed.is_some() || report.warm_backfill.is_some() {
         info!(topic = %topic, report = ?report, "recovered topic");
     }
-    // For a degraded open (warm unreachable): where warm's batches must be confirmed
-    // again from once it answers.
-    let warm_confirmed_from = if degrade { warm_confirmed } else { checkpoint }.unwrap_or(0);
-    Ok(Recovered { report, backlog, committed, reservation, warm_confirmed_from, unacked })
+    Ok(Recovered {
+        report,
+        backlog,
+        committed: plan.committed,
+        reservation,
+        warm_confirmed_from: plan.warm_confirmed_from,
+        unacked: plan.unacked,
+    })
 }
 
-/// Records the losses found so far (those of an earlier recovery that did not complete
-/// included: the report starts with them) in the state directory before recovery writes
-/// anything that would hide them from the next one; the store removes the file once the
-/// topic is open.
-fn keep_losses(
+/// Applies one of a plan's effects; a back-fill's batches go to `backlog` (after a
+/// replay, with the replayed batches kept to confirm again, `replayed`).
+async fn apply(
+    tiers: &Tiers,
     state_dir: &std::path::Path,
     topic: &TopicName,
-    report: &RecoveryReport,
+    effect: Effect,
+    backlog: &mut Vec<RecordBatch>,
+    replayed: &mut Vec<RecordBatch>,
 ) -> Result<(), TierError> {
-    let losses = PendingLosses { lost: report.lost.clone(), maybe_lost: report.maybe_lost.clone() };
-    write_losses(state_dir, topic, &losses)
+    match effect {
+        Effect::KeepLosses(losses) => write_losses(state_dir, topic, &pending(&losses)),
+        Effect::WriteFence(at) => write_fence(state_dir, topic, at),
+        Effect::CollectBackfill(Backfill::Replayed { warm_from }) => {
+            if let Some((from, to)) = warm_from {
+                warm_batches(tiers, topic, from, to, backlog).await?;
+            }
+            backlog.append(replayed);
+            Ok(())
+        }
+        Effect::CollectBackfill(Backfill::Fill { from, held_to, target }) => {
+            let reached =
+                if from < held_to { warm_batches(tiers, topic, from, held_to, backlog).await? } else { from };
+            if reached < target {
+                backlog.extend(batches_for_warm(tiers, topic, OffsetRange::new(reached, target)).await?);
+            }
+            Ok(())
+        }
+        Effect::WriteUnacked(unacked) => write_unacked_copies(&tiers.hot, state_dir, topic, &unacked),
+        Effect::RecordGapInCold { cold, wal_first } => {
+            record_gap_in_cold(tiers, topic, cold, wal_first).await
+        }
+        Effect::SkipWal(next) => skip_wal_to(tiers, topic, next).await,
+        Effect::ClearRebuilt => tiers.hot.clear_rebuilt(topic),
+    }
 }
 
-/// Drops repeated ranges (one found again by a recovery after the one that kept it), in
-/// order.
-fn dedup(ranges: &mut Vec<OffsetRange>) {
-    let mut seen = Vec::with_capacity(ranges.len());
-    ranges.retain(|r| {
-        let new = !seen.contains(r);
-        seen.push(*r);
-        new
-    });
+/// Records the offsets a fenced topic skips when it resumes at `at` (see
+/// [`plan::resume`]); `wal` is what the WAL holds.
+pub(crate) async fn resume_at(
+    tiers: &Tiers,
+    state_dir: &std::path::Path,
+    topic: &TopicName,
+    wal: OffsetRange,
+    at: Offset,
+) -> Result<(), TierError> {
+    let cold = match &tiers.cold {
+        Some(c) => Some(c.range(topic).await?),
+        None => None,
+    };
+    for effect in plan::resume(wal, cold, at) {
+        apply(tiers, state_dir, topic, effect, &mut Vec::new(), &mut Vec::new()).await?;
+    }
+    Ok(())
 }
 
+/// Reads the evidence recovery decides from (see [`Evidence`]). Warm is asked for its
+/// range last and, when it holds records in offsets that must hold none (see
+/// [`Evidence::not_in_warm`]), restarted past them first ([`drop_unacked`]); an
+/// unreachable warm tier fails recovery unless the evidence lets the topic open degraded
+/// ([`Evidence::degraded_refusal`]).
+async fn gather(
+    tiers: &Tiers,
+    state_dir: &std::path::Path,
+    topic: &TopicName,
+) -> Result<(Evidence, Option<ReservationFile>), TierError> {
+    let hot = tiers.hot.range(topic).await?;
+    let checkpoint = read_checkpoint(state_dir, topic)?;
+    let reservation = read_reservation(state_dir, topic)?;
+    let fence = read_fence(state_dir, topic)?;
+    let pending = read_losses(state_dir, topic)?;
+    // Offsets earlier degraded opens skipped: kept in the state directory and in the WAL's
+    // directory: either may have been lost, and what either says holds.
+    let (unacked_state, unacked_wal) = read_unacked_copies(&tiers.hot.config().data_dir, state_dir, topic)?;
+    // The WAL's rebuilt marker, in the WAL's own directory, survives the state directory
+    // (see `HotTier::mark_rebuilt`).
+    let rebuilt = tiers.hot.rebuilt(topic)?.map(|r| r.bound);
+    let (cold, cold_continues) = match &tiers.cold {
+        // Where cold's log continues: past offsets it recorded lost after its last
+        // segment (a trailing gap, which its range does not count).
+        Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
+        None => (None, 0),
+    };
+    let mut evidence = Evidence {
+        policy: tiers.config.warm_failure_policy,
+        fsync_always: tiers.hot.config().fsync == tier_hot::FsyncPolicy::Always,
+        hot,
+        cut_back: tiers.hot.cut_back_at_open(topic),
+        checkpoint: checkpoint.map(|c| c.end),
+        warm_confirmed: checkpoint.and_then(|c| c.warm),
+        reservation: reservation.as_ref().map(|r| r.offset),
+        reservation_exact: reservation.as_ref().is_some_and(|r| r.wal_is_exact(&tiers.boot_id)),
+        fence,
+        pending: plan::Losses { lost: pending.lost, maybe_lost: pending.maybe_lost },
+        unacked_state,
+        unacked_wal,
+        rebuilt,
+        cold,
+        cold_continues,
+        warm: WarmSeen::Disabled,
+    };
+    if let Some(w) = &tiers.warm {
+        evidence.warm = match w.range(topic).await {
+            // Warm answers: first, it must hold none of the never-acknowledged records.
+            Ok(r) => WarmSeen::Holds(drop_unacked(tiers, topic, r, &evidence.not_in_warm()).await?),
+            Err(e) if e.kind() == ErrorKind::Unavailable => {
+                if let Some(why) = evidence.degraded_refusal() {
+                    return Err(TierError::unavailable(
+                        ErrorContext::tier(TierKind::Warm).topic(topic),
+                        format!("cannot recover the topic: the warm tier is unreachable and {why}"),
+                    )
+                    .with_source(e));
+                }
+                warn!(
+                    topic = %topic, error = %e.report(),
+                    "recovery: the warm tier is unreachable; opening degraded from the WAL, warm is back-filled once it answers"
+                );
+                WarmSeen::Unreachable
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok((evidence, reservation))
+}
+
+/// The state file's form of `losses`.
+fn pending(losses: &plan::Losses) -> PendingLosses {
+    PendingLosses { lost: losses.lost.clone(), maybe_lost: losses.maybe_lost.clone() }
+}
 /// The topic markers ([`ColdBackend::record_topic`](crate::ColdBackend::record_topic),
 /// [`WarmBackend::record_topic`](crate::WarmBackend::record_topic)): each tier that holds
 /// nothing of a topic (cold no segment, warm's stream never a record) records it before
@@ -735,7 +486,7 @@ pub(crate) async fn warm_batches(
 /// cold's end (they were reported lost or maybe lost), so cold accepts the segments that
 /// follow. A cold tier that cannot hold a gap is left as it is (logged): its export stops
 /// at the gap.
-pub(crate) async fn record_gap_in_cold(
+async fn record_gap_in_cold(
     tiers: &Tiers,
     topic: &TopicName,
     cold: OffsetRange,
@@ -757,52 +508,6 @@ pub(crate) async fn record_gap_in_cold(
         }
         Err(e) => Err(e),
     }
-}
-
-/// Decides what an unreachable warm tier (`err`) at recovery means: under `degrade`,
-/// with a WAL that knows the topic and vouches for its end, and a reservation file
-/// (`reserved`) that bounds how far warm may hold batches past it, the topic opens
-/// without warm (`Ok(true)`); otherwise recovery fails with an `Unavailable` error naming
-/// warm.
-fn degraded_open(
-    tiers: &Tiers,
-    topic: &TopicName,
-    hot: OffsetRange,
-    wal_unsure: bool,
-    reserved: bool,
-    err: TierError,
-) -> Result<bool, TierError> {
-    let why = if tiers.config.warm_failure_policy != WarmFailurePolicy::Degrade {
-        "router.warm_failure_policy is `fail`"
-    } else if hot.end == 0 {
-        // An empty WAL that never held the topic: warm may hold records the WAL lacks
-        // (a lost disk), and continuing without knowing its end could reuse offsets.
-        "the WAL holds nothing of the topic, so recovery needs warm's records"
-    } else if wal_unsure {
-        // A power cut may have taken the WAL's unsynced tail: warm may hold those
-        // acknowledged records. Opening without it would declare them maybe lost and
-        // continue past them, leaving warm unable to take the next batch.
-        "the WAL cannot vouch for its end (a power cut may have taken its tail, it ends before the last \
-         checkpoint, or an earlier recovery did not finish), so recovery needs warm's records"
-    } else if !reserved {
-        // Each batch goes to warm and the WAL at once: warm may hold never-acknowledged
-        // batches past the WAL's end, up to the reservation — the state files are gone, so
-        // nothing says how far, and continuing at the WAL's end could hand their offsets
-        // out again.
-        "the router's state files are gone (no reservation), so nothing bounds the batches warm may hold past \
-         the WAL's end, and recovery needs warm's range"
-    } else {
-        warn!(
-            topic = %topic, error = %err.report(),
-            "recovery: the warm tier is unreachable; opening degraded from the WAL, warm is back-filled once it answers"
-        );
-        return Ok(true);
-    };
-    Err(TierError::unavailable(
-        ErrorContext::tier(TierKind::Warm).topic(topic),
-        format!("cannot recover the topic: the warm tier is unreachable and {why}"),
-    )
-    .with_source(err))
 }
 
 /// Whether `a` and `b` share an offset.
@@ -889,7 +594,7 @@ async fn cold_holds(tiers: &Tiers, topic: &TopicName, range: OffsetRange) -> Res
 /// a non-empty WAL records the gap durably (`HotTier::skip_to`) so the topic accepts
 /// appends at `next` and reads into the gap fail naming it; an empty one starts its
 /// segment file at `next`, which records durably where the topic continues.
-pub(crate) async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(), TierError> {
+async fn skip_wal_to(tiers: &Tiers, topic: &TopicName, next: Offset) -> Result<(), TierError> {
     let held = tiers.hot.range(topic).await?;
     if held.end >= next {
         return Ok(());

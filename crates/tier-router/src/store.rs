@@ -18,7 +18,7 @@ use tracing::{error, warn};
 #[cfg(feature = "testkit")]
 use crate::backend::{ColdBackend, WarmBackend};
 use crate::config::RouterConfig;
-use crate::recovery::{RecoveryReport, record_gap_in_cold, recover_topic, skip_wal_to};
+use crate::recovery::{RecoveryReport, recover_topic, resume_at};
 use crate::reservation::Reservation;
 use crate::state::{Checkpoint, has_state, read_checkpoint, remove_fence, remove_losses, write_checkpoint};
 use crate::tiers::Tiers;
@@ -183,15 +183,9 @@ impl TieredStore {
         // stays fenced and nothing is handed out. The WAL comes last because its file at
         // `at` is itself evidence of the topic's end: after it, a restart opens the topic
         // unfenced, so everything else must be recorded by then.
-        if let Some(cold) = &tiers.cold {
-            let held = cold.range(&name).await?;
-            let wal_first = if wal.is_empty() { at } else { wal.start };
-            record_gap_in_cold(tiers, &name, held, wal_first).await?;
-        }
-        skip_wal_to(tiers, &name, at).await?;
         // The operator said where the topic continues: a WAL a recovery was rebuilding
-        // vouches for its end again.
-        tiers.hot.clear_rebuilt(&name)?;
+        // vouches for its end again (the same plan's last effect).
+        resume_at(tiers, &self.inner.state_dir, &name, wal, at).await?;
         let (done, answer) = tokio::sync::oneshot::channel();
         let tx = core.tx.lock().clone().ok_or_else(closed)?;
         tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;

@@ -1,0 +1,473 @@
+//! The recovery rules, checked on the plan for every combination of the evidence's
+//! discrete dimensions (small offsets; warm's batches two offsets long).
+
+use super::*;
+
+fn r(start: Offset, end: Offset) -> OffsetRange {
+    OffsetRange::new(start, end)
+}
+
+/// Every combination of the evidence's dimensions, passed to `f`.
+fn each_evidence(mut f: impl FnMut(&Evidence)) {
+    let hots = [OffsetRange::empty_at(0), r(0, 4), r(2, 4)];
+    let checkpoints = [None, Some(2), Some(4), Some(6)];
+    let confirmed = [None, Some(2)];
+    let reservations = [(None, false), (Some(4), false), (Some(4), true), (Some(8), false), (Some(8), true)];
+    let fences = [None, Some(4), Some(8)];
+    let pendings = [
+        Losses::default(),
+        Losses { lost: vec![r(2, 4)], maybe_lost: vec![] },
+        Losses { lost: vec![], maybe_lost: vec![r(6, 8)] },
+    ];
+    let unackeds: [(Vec<OffsetRange>, Vec<OffsetRange>); 3] =
+        [(vec![], vec![]), (vec![r(4, 6)], vec![r(4, 6)]), (vec![r(6, 8)], vec![])];
+    let rebuilts = [None, Some(None), Some(Some(8))];
+    let colds = [
+        (None, 0),
+        (Some(OffsetRange::empty_at(0)), 0),
+        (Some(r(0, 2)), 2),
+        (Some(r(0, 2)), 4),
+        (Some(r(0, 4)), 4),
+    ];
+    let warms = [
+        WarmSeen::Disabled,
+        WarmSeen::Unreachable,
+        WarmSeen::Holds(OffsetRange::empty_at(0)),
+        WarmSeen::Holds(OffsetRange::empty_at(2)),
+        WarmSeen::Holds(r(0, 4)),
+        WarmSeen::Holds(r(2, 6)),
+        WarmSeen::Holds(r(4, 8)),
+    ];
+    for policy in [WarmFailurePolicy::Fail, WarmFailurePolicy::Degrade] {
+        for fsync_always in [false, true] {
+            for hot in hots {
+                for cut_back in [false, true] {
+                    if cut_back && hot.is_empty() {
+                        continue;
+                    }
+                    for checkpoint in checkpoints {
+                        for warm_confirmed in confirmed {
+                            for (reservation, reservation_exact) in reservations {
+                                for fence in fences {
+                                    for pending in &pendings {
+                                        for (unacked_state, unacked_wal) in &unackeds {
+                                            for rebuilt in rebuilts {
+                                                for (cold, cold_continues) in colds {
+                                                    for warm in warms {
+                                                        f(&Evidence {
+                                                            policy,
+                                                            fsync_always,
+                                                            hot,
+                                                            cut_back,
+                                                            checkpoint,
+                                                            warm_confirmed,
+                                                            reservation,
+                                                            reservation_exact,
+                                                            fence,
+                                                            pending: pending.clone(),
+                                                            unacked_state: unacked_state.clone(),
+                                                            unacked_wal: unacked_wal.clone(),
+                                                            rebuilt,
+                                                            cold,
+                                                            cold_continues,
+                                                            warm,
+                                                        });
+                                                    }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What `replay` leaves, with warm's batches `[2k, 2k + 2)`: the WAL's range and the base
+/// of the first batch kept to confirm again.
+fn replayed(e: &Evidence, step: &ReplayPlan) -> (OffsetRange, Option<Offset>) {
+    let Some(rp) = &step.replay else { return (e.hot, None) };
+    let warm = e.warm_range().unwrap_or_default();
+    let unacked = e.unacked_found();
+    let mut wal = e.hot;
+    let mut first_kept = None;
+    let mut base = rp.from - rp.from % 2;
+    while base < warm.end {
+        let batch = r(base, base + 2);
+        base += 2;
+        match unacked.iter().find(|u| overlaps(**u, batch)) {
+            Some(u) if u.start <= batch.start && batch.end <= u.end => {
+                if wal.end < u.end {
+                    wal = if wal.is_empty() { OffsetRange::empty_at(u.end) } else { r(wal.start, u.end) };
+                }
+                continue;
+            }
+            Some(_) => break,
+            None => {}
+        }
+        if rp.keep_after.is_some_and(|k| batch.end > k) {
+            first_kept.get_or_insert(batch.start);
+        }
+        wal = if wal.is_empty() { r(batch.start.max(rp.from), batch.end) } else { r(wal.start, batch.end) };
+    }
+    (wal, first_kept)
+}
+
+/// False for evidence no history leaves: the skipped offsets are written only by an open
+/// that continued past them — in the state directory next to a reservation at least as
+/// far, in the WAL's directory next to a WAL that continues past them (unless it lost
+/// its tail since); a recovery keeps
+/// losses in the state directory next to the reservation that bounds them, or fences the
+/// topic right after, and they continue from what the tiers held (tiers that lost
+/// records since, a second fault, are outside this table).
+fn possible(e: &Evidence) -> bool {
+    let reserved = e.reservation.unwrap_or(0);
+    let held =
+        [e.hot.end, e.warm_range().unwrap_or_default().end, e.cold_continues, e.checkpoint.unwrap_or(0)];
+    let held = held.into_iter().max().unwrap_or(0);
+    let mut kept = e.pending.lost.iter().chain(&e.pending.maybe_lost);
+    // A WAL that vouches for its end continued past every skipped range.
+    let wal_past = |u: &OffsetRange| {
+        e.hot.end >= u.end || e.wal_lost() || !e.reservation_exact || e.cut_back || e.rebuilt.is_some()
+    };
+    e.unacked_state.iter().all(|u| u.end <= reserved && wal_past(u))
+        && e.unacked_wal.iter().all(|u| !e.wal_lost() && wal_past(u))
+        && kept.all(|l| l.start <= held && (e.fence.is_some() || l.end <= reserved))
+}
+
+/// Known exception, left as the code decides it: under `fail` a non-empty warm tier is
+/// taken to bound the acknowledgements, but skipped offsets prove an open under `degrade`
+/// (the policy changed since), whose acknowledgements did not wait for warm. The offsets
+/// between warm's end and the skipped ones are not reported, and once the skipped ones
+/// are forgotten (warm holds none of them) a crash before the WAL is skipped past them
+/// lets the next recovery continue at warm's end.
+fn degraded_then_fail(e: &Evidence) -> bool {
+    e.policy == WarmFailurePolicy::Fail
+        && !e.warm_range().unwrap_or_default().is_empty()
+        && !e.unacked_found().is_empty()
+}
+
+/// Every plan for every combination, with what the replay left (and, where a topic marker
+/// could be found, both answers): `f(evidence, replay step, after, plan)`.
+fn each_plan(mut f: impl FnMut(&Evidence, &ReplayPlan, &AfterReplay, &Plan)) -> usize {
+    let mut n = 0;
+    each_evidence(|e| {
+        if (e.warm == WarmSeen::Unreachable && e.degraded_refusal().is_some()) || !possible(e) {
+            return;
+        }
+        let Ok(step) = plan_replay(e) else { return };
+        let (wal, first_kept) = replayed(e, &step);
+        let cold_r = e.cold.unwrap_or_default();
+        let markable = e.no_local_evidence()
+            && ((e.cold.is_some() && cold_r.is_empty()) || e.warm_range().is_some_and(|w| w.end == 0));
+        for marked in [false, true] {
+            if marked && !markable {
+                continue;
+            }
+            let after = AfterReplay { first_kept, marked, wal };
+            let p = plan(e, &step, &after);
+            f(e, &step, &after, &p);
+            n += 1;
+        }
+    });
+    n
+}
+
+fn covered(ranges: &[&[OffsetRange]], o: Offset) -> bool {
+    ranges.iter().any(|rs| rs.iter().any(|x| x.start <= o && o < x.end))
+}
+
+/// The end of every offset the evidence says may have been acknowledged (the
+/// reservation's when the WAL cannot vouch for its end, unless under `fail` a non-empty
+/// warm tier bounds the acknowledgements), or skipped by a degraded open.
+fn may_be_acknowledged(e: &Evidence) -> Offset {
+    let warm = e.warm_range().unwrap_or_default();
+    let cold = e.cold.unwrap_or_default();
+    let warm_bounds = e.policy == WarmFailurePolicy::Fail && !warm.is_empty();
+    let mut must = vec![e.hot.end, warm.end, cold.end, e.cold_continues, e.checkpoint.unwrap_or(0)];
+    must.extend(e.fence);
+    must.extend(e.pending.lost.iter().chain(&e.pending.maybe_lost).map(|x| x.end));
+    must.extend(e.unacked_found().iter().map(|x| x.end));
+    if !warm_bounds {
+        must.extend(e.rebuilt.flatten());
+        if e.wal_lost() || e.rebuilt.is_some() || !e.reservation_exact || e.cut_back {
+            must.extend(e.reservation);
+        }
+    }
+    if e.warm == WarmSeen::Unreachable {
+        must.extend(e.reservation);
+    }
+    must.into_iter().max().unwrap_or(0)
+}
+
+/// Offsets that may have been acknowledged are never handed out again: the next offset is
+/// past every end the evidence knows of.
+#[test]
+fn no_acknowledged_offset_reused() {
+    let n = each_plan(|e, _, _, p| {
+        let bound = may_be_acknowledged(e);
+        assert!(p.next_offset >= bound, "next {} below {bound}: {e:?} -> {p:?}", p.next_offset);
+    });
+    assert!(n > 100_000, "only {n} plans");
+}
+
+/// One step of recovery's durable writes, as the evidence the next recovery reads.
+#[derive(Clone, Debug)]
+enum Step {
+    Replay(Replay, OffsetRange),
+    RecordTopic,
+    Effect(Effect),
+}
+
+/// `e` once `step` is durable.
+fn apply(e: &mut Evidence, marked: &mut bool, step: &Step) {
+    match step {
+        Step::Replay(rp, wal) => {
+            e.pending = rp.kept.clone();
+            if let Some(at) = rp.fence {
+                e.fence = Some(at);
+            }
+            e.rebuilt = Some(rp.rebuilt_bound);
+            e.hot = *wal;
+        }
+        Step::RecordTopic => {
+            if !*marked {
+                e.checkpoint = Some(0);
+            }
+            *marked = true;
+        }
+        Step::Effect(Effect::KeepLosses(l)) => e.pending = l.clone(),
+        Step::Effect(Effect::WriteFence(at)) => e.fence = Some(*at),
+        Step::Effect(Effect::CollectBackfill(_)) => {}
+        Step::Effect(Effect::WriteUnacked(u)) => {
+            e.unacked_state = u.clone();
+            e.unacked_wal = u.clone();
+        }
+        Step::Effect(Effect::RecordGapInCold { wal_first, .. }) => e.cold_continues = *wal_first,
+        Step::Effect(Effect::SkipWal(n)) => {
+            e.hot = if e.hot.is_empty() { OffsetRange::empty_at(*n) } else { r(e.hot.start, *n) };
+        }
+        Step::Effect(Effect::ClearRebuilt) => e.rebuilt = None,
+    }
+}
+
+/// Recovery planned again from `e` (`None`: it refuses the evidence).
+fn replan(e: &Evidence, marked: bool) -> Option<Plan> {
+    let step = plan_replay(e).ok()?;
+    let (wal, first_kept) = replayed(e, &step);
+    Some(plan(e, &step, &AfterReplay { first_kept, marked, wal }))
+}
+
+/// Every crash prefix is safe: a recovery that stops after any of its durable writes
+/// leaves evidence from which the next recovery still continues past every offset that
+/// may have been acknowledged (or refuses appends), and a topic found with an unknown end
+/// stays refused.
+#[test]
+fn every_crash_prefix_is_safe() {
+    each_plan(|e, step, after, p| {
+        if degraded_then_fail(e) {
+            return;
+        }
+        let mut steps = Vec::new();
+        if let Some(rp) = &step.replay {
+            steps.push(Step::Replay(rp.clone(), after.wal));
+        }
+        let cold_r = e.cold.unwrap_or_default();
+        if e.no_local_evidence()
+            && ((e.cold.is_some() && cold_r.is_empty()) || e.warm_range().is_some_and(|w| w.end == 0))
+        {
+            // Known exception, left as the code decides it: no marker found while other
+            // evidence says offsets were handed out (another tier's end — a topic older
+            // than the markers, or cold enabled since — or an unbounded rebuilt marker):
+            // the checkpoint of 0 written for a new topic comes before the fence, and a
+            // crash between them lifts it.
+            if !after.marked && p.end_unknown {
+                return;
+            }
+            steps.push(Step::RecordTopic);
+        }
+        steps.extend(p.effects.iter().cloned().map(Step::Effect));
+        let bound = may_be_acknowledged(e).max(if p.end_unknown { 0 } else { p.next_offset });
+        let mut crashed = e.clone();
+        let mut marked = after.marked;
+        for (i, s) in steps.iter().enumerate() {
+            apply(&mut crashed, &mut marked, s);
+            let again = replan(&crashed, marked)
+                .unwrap_or_else(|| panic!("refused after step {i} {s:?}: {crashed:?}; first {e:?} -> {p:?}"));
+            if p.end_unknown {
+                assert!(
+                    again.end_unknown,
+                    "fence lifted after step {i} {s:?}: {crashed:?} -> {again:?}; first {e:?} -> {p:?}"
+                );
+            } else if !again.end_unknown {
+                assert!(
+                    again.next_offset >= bound,
+                    "after step {i} {s:?} next {} below {bound}: {crashed:?} -> {again:?}; first {e:?} -> {p:?}",
+                    again.next_offset
+                );
+            }
+        }
+    });
+}
+
+/// No offset is skipped silently: every offset below the next one that no tier holds
+/// after recovery (above what retention trimmed) is reported lost, maybe lost or skipped,
+/// or was skipped by an earlier degraded open, or is a gap cold recorded (reads name it).
+/// A topic whose end is unknown takes no next offset (`resume_topic` reports the offsets
+/// it skips).
+#[test]
+fn every_offset_no_tier_holds_is_reported() {
+    each_plan(|e, _, after, p| {
+        if p.end_unknown {
+            return;
+        }
+        let warm = e.warm_range().unwrap_or_default();
+        let cold = e.cold.unwrap_or_default();
+        if degraded_then_fail(e) {
+            return;
+        }
+        let held: Vec<OffsetRange> = [after.wal, warm, cold].into_iter().filter(|x| !x.is_empty()).collect();
+        let floor = held.iter().map(|x| x.start).min().unwrap_or(p.next_offset);
+        let skipped: Vec<OffsetRange> = p.skipped.into_iter().collect();
+        let found = e.unacked_found();
+        let cold_gap = [r(cold.end, e.cold_continues.max(cold.end))];
+        for o in floor..p.next_offset {
+            assert!(
+                covered(&[&held, &p.lost, &p.maybe_lost, &skipped, &found, &p.unacked, &cold_gap], o),
+                "offset {o} is held by no tier and not reported: {e:?} {after:?} -> {p:?}"
+            );
+        }
+    });
+}
+
+/// Never wedged: a topic with local evidence of its end (a checkpoint or a reservation)
+/// and no fence accepts appends, and the evidence is refused only when it contradicts
+/// itself (a surviving WAL below cold's end, or below warm's start with warm ahead).
+#[test]
+fn never_wedged() {
+    each_evidence(|e| {
+        if e.warm == WarmSeen::Unreachable && e.degraded_refusal().is_some() {
+            return;
+        }
+        let warm = e.warm_range().unwrap_or_default();
+        let contradicts = !e.wal_lost()
+            && (e.hot.end < e.cold.unwrap_or_default().end
+                || (!warm.is_empty() && warm.end > e.hot.end && warm.start > e.hot.end));
+        assert_eq!(plan_replay(e).is_err(), contradicts, "{e:?}");
+    });
+    each_plan(|e, _, _, p| {
+        if p.end_unknown {
+            assert!(
+                e.fence.is_some() || (e.checkpoint.is_none() && e.reservation.is_none()),
+                "refused appends with local evidence of the end: {e:?} -> {p:?}"
+            );
+        }
+    });
+}
+
+/// The WAL and warm both continue at the next offset: the WAL is skipped to it, and warm,
+/// when it holds records, either ends there or is sent everything from its end on.
+#[test]
+fn tiers_continue_at_next_offset() {
+    each_plan(|e, _, after, p| {
+        if p.end_unknown {
+            return;
+        }
+        let skips = p.effects.iter().any(|x| matches!(x, Effect::SkipWal(_)));
+        assert_eq!(skips, after.wal.end < p.next_offset, "{e:?} {after:?} -> {p:?}");
+        if let Some(w) = e.warm_range()
+            && !w.is_empty()
+            && w.end != p.next_offset
+        {
+            let b = p.warm_backfill.unwrap_or_else(|| panic!("warm left behind: {e:?} -> {p:?}"));
+            assert!(b.start <= w.end && b.end == p.next_offset, "{e:?} -> {p:?}");
+        }
+    });
+}
+
+/// Effects are ordered so that every crash prefix is safe: the losses are kept before
+/// anything that hides them (cold's gap, the WAL's skip, the rebuilt marker's removal),
+/// the skipped offsets before the WAL skips them, the fence after the losses it
+/// reports, the rebuilt marker removed last; a topic whose end is unknown writes nothing
+/// that would pass for evidence of its end.
+#[test]
+fn effects_in_crash_safe_order() {
+    each_plan(|e, _, _, p| {
+        let at = |f: &dyn Fn(&Effect) -> bool| p.effects.iter().position(f);
+        let keep = at(&|x| matches!(x, Effect::KeepLosses(_)));
+        let fence = at(&|x| matches!(x, Effect::WriteFence(_)));
+        let unacked = at(&|x| matches!(x, Effect::WriteUnacked(_)));
+        let gap = at(&|x| matches!(x, Effect::RecordGapInCold { .. }));
+        let skip = at(&|x| matches!(x, Effect::SkipWal(_)));
+        let clear = at(&|x| matches!(x, Effect::ClearRebuilt));
+        let ctx = format!("{e:?} -> {p:?}");
+        for hides in [gap, skip, clear].into_iter().flatten() {
+            assert!(keep.is_some_and(|k| k < hides), "{ctx}");
+        }
+        if let (Some(u), Some(s)) = (unacked, skip) {
+            assert!(u < s, "{ctx}");
+        }
+        if let Some(f) = fence {
+            assert!(keep.is_some_and(|k| k < f), "{ctx}");
+        }
+        if let Some(c) = clear {
+            assert_eq!(c, p.effects.len() - 1, "{ctx}");
+        }
+        if p.end_unknown {
+            assert!(gap.is_none() && skip.is_none() && clear.is_none(), "{ctx}");
+        }
+    });
+}
+
+/// Nothing unacknowledged is served: under `fail`, the commit point does not run past the
+/// last point known confirmed (checkpoint, or warm's start; cold's end) within what warm
+/// must be sent — those batches become readable once warm confirms them.
+#[test]
+fn fail_commits_only_what_is_known_confirmed() {
+    each_plan(|e, _, after, p| {
+        if e.policy != WarmFailurePolicy::Fail || p.end_unknown {
+            return;
+        }
+        let Some(w) = e.warm_range() else { return };
+        let known = e.checkpoint.unwrap_or(w.start).max(e.cold.unwrap_or_default().end).max(w.start);
+        if let Some(b) = p.warm_backfill {
+            assert!(
+                p.committed <= known.max(after.wal.start.min(b.end)) || p.committed == p.next_offset,
+                "{e:?} {after:?} -> {p:?}"
+            );
+            assert!(p.committed <= b.start.max(known) || p.committed == p.next_offset, "{e:?} -> {p:?}");
+        }
+    });
+}
+
+/// Resuming records the skipped offsets in cold before the WAL (whose file at the resume
+/// offset is itself evidence of the end), and removes the rebuilt marker last.
+#[test]
+fn resume_records_cold_then_the_wal_then_clears_the_rebuilt_marker() {
+    let colds = [None, Some(OffsetRange::empty_at(0)), Some(r(0, 2)), Some(r(0, 4))];
+    for wal in [OffsetRange::empty_at(0), r(0, 4), r(2, 4), r(4, 6)] {
+        for cold in colds {
+            for at in [4, 6, 8] {
+                if wal.end > at {
+                    continue;
+                }
+                let effects = resume(wal, cold, at);
+                let ctx = format!("{wal:?} {cold:?} {at} -> {effects:?}");
+                let gap = effects.iter().position(|x| matches!(x, Effect::RecordGapInCold { .. }));
+                let skip = effects.iter().position(|x| matches!(x, Effect::SkipWal(_)));
+                assert_eq!(effects.last(), Some(&Effect::ClearRebuilt), "{ctx}");
+                assert_eq!(skip.is_some(), wal.end < at, "{ctx}");
+                let wal_first = if wal.is_empty() { at } else { wal.start };
+                let c = cold.unwrap_or_default();
+                assert_eq!(gap.is_some(), !c.is_empty() && c.end < wal_first, "{ctx}");
+                if let (Some(g), Some(s)) = (gap, skip) {
+                    assert!(g < s, "{ctx}");
+                }
+            }
+        }
+    }
+}
