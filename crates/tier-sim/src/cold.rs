@@ -6,7 +6,8 @@
 //! The second shape of cold backend the simulation drives is tier-router's
 //! [`PagedCold`](tier_router::PagedCold) over the same tier: its sequential reads are paged
 //! through `Tier::read_batches` with tier-router's helpers, as a custom cold tier with nothing
-//! better does (on 3892a13 such a wrapper, relying on default trait bodies, reached case 4).
+//! better does (a wrapper of that shape that relied on default trait bodies once left WAL gaps
+//! unrecorded in cold and wedged the export: regression seed 30899).
 
 use std::sync::Arc;
 

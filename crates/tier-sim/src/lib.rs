@@ -1,7 +1,7 @@
 //! tierlog's deterministic simulation (`cargo xtask sim`): the real router, WAL and cold
 //! tier, driven by a seeded random schedule of appends, reads, background work and
 //! compound faults against in-process stand-ins, with a reference model checked after
-//! every step. The design, the invariants and the bugs it found are described in
+//! every step. The design, the invariants and the regression schedules are described in
 //! `docs/simulation.md`.
 //!
 //! - [`schedule`]: a deployment and a list of steps, generated from a seed.
@@ -9,8 +9,8 @@
 //!   runtime per process; a crash drops it) and checks the [`model`].
 //! - [`warm`], [`cold`], [`disk`]: the stand-ins and fault injectors.
 //! - [`shrink`]: drops steps of a failing schedule while it still fails.
-//! - [`REGRESSION_SEEDS`]: seeds that found issue 15's cases on the old code; every run
-//!   replays them first.
+//! - [`REGRESSION_SEEDS`]: shrunk schedules that each broke an invariant through a store
+//!   (or model) bug; every run replays them first.
 
 pub mod cold;
 pub mod disk;
@@ -28,18 +28,17 @@ pub use schedule::Schedule;
 /// Steps per schedule by default.
 pub const DEFAULT_STEPS: u32 = 200;
 
-/// A schedule that found a bug: a seed, the steps its shrunk schedule keeps, the case of
-/// issue 15 it showed on 3892a13 (later entries: the bug and the commit their `case`
-/// names) and the invariant it broke there.
+/// A schedule that reaches a bug: a seed, the steps its shrunk schedule keeps, the bug it
+/// guards against and the invariant that bug breaks.
 #[derive(Clone, Copy, Debug)]
 pub struct Regression {
     /// The seed (with [`DEFAULT_STEPS`] steps generated).
     pub seed: u64,
     /// The generation indices of the steps kept (the shrunk schedule).
     pub keep: &'static [u32],
-    /// What it showed.
+    /// The bug it guards against: the faults in order and what went wrong.
     pub case: &'static str,
-    /// The invariant it broke on 3892a13 (or the commit its `case` names).
+    /// The invariant the schedule breaks while the bug is present.
     pub invariant: &'static str,
     /// The version of the step generator it was found with ([`schedule::GENERATOR`]).
     pub generator: u32,
@@ -52,87 +51,86 @@ impl Regression {
     }
 }
 
-/// Schedules that found issue 15's cases 1–7 on 3892a13 (see `docs/simulation.md`, "Bugs
-/// found on 3892a13"), then bugs found later (the commit is named in `case`). Every run
-/// replays them first; each must pass once its case is
-/// fixed. The schedules depend on the generator in [`schedule`]: a change to it that
-/// changes what a seed generates must re-find them.
+/// Schedules that reach a bug of the store (or a gap of the model), one entry per bug
+/// (`docs/simulation.md`, "Regression schedules"). Every run replays them first and each
+/// must pass. Each replays with the generator version it was found with ([`schedule`]),
+/// so a new generator version never changes their steps.
 pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 30336,
         keep: &[138, 141, 144, 157, 159, 163, 165, 174],
-        case: "case 1: an unconfirmed, age-rotated batch is exported; after a lost disk its offsets are handed out again",
+        case: "an unconfirmed, age-rotated batch is exported; after a lost disk its offsets are handed out again",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 30033,
         keep: &[22, 23, 73],
-        case: "case 1: the background exporter uploads a batch warm refused (never committed)",
+        case: "the background exporter uploads a batch warm refused (never committed)",
         invariant: model::inv::EXPORT_UNCOMMITTED,
         generator: 1,
     },
     Regression {
         seed: 30016,
         keep: &[3, 8, 9],
-        case: "case 2: a power cut tears acknowledged records off the WAL; their offsets are reused, nothing reported",
+        case: "a power cut tears acknowledged records off the WAL; their offsets are reused, nothing reported",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 30004,
         keep: &[168, 169, 172, 186, 187],
-        case: "case 3: hot+cold, lost WAL: the new WAL starts above cold's end without a gap; export wedged",
+        case: "hot+cold, lost WAL: the new WAL starts above cold's end without a gap; export wedged",
         invariant: model::inv::LIVENESS_EXPORT,
         generator: 1,
     },
     Regression {
         seed: 30899,
         keep: &[58, 60, 61, 66, 68, 70, 72, 73, 167, 172],
-        case: "case 4: torn tail past the checkpoint, then export through a cold backend on ColdBackend's defaults: \
-               record_gap refused forever",
+        case: "torn tail past the checkpoint, then export through a cold wrapper that forwards only the required methods: \
+               the WAL gap never recorded in cold, export wedged",
         invariant: model::inv::LIVENESS_EXPORT,
         generator: 1,
     },
     Regression {
         seed: 30081,
         keep: &[16, 18, 19, 40],
-        case: "case 5: whole data directory lost, cold holds a prefix: the next append reuses an acknowledged offset",
+        case: "whole data directory lost, cold holds a prefix: the next append reuses an acknowledged offset",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 30480,
         keep: &[7, 8, 11, 12, 23, 27],
-        case: "case 6: fail, warm's stream empty and down: refused records served after a restart",
+        case: "fail, warm's stream empty and down: refused records served after a restart",
         invariant: model::inv::UNACKED_SERVED,
         generator: 1,
     },
     Regression {
         seed: 30010,
         keep: &[7, 9, 14, 27],
-        case: "case 6: fail, WAIT short: a batch warm never confirmed is served after a restart",
+        case: "fail, WAIT short: a batch warm never confirmed is served after a restart",
         invariant: model::inv::UNACKED_SERVED,
         generator: 1,
     },
     Regression {
         seed: 30027,
         keep: &[114, 115, 166, 167, 168, 169, 173, 177],
-        case: "case 7: degrade, warm outage longer than retention: the store refuses to open",
+        case: "degrade, warm outage longer than retention: the store refuses to open",
         invariant: model::inv::OPEN_FAILED,
         generator: 1,
     },
     Regression {
         seed: 5013,
         keep: &[8, 9],
-        case: "case 5 (found on 0eba162): hot+cold, the data directory lost before the first export: the topic restarts at 0",
+        case: "hot+cold, the data directory lost before the first export: the topic restarts at 0",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 5021,
         keep: &[31, 32, 38],
-        case: "case 2 (found on 0eba162): fsync never, the state directory lost, then a power cut: offsets reused",
+        case: "fsync never, the state directory lost, then a power cut: offsets reused",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
@@ -153,7 +151,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 5001,
         keep: &[107, 110, 112, 113, 117],
-        case: "session 5 (0eba162): cold behind the defaults-only wrapper, the object after [0, 1) damaged, WAL and warm \
+        case: "cold behind `PagedCold` (reads paged as a custom tier's), the object after [0, 1) damaged, WAL and warm \
                gone by retention: a read from 0 fails before delivering the intact record 0 (paged_records)",
         invariant: model::inv::READ_FAILED,
         generator: 1,
@@ -161,7 +159,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 5015,
         keep: &[103, 111, 113, 115],
-        case: "session 5 (0eba162), the simulation's reader: after failing in a recorded gap it skipped to the end of \
+        case: "a model gap, not a store bug: the model's reader, after failing in a recorded gap, skipped to the end of \
                an older, longer maybe-lost report, past records acknowledged after the operator resumed the topic",
         invariant: model::inv::MISSING,
         generator: 1,
@@ -206,7 +204,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 7183,
         keep: &[196, 197, 199],
-        case: "session 5 (a26ef4c+): hot only, a lost WAL then a lost state directory: the empty WAL kept no record of \
+        case: "hot only, a lost WAL then a lost state directory: the empty WAL kept no record of \
                where it continued and the topic restarted at 0",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
@@ -214,7 +212,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 9015,
         keep: &[103, 105, 111, 117, 118],
-        case: "session 5 (fa35c93): a lost WAL; the open fails recording the gap in cold after starting the WAL past \
+        case: "a lost WAL; the open fails recording the gap in cold after starting the WAL past \
                the loss, and the next open reports nothing",
         invariant: model::inv::UNREPORTED,
         generator: 1,
@@ -222,7 +220,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 9325,
         keep: &[84, 85, 86, 88, 90, 93],
-        case: "session 5 (7bdcdaa): degrade, fsync never, a power cut, the open refused (warm down), the state \
+        case: "degrade, fsync never, a power cut, the open refused (warm down), the state \
                directory lost: the WAL's cut-back end was taken as exact and acknowledged offsets reused",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
@@ -230,7 +228,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 11735,
         keep: &[10, 17, 18, 23, 25, 27, 32, 33, 34],
-        case: "session 5 (f1eb162): a lost WAL; the open fails reading cold for warm's back-fill after the WAL was \
+        case: "a lost WAL; the open fails reading cold for warm's back-fill after the WAL was \
                already started past the loss, and the next open reports nothing",
         invariant: model::inv::UNREPORTED,
         generator: 1,
@@ -238,7 +236,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 11800,
         keep: &[32, 33, 47, 48, 63, 64, 70, 73, 75, 76, 79],
-        case: "session 5 (2cc9015): degrade, warm behind a WAL gap after a restart, nothing queued for it: WAL \
+        case: "degrade, warm behind a WAL gap after a restart, nothing queued for it: WAL \
                retention deleted records only the WAL held",
         invariant: model::inv::UNREPORTED,
         generator: 1,
@@ -246,7 +244,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 20066,
         keep: &[101, 102, 103, 112, 115, 116, 121],
-        case: "session 5 (99e0c22): degrade, warm restarted past a gap (dropping what the WAL held), then the WAL \
+        case: "degrade, warm restarted past a gap (dropping what the WAL held), then the WAL \
                lost: the offsets below warm's empty stream went unreported",
         invariant: model::inv::UNREPORTED,
         generator: 1,
@@ -254,7 +252,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 30000671,
         keep: &[69, 70, 73, 74, 75, 84, 98, 99],
-        case: "session 5 (a power cut and a lost state directory with warm down, degrade): the store opened \
+        case: "degrade, a power cut and a lost state directory with warm down: the store opened \
                without warm, which alone held acknowledged records, and the resume skipped them",
         invariant: model::inv::MISSING,
         generator: 1,
@@ -262,7 +260,7 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 30000943,
         keep: &[125, 126, 127, 136, 137, 138, 140],
-        case: "session 5: a lost WAL; the open fails recording cold's gap after replaying warm into the WAL, and \
+        case: "a lost WAL; the open fails recording cold's gap after replaying warm into the WAL, and \
                the next open, finding the WAL holding the topic, reports nothing",
         invariant: model::inv::UNREPORTED,
         generator: 1,
@@ -270,266 +268,266 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
     Regression {
         seed: 11119,
         keep: &[152, 159, 160, 175],
-        case: "session 6: degrade, acks warm never confirmed (WAIT short, failover), then a lost data directory; the topic reopened at 0",
+        case: "degrade, acks warm never confirmed (WAIT short, failover), then a lost data directory; the topic reopened at 0",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 40000846,
         keep: &[9, 30, 32, 33, 34, 37, 39, 65, 70, 78, 79],
-        case: "session 6: degrade, a WAIT short, a clean restart: WAL retention trusted warm's range, a failover took the only copy",
+        case: "degrade, a WAIT short, a clean restart: WAL retention trusted warm's range, a failover took the only copy",
         invariant: model::inv::UNREPORTED,
         generator: 1,
     },
     Regression {
         seed: 50001453,
         keep: &[72, 74, 75, 76, 78, 80, 82, 88, 125, 139],
-        case: "session 6: fail, a refused batch, warm trimmed and failed over, a lost state directory: the resume served the refused batch",
+        case: "fail, a refused batch, warm trimmed and failed over, a lost state directory: the resume served the refused batch",
         invariant: model::inv::UNACKED_SERVED,
         generator: 1,
     },
     Regression {
         seed: 60001204,
         keep: &[28, 29, 38, 39, 44, 45, 56, 57, 58, 61, 63, 83, 84, 85, 86, 87, 88, 90, 96, 156, 157],
-        case: "session 6: a damaged sealed WAL segment was exported as it was; with warm down, cold's damaged copy failed the read",
+        case: "a damaged sealed WAL segment was exported as it was; with warm down, cold's damaged copy failed the read",
         invariant: model::inv::READ_FAILED,
         generator: 1,
     },
     Regression {
         seed: 70001527,
         keep: &[55, 56, 58, 60, 63, 64, 65],
-        case: "session 6: degrade, a resume with warm's batches queued to be confirmed again: the commit point stayed below the skipped offsets, the live tail hit the gap",
+        case: "degrade, a resume with warm's batches queued to be confirmed again: the commit point stayed below the skipped offsets, the live tail hit the gap",
         invariant: model::inv::LIVE_TAIL,
         generator: 1,
     },
     Regression {
         seed: 70005541,
         keep: &[0, 1, 18, 24, 26, 31, 32, 34, 39, 50, 51],
-        case: "session 6: a damaged WAL batch with warm (holding it intact) down: the read failed Corruption, not Unavailable",
+        case: "a damaged WAL batch with warm (holding it intact) down: the read failed Corruption, not Unavailable",
         invariant: model::inv::READ_FAILED,
         generator: 1,
     },
     Regression {
         seed: 80003588,
         keep: &[8, 9, 11, 17, 27, 29, 31],
-        case: "session 6: degrade, a lost data directory, an open that failed after replaying warm: the next took the replayed WAL for evidence of the end",
+        case: "degrade, a lost data directory, an open that failed after replaying warm: the next took the replayed WAL for evidence of the end",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 90014473,
         keep: &[0, 2, 3, 5, 12, 27, 28],
-        case: "session 6: fail, a live tail from a commit point inside a WAL segment whose first batch is damaged: the tail failed Corruption though warm held the records",
+        case: "fail, a live tail from a commit point inside a WAL segment whose first batch is damaged: the tail failed Corruption though warm held the records",
         invariant: model::inv::LIVE_TAIL,
         generator: 1,
     },
     Regression {
         seed: 90005027,
         keep: &[13, 15, 20, 38, 40, 43, 44, 47, 48, 49, 54, 62, 68, 69, 71],
-        case: "session 6: the WAL's and cold's copies of a batch damaged, warm (holding it intact) down: the read failed Corruption, not Unavailable",
+        case: "the WAL's and cold's copies of a batch damaged, warm (holding it intact) down: the read failed Corruption, not Unavailable",
         invariant: model::inv::READ_FAILED,
         generator: 1,
     },
     Regression {
         seed: 100012370,
         keep: &[157, 158, 159, 170, 171, 180, 181],
-        case: "session 6: fail, a refused batch in a WAL segment then damaged, warm empty: the commit point jumped over the never-confirmed records when warm took the next batch",
+        case: "fail, a refused batch in a WAL segment then damaged, warm empty: the commit point jumped over the never-confirmed records when warm took the next batch",
         invariant: model::inv::LIVE_TAIL,
         generator: 1,
     },
     Regression {
         seed: 200013426,
         keep: &[54, 55, 56, 57, 60, 72, 73],
-        case: "session 6, 100,000-schedule run: fail, a damaged WAL batch warm never confirmed: the commit point jumped over it, the live tail met the damage",
+        case: "fail, a damaged WAL batch warm never confirmed: the commit point jumped over it, the live tail met the damage",
         invariant: model::inv::LIVE_TAIL,
         generator: 1,
     },
     Regression {
         seed: 200013780,
         keep: &[2, 6, 10, 15, 18, 19, 20, 28, 29],
-        case: "session 6, 100,000-schedule run: the same class as 200013426, fsync always, background exporter on",
+        case: "as seed 200013426 (a damaged WAL batch warm never confirmed: the commit point jumped over it), fsync always, background exporter on",
         invariant: model::inv::LIVE_TAIL,
         generator: 1,
     },
     Regression {
         seed: 200028642,
         keep: &[151, 153, 156, 158, 165, 169, 172, 173, 174, 176],
-        case: "session 6, 100,000-schedule run: fail, the commit point stopped at a recorded WAL gap, the live tail started inside it",
+        case: "fail, the commit point stopped at a recorded WAL gap, the live tail started inside it",
         invariant: model::inv::LIVE_TAIL,
         generator: 1,
     },
     Regression {
         seed: 200016869,
         keep: &[0, 1, 2, 7, 9, 10, 11],
-        case: "session 6, 100,000-schedule run: degrade, a warm marker found on the primary but never confirmed; a failover took it, a lost data directory restarted the topic at 0",
+        case: "degrade, a warm marker found on the primary but never confirmed; a failover took it, a lost data directory restarted the topic at 0",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 200083186,
         keep: &[8, 18, 28, 33, 34, 41, 42, 48, 54, 56],
-        case: "session 6, 100,000-schedule run: a recovery that failed after finding maybe-lost offsets; the next one, over a WAL replayed from warm, handed them out again",
+        case: "a recovery that failed after finding maybe-lost offsets; the next one, over a WAL replayed from warm, handed them out again",
         invariant: model::inv::TWO_CONTENTS,
         generator: 1,
     },
     Regression {
         seed: 300006155,
         keep: &[108, 109, 110, 116, 117, 119, 122, 135, 137, 166],
-        case: "session 6: a recovery that found a hole between cold and warm failed; the state directory (its kept losses) was lost; the next never reported the hole",
+        case: "a recovery that found a hole between cold and warm failed; the state directory (its kept losses) was lost; the next never reported the hole",
         invariant: model::inv::UNREPORTED,
         generator: 1,
     },
     Regression {
         seed: 400028696,
         keep: &[6, 38, 46, 50, 53, 55, 56, 59],
-        case: "session 6, final 100,000-schedule run: a WAL gap over offsets warm still held: the read ended NotFound instead of serving warm's records",
+        case: "a WAL gap over offsets warm still held: the read ended NotFound instead of serving warm's records",
         invariant: model::inv::READ_FAILED,
         generator: 1,
     },
     Regression {
         seed: 400078426,
         keep: &[14, 18, 19, 20, 22, 24, 26, 27, 33, 34, 39, 44, 46],
-        case: "session 6, final 100,000-schedule run: warm restarted past a refused batch whose WAL copy was damaged and past the refused batch after it; the next recovery took the restarted stream's start for committed and served it",
+        case: "warm restarted past a refused batch whose WAL copy was damaged and past the refused batch after it; the next recovery took the restarted stream's start for committed and served it",
         invariant: model::inv::UNACKED_SERVED,
         generator: 1,
     },
     Regression {
         seed: 500091248,
         keep: &[43, 44, 46, 47, 59, 74, 75, 76],
-        case: "session 7, 100,000-schedule run: a flaw of the model, not the store: warm's confirmed payloads shared a WAL segment's bytes, which a later damage step changed in place",
+        case: "a model gap, not a store bug: warm's confirmed payloads shared a WAL segment's bytes, which a later damage step changed in place",
         invariant: model::inv::UNACKED_SERVED,
         generator: 1,
     },
     Regression {
         seed: 500055659,
         keep: &[10, 11, 14, 16, 17, 19, 20, 43, 44, 45, 48, 51],
-        case: "session 7, 100,000-schedule run: warm restarted at the next batch past intact WAL records after a damaged segment; a power cut of the WAL's unsynced tail then left the WAL ending below warm's start and the store refused to open",
+        case: "warm restarted at the next batch past intact WAL records after a damaged segment; a power cut of the WAL's unsynced tail then left the WAL ending below warm's start and the store refused to open",
         invariant: model::inv::OPEN_FAILED,
         generator: 1,
     },
     Regression {
         seed: 500021117,
         keep: &[146, 150, 152, 153, 156, 157, 163, 164, 168, 169, 172, 175, 179],
-        case: "session 7, 100,000-schedule run: a failover emptied warm; recovery's back-fill stopped at a WAL gap, and with the stream empty no floor was held: warm took a later batch and WAL retention deleted records it never got",
+        case: "a failover emptied warm; recovery's back-fill stopped at a WAL gap, and with the stream empty no floor was held: warm took a later batch and WAL retention deleted records it never got",
         invariant: model::inv::UNREPORTED,
         generator: 1,
     },
     Regression {
         seed: 600064489,
         keep: &[93, 94, 111, 112, 114, 127, 128, 129, 145, 148, 149, 150, 151, 152, 153, 158, 159],
-        case: "session 7, final 100,000-schedule run: warm was down when the store opened; once it answered, its back-fill stopped at offsets no tier holds and no floor was held, so WAL retention deleted the records after them, which only the WAL had",
+        case: "warm was down when the store opened; once it answered, its back-fill stopped at offsets no tier holds and no floor was held, so WAL retention deleted the records after them, which only the WAL had",
         invariant: model::inv::UNREPORTED,
         generator: 1,
     },
     Regression {
         seed: 800000677,
         keep: &[170, 171, 192, 193, 194, 199],
-        case: "session 8, 100,000-schedule run: warm's back-fill stopped at a reported loss and the writer held the warm floor there; with no more appends the hold kept every WAL segment after it, although cold held them all",
+        case: "warm's back-fill stopped at a reported loss and the writer held the warm floor there; with no more appends the hold kept every WAL segment after it, although cold held them all",
         invariant: model::inv::LIVENESS_RETENTION,
         generator: 1,
     },
     Regression {
         seed: 800031343,
         keep: &[151, 152, 159, 161, 170, 186],
-        case: "session 8, 100,000-schedule run: as seed 800000677 (hot + warm + cold, degrade)",
+        case: "as seed 800000677 (hot + warm + cold, degrade)",
         invariant: model::inv::LIVENESS_RETENTION,
         generator: 1,
     },
     Regression {
         seed: 800078152,
         keep: &[170, 171, 183, 184, 185, 194],
-        case: "session 8, 100,000-schedule run: WAIT short, export, power cut (a maybe-lost gap), failover empties warm; after the reopen the held warm floor kept the WAL segment cold held",
+        case: "WAIT short, export, power cut (a maybe-lost gap), failover empties warm; after the reopen the held warm floor kept the WAL segment cold held",
         invariant: model::inv::LIVENESS_RETENTION,
         generator: 1,
     },
     Regression {
         seed: 5000000,
         keep: &[167, 168, 170, 173],
-        case: "session 14, generator 3: a group met a rotation that failed on the lost WAL directory; the WAL stored the first batch and refused the second, and the writer answered both producers with an error, though the first was committed",
+        case: "a group met a rotation that failed on the lost WAL directory; the WAL stored the first batch and refused the second, and the writer answered both producers with an error, though the first was committed",
         invariant: model::inv::UNACKED_SERVED,
         generator: 3,
     },
     Regression {
         seed: 8000183,
         keep: &[36, 59, 60, 64, 68, 69, 71, 72, 79, 82, 99],
-        case: "session 14, generator 4: under degrade a group the WAL refused (its fsync failed) that warm took, warm down, a crash with a power cut; the store reopened degraded at the WAL's end and handed out offsets warm held other records at",
+        case: "under degrade a group the WAL refused (its fsync failed) that warm took, warm down, a crash with a power cut; the store reopened degraded at the WAL's end and handed out offsets warm held other records at",
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
     Regression {
         seed: 8001416,
         keep: &[192, 194, 195, 196, 197, 198],
-        case: "session 15, generator 4: a lost WAL replayed from warm, the replay failed half-way (a WAL fsync failure); the next recovery trusted the WAL replayed in part (fsync always) and reused offsets acknowledged on the lost WAL alone",
+        case: "a lost WAL replayed from warm, the replay failed half-way (a WAL fsync failure); the next recovery trusted the WAL replayed in part (fsync always) and reused offsets acknowledged on the lost WAL alone",
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
     Regression {
         seed: 8000976,
         keep: &[180, 185, 187, 190, 193, 195, 196, 199],
-        case: "session 15, generator 4: a degraded open skipped offsets (RecoveryReport::skipped); the model's reader must move past them as past a reported loss (found as a model gap, not a store bug)",
+        case: "a degraded open skipped offsets (RecoveryReport::skipped); the model's reader must move past them as past a reported loss (a model gap, not a store bug)",
         invariant: model::inv::UNREPORTED,
         generator: 4,
     },
     Regression {
         seed: 1796426533093494512,
         keep: &[79, 86, 88, 92, 98, 99, 105],
-        case: "session 15, CI's 60 s run, generator 4: hot+cold, fsync always; a batch whose fsync failed, a crash (state dir lost), the reopened WAL served the unsynced batch without making it durable; a power cut took it, and its offsets went to other records",
+        case: "hot+cold, fsync always; a batch whose fsync failed, a crash (state dir lost), the reopened WAL served the unsynced batch without making it durable; a power cut took it, and its offsets went to other records",
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
     Regression {
         seed: 12024072,
         keep: &[33, 34, 35, 36, 39, 44, 45, 47, 48, 49],
-        case: "session 15, 1,200 s run, generator 4: a degraded open of a WAL that ended before the checkpoint (an open that failed after replaying part of warm) reported records warm held as lost and skipped past them; later a replay into a lost WAL stopped at the skipped offsets and left an acknowledged record in warm alone",
+        case: "a degraded open of a WAL that ended before the checkpoint (an open that failed after replaying part of warm) reported records warm held as lost and skipped past them; later a replay into a lost WAL stopped at the skipped offsets and left an acknowledged record in warm alone",
         invariant: model::inv::UNREPORTED,
         generator: 4,
     },
     Regression {
         seed: 12005592,
         keep: &[66, 76, 78, 81, 83],
-        case: "session 15, 1,200 s run, generator 4: the armed WAL fsync failure fired during an open (the interval timer after a replay) and failed the new writer; the model took it for the old process's (found as a model gap)",
+        case: "the armed WAL fsync failure fired during an open (the interval timer after a replay) and failed the new writer; the model took it for the old process's (a model gap, not a store bug)",
         invariant: model::inv::UNACKED_SERVED,
         generator: 4,
     },
     Regression {
         seed: 12005914,
         keep: &[115, 116, 119, 120, 137],
-        case: "session 15, 1,200 s run, generator 4: a second WalFsyncFails re-armed the fault and reset its count before the model noted that the first had fired (found as a model gap)",
+        case: "a second WalFsyncFails re-armed the fault and reset its count before the model noted that the first had fired (a model gap, not a store bug)",
         invariant: model::inv::UNACKED_SERVED,
         generator: 4,
     },
     Regression {
         seed: 13006174,
         keep: &[3, 4, 7, 12, 13, 14, 18],
-        case: "session 16, 1,200 s run, generator 4: acknowledged on a WAL that was then lost (degrade, warm behind); a recovery replayed warm into the new WAL and failed (cold down); the state directory was lost; the next recovery took the WAL rebuilt in part for one vouching for its end and reused offsets acknowledged on the lost WAL",
+        case: "acknowledged on a WAL that was then lost (degrade, warm behind); a recovery replayed warm into the new WAL and failed (cold down); the state directory was lost; the next recovery took the WAL rebuilt in part for one vouching for its end and reused offsets acknowledged on the lost WAL",
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
     Regression {
         seed: 14005661,
         keep: &[0, 120, 123, 125, 132, 134, 145, 149, 150, 156, 159],
-        case: "session 16, 600 s run, generator 4: a group the WAL refused (its fsync failed) that warm took, warm down, the state directory lost; the degraded open continued at the WAL's end (no reservation to continue at) and handed out offsets warm held other records at",
+        case: "a group the WAL refused (its fsync failed) that warm took, warm down, the state directory lost; the degraded open continued at the WAL's end (no reservation to continue at) and handed out offsets warm held other records at",
         invariant: model::inv::TWO_CONTENTS,
         generator: 4,
     },
     Regression {
         seed: 14008894,
         keep: &[10, 23, 27, 28, 29, 31, 32, 41, 42],
-        case: "session 16, 600 s run, generator 4: the armed WAL fsync failure fired between an open and the operator's resume of the fenced topic (the interval timer after a replay); the resume was refused until a reopen, as it must be, and the runner called that a failed open (found as a model gap)",
+        case: "the armed WAL fsync failure fired between an open and the operator's resume of the fenced topic (the interval timer after a replay); the resume was refused until a reopen, as it must be, and the runner called that a failed open (a model gap, not a store bug)",
         invariant: model::inv::OPEN_FAILED,
         generator: 4,
     },
     Regression {
         seed: 14012903,
         keep: &[84, 86, 108, 110, 114, 115, 117, 118, 132],
-        case: "session 16, 600 s run, generator 4: a degraded open skipped offsets and cold recorded them as its trailing gap; the data directory was lost; recovery replayed warm's never-acknowledged records inside that gap into the empty WAL, and the export (and WAL retention) stopped there for good",
+        case: "a degraded open skipped offsets and cold recorded them as its trailing gap; the data directory was lost; recovery replayed warm's never-acknowledged records inside that gap into the empty WAL, and the export (and WAL retention) stopped there for good",
         invariant: model::inv::LIVENESS_EXPORT,
         generator: 4,
     },
     Regression {
         seed: 14003001,
         keep: &[160, 163, 164, 167, 187, 189, 192, 193],
-        case: "session 16, 600 s run, generator 4: hot+warm; warm restarted past offsets a degraded open skipped, then a power cut; recovery's back-fill of the empty warm stream stopped at the WAL's maybe-lost gap and held the warm floor there for good, so WAL retention kept every later segment",
+        case: "hot+warm; warm restarted past offsets a degraded open skipped, then a power cut; recovery's back-fill of the empty warm stream stopped at the WAL's maybe-lost gap and held the warm floor there for good, so WAL retention kept every later segment",
         invariant: model::inv::LIVENESS_RETENTION,
         generator: 4,
     },
@@ -541,15 +539,29 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
             123, 124, 132, 133, 134, 135, 138, 139, 140, 141, 142, 143, 144, 145, 146, 147, 148, 149, 152,
             153, 154, 155, 156, 157, 158, 159,
         ],
-        case: "session 20, 600 s run, generator 4: degrade, warm behind after an outage, the WAL's copy deleted by retention (cold held it), then cold's object damaged; the full check's read failed loudly on the damaged object, and the writer back-filled warm from its pending batches while the reader ran, so the model, looking after the read, took warm's new copy for one the reader had missed (found as a model gap, not a store bug)",
+        case: "degrade, warm behind after an outage, the WAL's copy deleted by retention (cold held it), then cold's object damaged; the full check's read failed loudly on the damaged object, and the writer back-filled warm from its pending batches while the reader ran, so the model, looking after the read, took warm's new copy for one the reader had missed (a model gap, not a store bug)",
         invariant: model::inv::MISSING,
         generator: 4,
     },
     Regression {
         seed: 30000028,
         keep: &[22, 30, 31, 35, 36, 38, 40, 41, 42],
-        case: "session 21, generator 5's first run (a warm-outage burst; the fix disabled to check the generator finds it): degrade, a group the WAL refused (its fsync failed) that warm took, warm down, a crash; the degraded open skipped [1, 1025); the state directory was lost (its `.unacked` file with it); warm answered, and the read from the start served warm's never-acknowledged record at 1 (fixed by the WAL's `unacked` marker)",
+        case: "a warm-outage burst: degrade, a group the WAL refused (its fsync failed) that warm took, warm down, a crash; the degraded open skipped [1, 1025); the state directory was lost (its `.unacked` file with it); warm answered, and the read from the start served warm's never-acknowledged record at 1 (the WAL's `unacked` marker keeps the skip)",
         invariant: model::inv::SKIPPED_SERVED,
         generator: 5,
+    },
+    Regression {
+        seed: 60000000,
+        keep: &[71, 72, 74, 75, 85, 86, 89, 93, 97],
+        case: "fsync never, a power cut by page: a page past the durable length not written back, the size persisted, an intact batch in a later page; recovery called the hole damage inside the data and kept the topic aside (a hole before written pages wedged the topic)",
+        invariant: model::inv::REFUSED_UNDAMAGED,
+        generator: 6,
+    },
+    Regression {
+        seed: 60000010,
+        keep: &[165, 166],
+        case: "fsync never, a power cut before a rotation's seal ran: the new segment, never fsynced, came back with its size and no data (zeros, header included); recovery refused it as not a segment (bad magic) and kept the topic aside",
+        invariant: model::inv::REFUSED_UNDAMAGED,
+        generator: 6,
     },
 ];

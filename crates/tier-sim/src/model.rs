@@ -71,6 +71,10 @@ pub mod inv {
     pub const EXPORT_UNCOMMITTED: &str = "cold holds uncommitted offsets";
     /// The store did not open.
     pub const OPEN_FAILED: &str = "store failed to open";
+    /// The store refused the topic as damaged (`Corruption` naming a file or object)
+    /// though the schedule damaged nothing there: a power cut, a crash or a lost
+    /// directory left a state its recovery does not accept (the topic is wedged).
+    pub const REFUSED_UNDAMAGED: &str = "topic refused as damaged without damage";
     /// A step never finished.
     pub const HUNG: &str = "step hung";
     /// The live tail did not deliver an acknowledged record.

@@ -167,6 +167,9 @@ struct World<'a> {
     /// A WAL segment was damaged: what the store should then do with it (export it,
     /// skip it, wedge) is not fixed, so the liveness checks are left out.
     wal_damaged: bool,
+    /// The WAL segment files the schedule damaged: a topic refused as damaged must name
+    /// one of them (or a cold object, after cold damage) — not a file a power cut left.
+    damaged_files: Vec<PathBuf>,
     ended: Option<String>,
     max_hwm: Offset,
     /// The open process's topic is fenced (its acknowledged end unknown) and the
@@ -217,6 +220,7 @@ pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
         cold_errors: false,
         damaged: false,
         wal_damaged: false,
+        damaged_files: Vec::new(),
         ended: None,
         max_hwm: 0,
         resume_pending: false,
@@ -227,6 +231,8 @@ pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
     world.run_all();
     tier_hot::faults::untrack_durability(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
+    // Forget the pages failed fsyncs lost (the files go with the temporary directory).
+    let _ = tier_hot::faults::drop_page_cache(&world.hot_dir);
     world.stats.checked = world.model.checked;
     world.stats.acked = world.model.acked.len() as u64;
     Outcome {
@@ -262,6 +268,7 @@ impl World<'_> {
     fn wal_failing(&mut self) -> bool {
         if !self.wal_failed && self.fsync_fired() {
             self.wal_failed = true;
+            self.fsync_lost_pages();
             let unsynced =
                 self.on_proc(async |store: &TieredStore, topic: &Topic| store.wal().unsynced(topic.name()));
             if let Some(Some(range)) = unsynced {
@@ -270,6 +277,15 @@ impl World<'_> {
             }
         }
         self.wal_failed
+    }
+
+    /// Under generator 7 a failed fsync lost the pages it could not write: every byte the
+    /// WAL wrote since its last successful fsync, acknowledged records among them under
+    /// `interval` (over-approximated as every WAL copy, as for a power cut).
+    fn fsync_lost_pages(&mut self) {
+        if self.schedule.config.fsync_loses_pages {
+            self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
+        }
     }
 
     /// True when the armed WAL fsync failure (`WalFsyncFails`) has fired.
@@ -342,7 +358,7 @@ impl World<'_> {
             builder = match cfg.cold_shape {
                 ColdShape::Tier => builder.cold(Arc::new(tier)),
                 // The shape of a custom tier with nothing better: reads paged through
-                // `Tier::read` (on 3892a13 such a wrapper reached case 4).
+                // `Tier::read_batches` (regression seed 30899 guards this shape).
                 ColdShape::Defaults => builder.cold(Arc::new(tier_router::PagedCold(Arc::new(tier)))),
             };
         }
@@ -425,10 +441,15 @@ impl World<'_> {
                 drop(rt);
                 if e.kind() == ErrorKind::Unavailable && (self.transient_faults() || self.fsync_fired()) {
                     self.note(format!("open refused while a tier is down: {e}"));
-                } else if self.damaged && e.kind() == ErrorKind::Corruption && e.context().location.is_some()
-                {
-                    self.note(format!("open refused over damaged data: {e}"));
-                    self.stats.ended_on_damage = 1;
+                } else if e.kind() == ErrorKind::Corruption && e.context().location.is_some() {
+                    if self.damage_explains(e.context().location.as_deref().unwrap_or_default()) {
+                        self.note(format!("open refused over damaged data: {e}"));
+                        self.stats.ended_on_damage = 1;
+                    } else {
+                        // No damage was injected there: a power cut, a lost directory or
+                        // a crash left the topic in a state its recovery refuses.
+                        self.violate(inv::REFUSED_UNDAMAGED, e.report().to_string());
+                    }
                     self.ended = Some(e.to_string());
                 } else {
                     self.violate(inv::OPEN_FAILED, e.to_string());
@@ -442,6 +463,19 @@ impl World<'_> {
                 self.ended = Some("open hung".into());
                 false
             }
+        }
+    }
+
+    /// True when the schedule damaged what `location` (of a `Corruption` refusing the
+    /// topic) names: a WAL segment it flipped a byte of, or — after damage to a cold
+    /// object or to a WAL segment (exported as it is) — anything outside the WAL.
+    fn damage_explains(&self, location: &str) -> bool {
+        let hot = self.hot_dir.to_string_lossy();
+        if location.starts_with(hot.as_ref()) {
+            let file = location.rsplit_once('@').map_or(location, |(file, _)| file);
+            self.damaged_files.iter().any(|p| p.to_string_lossy() == file)
+        } else {
+            self.damaged
         }
     }
 
@@ -541,6 +575,13 @@ impl World<'_> {
     }
 
     fn remove(&mut self, dir: &std::path::Path) {
+        // Pages a failed fsync lost in the files going away are forgotten, so that they
+        // never zero a file created later at the same path (the files are gone: zeroing
+        // them first is harmless; under a running store, which maps its files, it waits
+        // for the removal after the close).
+        if self.proc.is_none() {
+            let _ = tier_hot::faults::drop_page_cache(dir);
+        }
         if let Err(e) = std::fs::remove_dir_all(dir)
             && e.kind() != std::io::ErrorKind::NotFound
         {
@@ -672,17 +713,14 @@ impl World<'_> {
             Step::Crash { power_cut } => {
                 self.crash();
                 if power_cut {
-                    self.boots += 1;
-                    match self.disk.power_cut(&self.hot_dir, self.header_len, rng) {
-                        Ok(cut) => {
-                            self.note(format!("  power cut: {} files, {} bytes", cut.files, cut.bytes));
-                            if cut.bytes > 0 {
-                                self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
-                            }
-                        }
-                        Err(e) => self.note(format!("  power cut failed: {e}")),
-                    }
+                    let synced = tier_hot::faults::durable_lengths(&self.hot_dir);
+                    self.power_cut(&synced, rng);
                 }
+                self.ensure_open();
+            }
+            Step::PowerCutBeforeSeal { records } => {
+                let synced = self.crash_before_seal(records, rng);
+                self.power_cut(&synced, rng);
                 self.ensure_open();
             }
             Step::LoseWal { clean } | Step::LoseState { clean } | Step::LoseDataDir { clean } => {
@@ -750,10 +788,11 @@ impl World<'_> {
                 self.close();
                 let cold_end = self.cold_end();
                 match disk::damage_sealed(&self.hot_dir, self.header_len, rng) {
-                    Ok(Some(range)) => {
+                    Ok(Some((range, path))) => {
                         self.note(format!("  damaged the WAL segment of {range}"));
                         self.damaged = true;
                         self.wal_damaged = true;
+                        self.damaged_files.push(path);
                         self.model.destroy_wal(range, true, cold_end);
                     }
                     Ok(None) => {}
@@ -773,15 +812,124 @@ impl World<'_> {
                 // Re-arming resets the count of failures fired: note first whether the one
                 // armed before fired (it poisoned the WAL's writer until the next reopen).
                 self.wal_failing();
-                tier_hot::faults::fail_nth(
-                    &self.hot_dir,
-                    tier_hot::faults::FaultPoint::Fsync,
-                    1,
-                    std::io::ErrorKind::Other,
-                );
+                if self.schedule.config.fsync_loses_pages {
+                    tier_hot::faults::fail_fsync_losing_pages(&self.hot_dir, 1, std::io::ErrorKind::Other);
+                } else {
+                    tier_hot::faults::fail_nth(
+                        &self.hot_dir,
+                        tier_hot::faults::FaultPoint::Fsync,
+                        1,
+                        std::io::ErrorKind::Other,
+                    );
+                }
             }
             Step::Heal => self.heal(),
         }
+    }
+
+    /// The power is cut (the process is gone): every WAL file keeps what `synced` (the
+    /// durable lengths at the moment of the cut) and the schedule's [`CutModel`](disk::CutModel)
+    /// say, and the machine boots again.
+    fn power_cut(&mut self, synced: &std::collections::HashMap<PathBuf, u64>, rng: &mut Rng) {
+        self.boots += 1;
+        // The machine restarts: pages a failed fsync lost read as zeros from now on.
+        if let Err(e) = tier_hot::faults::drop_page_cache(&self.hot_dir) {
+            self.note(format!("  dropping the page cache failed: {e}"));
+        }
+        let model = self.schedule.config.cuts;
+        match self.disk.power_cut(&self.hot_dir, synced, model, self.header_len, rng) {
+            Ok(cut) => {
+                let headers = if cut.headers > 0 {
+                    format!(", {} new files zeroed, empty or gone", cut.headers)
+                } else {
+                    String::new()
+                };
+                self.note(format!("  power cut: {} files, {} bytes{headers}", cut.files, cut.bytes));
+                if cut.bytes > 0 {
+                    self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
+                }
+            }
+            Err(e) => self.note(format!("  power cut failed: {e}")),
+        }
+    }
+
+    /// [`Step::PowerCutBeforeSeal`] up to the cut: holds the background seal's fsyncs,
+    /// lets the active segment rotate by age, appends `records` records into the new
+    /// segment, and returns the durable lengths as of that moment; the process is gone
+    /// when it returns. While a seal is held no blocking job ends, so tokio's paused clock
+    /// stands still: nothing here may wait for simulated time once the rotation happened.
+    fn crash_before_seal(&mut self, records: u8, rng: &mut Rng) -> std::collections::HashMap<PathBuf, u64> {
+        use tier_hot::faults::{self, FaultPoint};
+        let recs = self.records(records, rng);
+        if !self.ensure_open() {
+            return faults::durable_lengths(&self.hot_dir);
+        }
+        let hot_dir = self.hot_dir.clone();
+        faults::hold(&hot_dir, FaultPoint::SealFsync);
+        // Told once a seal waits at the hold (or the hold is released without one).
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel::<()>();
+        let waiter = {
+            let hot_dir = hot_dir.clone();
+            std::thread::spawn(move || {
+                faults::wait_held(&hot_dir, FaultPoint::SealFsync);
+                let _ = held_tx.send(());
+            })
+        };
+        // Warm's retries wait for simulated time: with a seal held the append would hang.
+        let append = !self.warm.faulty();
+        let age = self.schedule.config.segment_age + Duration::from_millis(50);
+        let proc = self.proc.as_ref().expect("ensure_open returned true");
+        let out = proc.rt.block_on(within_real_time(async {
+            // Biased: once a seal is held simulated time stands still, so the sleep can
+            // end first only when no rotation happened before it.
+            let rotated = tokio::select! {
+                biased;
+                held = held_rx => held.is_ok(),
+                () = tokio::time::sleep(age) => false,
+            };
+            let ack = if rotated && append {
+                let new: Vec<NewRecord> =
+                    recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
+                Some(proc.topic.append(new).await)
+            } else {
+                None
+            };
+            // What the WAL wrote but could not fsync, should an armed fsync failure have
+            // refused the append (see `wal_failing`, which would let time pass).
+            let unsynced = proc.store.wal().unsynced(proc.topic.name());
+            (rotated, ack, unsynced, faults::durable_lengths(&hot_dir))
+        }));
+        faults::release(&hot_dir, FaultPoint::SealFsync);
+        let _ = waiter.join();
+        let Some((rotated, ack, unsynced, synced)) = out else {
+            self.violate(inv::HUNG, "a rotation with its seal held did not finish".into());
+            self.crash();
+            self.ended = Some("hung".into());
+            return faults::durable_lengths(&hot_dir);
+        };
+        self.note(format!("  rotated with the seal held: {rotated}"));
+        match ack {
+            Some(Ok(range)) => {
+                self.note(format!("  acked {range}"));
+                self.model.ack(range, &recs, self.step);
+            }
+            Some(Err(e)) => {
+                self.note(format!("  refused: {:?}", e.kind()));
+                if !self.wal_failed && self.fsync_fired() {
+                    self.wal_failed = true;
+                    self.fsync_lost_pages();
+                    if let Some(range) = unsynced {
+                        self.note(format!("  the WAL's fsync failed: {range} written, not durable"));
+                        self.model.unsynced.push(range);
+                    }
+                }
+                self.model.refuse(&recs, self.wal_failed);
+            }
+            None => {}
+        }
+        // The seal's fsyncs run now, after the cut's moment: they do not count.
+        self.crash();
+        synced
     }
 
     fn heal(&mut self) {

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tier_hot::FsyncPolicy;
 use tier_router::WarmFailurePolicy;
 
-use crate::rng::Rng;
+use crate::disk::{CutModel, PAGE};
+use crate::rng::{Rng, step_seed};
 
 /// Which tiers are enabled besides the WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +84,12 @@ pub struct SimConfig {
     /// Whether the store runs its background exporter (event-driven; its sweep and the
     /// maintenance task are set to a year, so they never fire on their own).
     pub background: bool,
+    /// What a power cut leaves of the bytes written since a file's last fsync (by
+    /// generator version, see [`GENERATOR`]).
+    pub cuts: CutModel,
+    /// A failed WAL fsync loses the pages it could not write (generator 7,
+    /// [`tier_hot::faults::fail_fsync_losing_pages`]); otherwise the bytes stay in the file.
+    pub fsync_loses_pages: bool,
 }
 
 impl fmt::Display for SimConfig {
@@ -97,7 +104,7 @@ impl fmt::Display for SimConfig {
         write!(
             f,
             "{}{}, policy {:?}, fsync {fsync}, segments {} B / {:?}, retention {:?} / {} B, keep {}, \
-             warm retry {:?}, background exporter {}",
+             warm retry {:?}, background exporter {}{}",
             self.deployment,
             if self.deployment.cold() && self.cold_shape == ColdShape::Defaults {
                 " (cold behind a defaults-only wrapper)"
@@ -112,6 +119,11 @@ impl fmt::Display for SimConfig {
             self.keep_segments,
             self.warm_retry,
             if self.background { "on" } else { "off" },
+            match (self.cuts, self.fsync_loses_pages) {
+                (CutModel::Pages, true) => ", power cuts by page, failed fsyncs lose pages",
+                (CutModel::Pages, false) => ", power cuts by page",
+                _ => "",
+            },
         )
     }
 }
@@ -169,6 +181,14 @@ pub enum Step {
     /// batch written before it is refused although its bytes are in the file, and the
     /// WAL's writer fails until the store is reopened.
     WalFsyncFails,
+    /// A power cut while a rotation's background seal has not run: the background seal's
+    /// fsyncs are held ([`tier_hot::faults::hold`]), simulated time passes until the
+    /// active segment rotates by age, one append of `records` records lands in the new
+    /// segment (left out while warm misbehaves: its retries wait for time, which a held
+    /// seal stops), then the power is cut — the sealed file's footer and the new file,
+    /// header included, never fsynced — and the store reopens. Without a rotation (an
+    /// empty active segment, a failed writer) it is a crash with a power cut.
+    PowerCutBeforeSeal { records: u8 },
     /// The router's state directory is lost, then reopen.
     LoseState { clean: bool },
     /// The whole data directory (WAL and state) is lost, then reopen.
@@ -197,6 +217,7 @@ impl Step {
         Some(match self {
             Step::Crash { power_cut: false } => "crash",
             Step::Crash { power_cut: true } => "crash + power cut",
+            Step::PowerCutBeforeSeal { .. } => "power cut before a seal's fsync",
             Step::LoseWal { .. } => "lost WAL dir",
             Step::LoseWalRunning { .. } => "lost WAL dir (running)",
             Step::WalFsyncFails => "WAL fsync failure",
@@ -219,7 +240,8 @@ impl Step {
 /// same schedule under one version forever; a regression schedule records the version
 /// it was found with ([`crate::Regression::generator`]).
 ///
-/// - 1: the generator of issue 15 (sessions 1–10).
+/// - 1: the first: appends, reads, background work, restarts, crashes, power cuts, lost
+///   directories, warm and cold faults, damage, heals.
 /// - 2: [`Step::LoseWalRunning`], taken from rolls that made [`Step::Heal`] under 1 and
 ///   drawing no randomness: every other step of every seed is the same as under 1.
 /// - 3: `LoseWalRunning` appends while the directory is gone (2 to 4 producers of 3 to
@@ -233,7 +255,20 @@ impl Step {
 ///   (a restart, a crash, the state or WAL directory lost), warm back, a read from the
 ///   start. A burst draws randomness, so the steps after the first burst of a seed
 ///   differ from version 4's.
-pub const GENERATOR: u32 = 5;
+/// - 6: power cuts by page ([`CutModel::Pages`]: the size persisted without the data,
+///   new files zero-filled or gone); half the schedules get segments of 8–24 KiB
+///   (several pages, so a page not written back can precede pages that were) and 5 times
+///   the segment age, drawn from a generator of their own (`page_scale`);
+///   [`Step::PowerCutBeforeSeal`] from rolls that made [`Step::Heal`] under 5, drawing no
+///   randomness. Every other step of every seed is the same as under 5.
+/// - 7: a failed WAL fsync ([`Step::WalFsyncFails`]) loses the pages it could not write,
+///   as Linux does ([`tier_hot::faults::fail_fsync_losing_pages`]): they read as zeros
+///   once the page cache is dropped (recovery, a power cut). The steps are version 6's.
+///   Not the default: [`LATEST`].
+pub const GENERATOR: u32 = 6;
+
+/// The newest generator version (`--generator 7`); [`GENERATOR`] is the default.
+pub const LATEST: u32 = 7;
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
@@ -256,7 +291,11 @@ impl Schedule {
     /// generator makes it (see [`GENERATOR`]).
     pub fn generate_with(generator: u32, seed: u64, steps: u32) -> Self {
         let mut rng = Rng::new(seed);
-        let config = gen_config(&mut rng);
+        let mut config = gen_config(&mut rng);
+        if generator >= 6 {
+            page_scale(&mut config, seed);
+        }
+        config.fsync_loses_pages = generator >= 7;
         let mut out = Vec::with_capacity(steps as usize);
         // The rest of a burst: one step per index, as any other.
         let mut burst = std::collections::VecDeque::new();
@@ -284,6 +323,7 @@ impl Schedule {
             !matches!(
                 s,
                 Step::Crash { power_cut: true }
+                    | Step::PowerCutBeforeSeal { .. }
                     | Step::LoseWal { .. }
                     | Step::LoseWalRunning { .. }
                     | Step::WalFsyncFails
@@ -336,6 +376,21 @@ fn gen_config(rng: &mut Rng) -> SimConfig {
         keep_segments: usize::try_from(rng.range(1, 4)).unwrap_or(1),
         warm_retry: Duration::from_millis(rng.range(1, 10) * 20),
         background: rng.chance(2, 3),
+        cuts: CutModel::Bytes,
+        fsync_loses_pages: false,
+    }
+}
+
+/// Generator 6's power cuts by page, and for half the schedules segments of several
+/// pages (8–24 KiB, 5 times the age), so that a page not written back can precede pages
+/// that were — KiB segments fit in one page. Drawn from a generator of their own (seeded
+/// from the schedule's seed), so every other choice stays version 5's.
+fn page_scale(config: &mut SimConfig, seed: u64) {
+    config.cuts = CutModel::Pages;
+    let mut rng = Rng::new(step_seed(seed, u64::MAX));
+    if rng.chance(1, 2) {
+        config.segment_bytes = rng.range(2, 6) * PAGE;
+        config.segment_age *= 5;
     }
 }
 
@@ -400,6 +455,10 @@ fn gen_step(
             901..=905 if generator >= 2 => Step::LoseWalRunning { producers: 0, records: 0 },
             // Version 4: taken from `Heal`'s rolls, drawing no randomness.
             906..=910 if generator >= 4 => Step::WalFsyncFails,
+            // Version 6: taken from `Heal`'s rolls, drawing no randomness.
+            921..=930 if generator >= 6 => {
+                Step::PowerCutBeforeSeal { records: u8::try_from(1 + (roll - 921) % 5).unwrap_or(1) }
+            }
             // Version 5: taken from `Heal`'s rolls where warm is deployed.
             911..=920 if generator >= 5 && config.deployment.warm() => {
                 burst.extend(warm_outage_burst(rng));

@@ -1,13 +1,10 @@
 //! The simulation's verdicts as tests.
 //!
-//! - Every regression schedule (issue 15's cases 1–7, found on 3892a13) must pass: each
-//!   fails on 3892a13 with the invariant it names, and passes once its case is fixed.
+//! - Every regression schedule (`tier_sim::REGRESSION_SEEDS`) must pass: each breaks the
+//!   invariant it names while the bug its `case` describes is present.
 //! - A few hundred short benign schedules (no data-destroying or warm faults) from a fixed
 //!   seed set must pass: a quick sample of what `cargo xtask test` runs for a minute. The
-//!   full fault mix still finds violations on open bugs (`docs/simulation.md`).
-//!
-//! On 3892a13 (before issue 15's fixes) the regression schedules fail; that is what they
-//! are for.
+//!   full fault mix is what `cargo xtask sim` runs (`docs/simulation.md`).
 
 use tier_sim::{REGRESSION_SEEDS, Schedule, run};
 
@@ -44,11 +41,15 @@ fn three_hundred_short_benign_schedules_pass() {
 /// `Heal`, which became `LoseWalRunning`; version 3 differs from version 2 only in the
 /// appends a `LoseWalRunning` makes; version 4 from version 3 only where a `Heal` became
 /// `WalFsyncFails`; version 5 from version 4 from its first warm-outage burst on (which
-/// replaces a `Heal`). Regression schedules replay with the version they
-/// were found with, so their steps never change.
+/// replaces a `Heal`); version 6 from version 5 where a `Heal` became a
+/// `PowerCutBeforeSeal`, in its power-cut model and, for half the seeds, its segment size
+/// and age; version 7 from version 6 only in failed fsyncs losing their pages. Regression
+/// schedules replay with the version they were found with, so their steps and power cuts
+/// never change.
 #[test]
 fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() {
-    use tier_sim::schedule::{GENERATOR, ReadFrom, Step};
+    use tier_sim::disk::CutModel;
+    use tier_sim::schedule::{GENERATOR, LATEST, ReadFrom, Step};
     let mut running = 0;
     let mut appending = 0;
     for seed in 0..200 {
@@ -125,7 +126,47 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         }
     }
     assert!(bursts > 0, "version 5 generates warm-outage bursts");
-    assert_eq!(GENERATOR, 5, "the newest version is the default");
+    // Version 6 cuts power by page, gives half the schedules segments of several pages,
+    // and differs from version 5's steps only where a heal became a power cut before a
+    // seal's fsync.
+    let (mut cuts_before_seal, mut paged) = (0, 0);
+    for seed in 0..200 {
+        let (v5, v6) = (Schedule::generate_with(5, seed, 200), Schedule::generate_with(6, seed, 200));
+        assert_eq!(v5.config.cuts, CutModel::Bytes, "seed {seed}");
+        assert_eq!(v6.config.cuts, CutModel::Pages, "seed {seed}");
+        let mut scaled = v5.config.clone();
+        (scaled.cuts, scaled.segment_bytes, scaled.segment_age) =
+            (CutModel::Pages, v6.config.segment_bytes, v5.config.segment_age * 5);
+        if v6.config.segment_bytes != v5.config.segment_bytes {
+            assert!((8192..=24576).contains(&v6.config.segment_bytes), "seed {seed}: {}", v6.config);
+            assert_eq!(v6.config.to_string(), scaled.to_string(), "seed {seed}");
+            paged += 1;
+        } else {
+            scaled.segment_age = v5.config.segment_age;
+            assert_eq!(v6.config.to_string(), scaled.to_string(), "seed {seed}");
+        }
+        for ((i, a), (_, b)) in v5.steps.iter().zip(&v6.steps) {
+            if a != b {
+                assert!(
+                    *a == Step::Heal && matches!(b, Step::PowerCutBeforeSeal { records: 1..=5 }),
+                    "seed {seed} step {i}: {a:?} became {b:?}"
+                );
+                cuts_before_seal += 1;
+            }
+        }
+    }
+    assert!(cuts_before_seal > 0, "version 6 generates power cuts before a seal's fsync");
+    assert!((50..150).contains(&paged), "about half the schedules get segments of several pages: {paged}");
+    // Version 7 is version 6 with failed fsyncs losing their pages: the same steps.
+    for seed in 0..200 {
+        let (v6, v7) = (Schedule::generate_with(6, seed, 200), Schedule::generate_with(7, seed, 200));
+        assert!(!v6.config.fsync_loses_pages && v7.config.fsync_loses_pages, "seed {seed}");
+        assert_eq!(v6.steps, v7.steps, "seed {seed}");
+        let mut v7_as_6 = v7.config.clone();
+        v7_as_6.fsync_loses_pages = false;
+        assert_eq!(v6.config.to_string(), v7_as_6.to_string(), "seed {seed}");
+    }
+    assert_eq!((GENERATOR, LATEST), (6, 7), "version 6 is the default, 7 the newest");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }

@@ -1,6 +1,6 @@
 //! The simulation itself is deterministic: a schedule replays exactly, and shrinking keeps
-//! step seeds. (The regression seeds, which must fail on the old code and pass on the
-//! fixed one, are checked by `regressions.rs`.)
+//! step seeds. (The regression schedules, each of which fails while the bug it guards
+//! against is present, are checked by `regressions.rs`.)
 
 use tier_sim::{Schedule, run};
 
@@ -24,4 +24,29 @@ fn the_same_seed_generates_the_same_schedule() {
     assert_ne!(a.to_string(), Schedule::generate(43, 200).to_string());
     let kept = a.clone().keep(&[3, 7]);
     assert_eq!(kept.steps, vec![a.steps[3], a.steps[7]]);
+}
+
+/// A power cut while a rotation's seal is held stops the process part-way through a step
+/// (its durable lengths taken while the seal waits): it must replay exactly too, and the
+/// schedules must reach the state it is for — a rotation whose seal never ran, new files
+/// lost with their header.
+#[test]
+fn a_power_cut_before_a_seal_replays_exactly() {
+    use tier_sim::schedule::Step;
+    let (mut cuts, mut rotated, mut headers) = (0, 0, 0);
+    for seed in 0..60u64 {
+        let schedule = Schedule::generate(seed, 100);
+        if !schedule.steps.iter().any(|(_, s)| matches!(s, Step::PowerCutBeforeSeal { .. })) {
+            continue;
+        }
+        cuts += 1;
+        let a = run(&schedule, true);
+        let b = run(&schedule, true);
+        assert_eq!(a.trace, b.trace, "seed {seed} did not replay exactly");
+        assert_eq!(a.log, b.log, "seed {seed}");
+        rotated += a.log.iter().filter(|l| l.contains("rotated with the seal held: true")).count();
+        headers += a.log.iter().filter(|l| l.contains("new files zeroed, empty or gone")).count();
+    }
+    assert!(cuts >= 5, "{cuts} schedules with a power cut before a seal");
+    assert!(rotated > 0 && headers > 0, "rotations with the seal held: {rotated}, new files lost: {headers}");
 }

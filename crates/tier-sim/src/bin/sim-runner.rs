@@ -25,8 +25,8 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     keep: Option<Vec<u32>>,
     /// The version of the step generator (default: the current one; a regression
-    /// schedule found with an older one names it in `REGRESSION_SEEDS`; a newer one not
-    /// yet the default has open findings, `docs/simulation.md`).
+    /// schedule found with an older one names it in `REGRESSION_SEEDS`; the versions are
+    /// described in `docs/simulation.md`).
     #[arg(long)]
     generator: Option<u32>,
     /// How long to run, in seconds, when --seeds is not given.
