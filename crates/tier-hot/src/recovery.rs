@@ -2,10 +2,13 @@
 //!
 //! The segment files are taken in offset order. Every file but the last must be a
 //! sealed segment (header, trailer and index are checked; the data is checked as it is
-//! read) — or one whose background seal a crash cut short (footer missing or torn),
-//! which is scanned like the last file and sealed again. The last file is scanned batch by batch with the segment module's recovery
-//! scan: a torn tail is truncated or refused as [`RecoveryPolicy`] says, and the writer
-//! state (next offset, sparse index) is rebuilt from the valid batches. Invalid bytes
+//! read) — or one whose background seal a crash cut short (footer missing or torn, or,
+//! under `never`/`interval`, pages before a written trailer unwritten), which is scanned
+//! like the last file and sealed again, or removed when no batch of it reached the disk
+//! (its size may reach the disk without its data: the header, then zeros). The last
+//! file is scanned batch by batch with the segment module's recovery scan: a torn tail
+//! is truncated or refused as [`RecoveryPolicy`] says, and the writer state (next
+//! offset, sparse index) is rebuilt from the valid batches. Invalid bytes
 //! followed by intact batches are a torn tail only when they read as unwritten (a zeroed
 //! sector) where the fsync policy says no fsync covered them ([`unsynced`]), and a header
 //! that reads as never written is a torn creation only where the segment was created
@@ -34,8 +37,8 @@ use tier_core::{
     ErrorKind, Offset, OffsetRange, TierError, TopicName,
     batch::DecodeError,
     segment::{
-        HEADER_FIXED_LEN, MAX_HEADER_LEN, ScanOutcome, SegmentHeader, TRAILER_MAGIC, Unsynced,
-        header_unwritten, scan_unsealed_with,
+        HEADER_FIXED_LEN, MAX_HEADER_LEN, ScanOutcome, SegmentHeader, TRAILER_MAGIC, Trailer, Unsynced,
+        header_unwritten, hole_is_torn, scan_unsealed_with, unwritten_page,
     },
 };
 use tracing::warn;
@@ -193,15 +196,12 @@ pub(crate) fn recover_topic(
         let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place)? {
             Some(reopened) => reopened,
             None => {
-                // Its header never reached the disk, so neither did any fsync of it: a
-                // seal cut short (its own and the one before, which fsyncs its header).
-                let bytes = std::fs::metadata(path).map(|m| m.len()).ok();
-                warn!(
-                    topic = %topic, file = ?path, bytes,
-                    "removing a segment whose header never reached the disk; dropping its bytes"
-                );
+                // None of its batches reached the disk (nor, maybe, its header): a seal
+                // cut short (its own, and for a torn header the one before, which fsyncs
+                // it). After a sealed segment, a torn point; as the first file, the topic
+                // starts at the next one.
                 std::fs::remove_file(path)
-                    .map_err(|e| io_err(topic, path, "removing a segment that was never written", e))?;
+                    .map_err(|e| io_err(topic, path, "removing a segment that holds no durable batch", e))?;
                 fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
                 torn = Some(path.clone());
                 cut_back = true;
@@ -242,13 +242,18 @@ fn is_torn_header(path: &Path) -> bool {
 /// lack its footer or hold a torn one: when it does not open as sealed, it is scanned
 /// like an unsealed segment (a hole before intact batches is a torn tail where
 /// [`unsynced`] allows it); when it does not end with the trailer magic, or what follows
-/// its data is a cut-short footer ([`footer_cut_short`]), it is truncated there (or
-/// refused, as [`RecoveryPolicy`] says) and sealed again (footer written and fsynced). A
-/// complete footer that fails its checks stays `Corruption`. A header that never reached
-/// the disk is a torn creation, `None` (to be removed as holding no batch), when
-/// [`creation_torn`] says so for `place`, `Corruption` otherwise. Returns the segment and
-/// whether it was sealed again; records lost from the end of such a file make a torn
-/// point (see [`check_continues`]).
+/// its data is a cut-short footer ([`footer_cut_short`]), or a hole before a written
+/// trailer ([`hole_before_trailer`]: under `never`/`interval`, pages of the data or the
+/// footer that never reached the disk while the trailer's page did), it is truncated
+/// there (or refused, as [`RecoveryPolicy`] says) and sealed again (footer written and
+/// fsynced). A complete footer that fails its checks stays `Corruption`. `None` (to be
+/// removed as holding no durable batch) when the seal was cut short that way before any
+/// batch of it reached the disk — under `never`/`interval` only (the size may persist
+/// without the data: the header, then zeros), under `always` its batches were fsynced —
+/// or when its header never reached the disk and [`creation_torn`] calls that a torn
+/// creation at `place` (`Corruption` otherwise). Returns the segment and whether it was
+/// sealed again; records lost from the end of such a file make a torn point (see
+/// [`check_continues`]).
 fn open_or_reseal(
     topic: &TopicName,
     path: &Path,
@@ -265,21 +270,43 @@ fn open_or_reseal(
     // Not known durable (its seal was cut short): scan what the disk holds.
     crate::page_cache::read_from_disk_next(topic, path)?;
     let bytes = std::fs::read(path).map_err(io("reading a segment"))?;
-    let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced(config.fsync, false)) {
-        Ok(outcome) if outcome.sealed.is_none() && outcome.state.batch_count() > 0 => outcome,
-        // Sealed after all, or no batch at all: not a seal cut short; report why it
-        // failed to open.
+    let unsynced = unsynced(config.fsync, false);
+    let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced) {
+        Ok(outcome) if outcome.sealed.is_none() => outcome,
+        // Sealed after all: not a seal cut short; report why it failed to open.
         Ok(_) => return Err(not_sealed),
-        Err(_) if never_written(topic, &bytes, base, config, place) => return Ok(None),
+        Err(_) if never_written(topic, &bytes, base, config, place) => {
+            warn!(
+                topic = %topic, file = ?path, bytes = bytes.len(),
+                "removing a segment whose header never reached the disk; dropping its bytes"
+            );
+            return Ok(None);
+        }
         Err(e) => return Err(corrupt(topic, path, e)),
     };
     let footer = outcome.state.footer_bytes();
     // No trailer magic at the end: the footer's write never completed (the data may be
-    // torn too). With it: only zeroed or missing pages of the footer are a cut-short
-    // seal; any other difference is damage to a complete footer.
-    let cut_short = !bytes.ends_with(&TRAILER_MAGIC) || footer_cut_short(&bytes, outcome.data_end, &footer);
+    // torn too). With it: only zeroed or missing pages of the footer, or unwritten pages
+    // before a written trailer where no fsync covered them, are a cut-short seal; any
+    // other difference is damage to a complete footer.
+    let cut_short = !bytes.ends_with(&TRAILER_MAGIC)
+        || footer_cut_short(&bytes, outcome.data_end, &footer)
+        || hole_before_trailer(&bytes, outcome.data_end, footer.len(), unsynced);
     if outcome.header.topic != *topic || !cut_short {
         return Err(not_sealed);
+    }
+    if outcome.state.batch_count() == 0 {
+        // A header, then no valid batch. Under `always` the seal found its batches
+        // fsynced (and a header alone is removed before this): damage.
+        if unsynced != Unsynced::Anything {
+            return Err(not_sealed);
+        }
+        warn_torn_tail(topic, path, &outcome);
+        warn!(
+            topic = %topic, file = ?path, bytes = bytes.len(),
+            "removing a segment whose seal was cut short before any of its batches reached the disk"
+        );
+        return Ok(None);
     }
     warn!(topic = %topic, file = ?path, range = %outcome.state.offset_range(), "sealing a segment whose seal was cut short");
     let mut file = OpenOptions::new().write(true).open(path).map_err(io("opening a segment to seal it"))?;
@@ -370,6 +397,22 @@ fn never_written(topic: &TopicName, bytes: &[u8], base: Offset, config: &HotConf
     header_unwritten(bytes, topic, base) && creation_torn(config.fsync, config.recovery, place, holds_more)
 }
 
+/// True when the bytes after the data (`data_end..`, the last valid batch's end) of a
+/// file that ends with the trailer magic are more than a footer of `footer_len` bytes and
+/// what precedes the footer's place reads as pages that never reached the disk
+/// ([`unwritten_page`]) where [`hole_is_torn`] lets a hole lie past the durable point:
+/// writeback persisted the trailer's page and not the pages before it (lost batches, the
+/// footer's first part). The same evidence a hole before intact batches needs, the
+/// trailer standing for the intact bytes after the hole. Under `always` (`Unsynced::Nothing`)
+/// the batches were fsynced before the seal: never.
+fn hole_before_trailer(file: &[u8], data_end: u64, footer_len: usize, unsynced: Unsynced) -> bool {
+    let len = file.len() as u64;
+    let Some(hole_end) = len.checked_sub(footer_len as u64).filter(|&end| end > data_end) else {
+        return false;
+    };
+    hole_is_torn(data_end, len, unwritten_page(file, data_end, hole_end), unsynced)
+}
+
 /// Page size assumed for torn writes: writeback writes whole pages, so a footer whose
 /// write a crash cut short is the expected footer with pages missing from its end or
 /// left as zeros.
@@ -438,6 +481,11 @@ fn recover_last(
             std::fs::remove_file(path).map_err(io("removing a segment that was never written"))?;
             return ActiveSegment::create(topic, dir, base, config.index_interval_bytes);
         }
+        Err(_) if let Some(outcome) = hole_under_a_written_footer(&bytes, config) => {
+            // A seal cut short whose footer reached the disk and some of its data did
+            // not: an unsealed segment with a torn tail, truncated below.
+            outcome
+        }
         Err(e) => return Err(corrupt(topic, path, e)),
     };
     check_name(topic, path, base, outcome.header.base_offset)?;
@@ -472,6 +520,27 @@ fn recover_last(
         synced!(path, &file);
     }
     ActiveSegment::from_parts(topic, path.to_owned(), file, outcome.state)
+}
+
+/// The last file, under `never`/`interval` and `truncate_torn_tail`, when it ends with a
+/// valid trailer but its data does not match it because pages of the data read as never
+/// written ([`unwritten_page`] from the first invalid batch up to the index): a rotation
+/// wrote the footer and a power cut came before its seal's fsync, writeback having
+/// persisted the footer's pages and not all of the data's (and the next segment never
+/// reached the disk). Scanned as an unsealed segment up to the index: the outcome has a
+/// torn tail at the first invalid batch, to be truncated there (the footer with it) and
+/// appended after. `None` under `always` (the seal found every batch fsynced) or
+/// `refuse`, or when the invalid bytes show no unwritten page: damage.
+fn hole_under_a_written_footer(bytes: &[u8], config: &HotConfig) -> Option<ScanOutcome> {
+    let unsynced = unsynced(config.fsync, true);
+    if unsynced != Unsynced::Anything || config.recovery != RecoveryPolicy::TruncateTornTail {
+        return None;
+    }
+    let trailer = Trailer::decode(bytes).ok().filter(|t| t.segment_len() == bytes.len() as u64)?;
+    let index_at = usize::try_from(trailer.index_position).ok().filter(|&at| at < bytes.len())?;
+    let outcome = scan_unsealed_with(&bytes[..index_at], config.recovery.into(), unsynced).ok()?;
+    let torn = outcome.torn_tail.is_some() && unwritten_page(bytes, outcome.data_end, index_at as u64);
+    torn.then_some(outcome)
 }
 
 /// True when `bytes` is too short to hold the header it starts (the magic, if present,
@@ -549,7 +618,9 @@ mod tests {
 
     use tier_core::segment::Unsynced;
 
-    use super::{MAX_GROUP_BYTES, PAGE, Place, creation_torn, footer_cut_short, unsynced};
+    use super::{
+        MAX_GROUP_BYTES, PAGE, Place, creation_torn, footer_cut_short, hole_before_trailer, unsynced,
+    };
     use crate::config::{FsyncPolicy, RecoveryPolicy};
 
     const POLICIES: [FsyncPolicy; 3] =
@@ -623,5 +694,26 @@ mod tests {
         assert!(!footer_cut_short(&file(&flipped), data_end, &footer), "a flipped bit");
         let longer = [footer.clone(), vec![1]].concat();
         assert!(!footer_cut_short(&file(&longer), data_end, &footer), "more than a footer");
+    }
+
+    #[test]
+    fn a_hole_before_a_written_trailer_is_a_seal_cut_short_only_where_no_fsync_covered_it() {
+        // Data ends at 1000; batches lost from there to 9000 (a page of them unwritten),
+        // then a footer of 300 bytes whose trailer page was written.
+        let data_end = 1000u64;
+        let footer = 300usize;
+        let mut file = vec![7u8; 9000 + footer];
+        file[PAGE as usize..2 * PAGE as usize].fill(0);
+        for fsync in POLICIES {
+            let torn = hole_before_trailer(&file, data_end, footer, unsynced(fsync, false));
+            assert_eq!(torn, fsync != POLICIES[0], "{fsync:?}");
+        }
+        let never = unsynced(POLICIES[2], false);
+        let garbage = vec![7u8; 9000 + footer];
+        assert!(!hole_before_trailer(&garbage, data_end, footer, never), "no page reads as unwritten");
+        let complete = vec![7u8; data_end as usize + footer];
+        assert!(!hole_before_trailer(&complete, data_end, footer, never), "a footer's length after the data");
+        let shorter = vec![0u8; data_end as usize + footer - 1];
+        assert!(!hole_before_trailer(&shorter, data_end, footer, never), "less than a footer");
     }
 }

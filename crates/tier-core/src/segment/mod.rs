@@ -47,7 +47,7 @@ pub use ranged::{RangeReader, RangedSegment, SegmentMeta, tail_bytes_for_index};
 pub use reader::SealedSegment;
 pub use recovery::{
     DroppedIntact, PAGE, RecoveryPolicy, SECTOR, ScanOutcome, Unsynced, header_unwritten, hole_is_torn,
-    scan_unsealed, scan_unsealed_with,
+    scan_unsealed, scan_unsealed_with, unwritten_page,
 };
 pub use trailer::{TRAILER_LEN, TRAILER_MAGIC, Trailer};
 pub use writer::{SegmentWriter, SegmentWriterState};

@@ -85,8 +85,10 @@ pub const PAGE: u64 = 4096;
 /// whole, aligned [`SECTOR`] overlapping them is zeros, or every byte from `from` (where
 /// the last valid batch ends, so where the unwritten bytes of a page begin) to the end of
 /// its [`PAGE`] is zero — the shape of an unwritten page whose first part was durable,
-/// which may hold no whole zeroed sector.
-fn unwritten_page(bytes: &[u8], from: u64, to: u64) -> bool {
+/// which may hold no whole zeroed sector. The evidence [`scan_unsealed_with`] passes to
+/// [`hole_is_torn`]; a caller judging other written bytes after a hole (a segment's
+/// trailer) uses the same.
+pub fn unwritten_page(bytes: &[u8], from: u64, to: u64) -> bool {
     let page_end = (from / PAGE + 1) * PAGE;
     let rest = usize::try_from(from)
         .ok()
