@@ -227,17 +227,27 @@ impl TieredStore {
                 break;
             }
             if !cold_empty && segment.range.start > cold_end {
-                // Every WAL gap inside the hole, in order: cold skips what it already
-                // recorded, and refuses a piece that does not continue what it holds.
-                let hole = OffsetRange::new(cold_end, segment.range.start);
-                for gap in self.hot().gaps(topic) {
-                    let (start, end) = (gap.start.max(hole.start), gap.end.min(hole.end));
-                    if start >= end {
-                        continue;
+                self.fill_hole(topic, OffsetRange::new(cold_end, segment.range.start), &mut exported).await?;
+            } else if cold_empty
+                && segment.range.start > 0
+                && let Some(below) = self.warm_below(topic, segment.range.start).await
+            {
+                // Cold's first segment: warm holds records below the WAL's start (a torn
+                // point at its start lost them from the WAL), which cold would otherwise
+                // start past, and warm trim away. Warm's copy is stored; the offsets
+                // between it and the segment, which no tier holds (recovery reported
+                // them), are recorded lost so that cold takes the segment.
+                let from_warm = self.export_from_warm(topic, below).await?;
+                if from_warm > below.start {
+                    exported.push(ExportedSegment {
+                        topic: topic.clone(),
+                        range: OffsetRange::new(below.start, from_warm),
+                    });
+                    if from_warm < segment.range.start {
+                        let lost = OffsetRange::new(from_warm, segment.range.start);
+                        cold.record_gap(topic, lost).await?;
+                        info!(topic = %topic, range = %lost, "recorded offsets no tier holds as a gap in cold");
                     }
-                    let lost = OffsetRange::new(start, end);
-                    cold.record_gap(topic, lost).await?;
-                    info!(topic = %topic, range = %lost, "recorded offsets lost in the WAL as a gap in cold");
                 }
             }
             let rebuilt = self.rebuilt_from_warm(topic, &segment).await?;
@@ -254,6 +264,75 @@ impl TieredStore {
         tracing::Span::current().record("to", cold_end);
         crate::metrics::export_lag(topic, *core.hwm.borrow(), OffsetRange::new(held.start, cold_end));
         Ok(exported)
+    }
+
+    /// What warm holds below `start` (the WAL's first sealed segment), when warm answers
+    /// and holds records there.
+    async fn warm_below(&self, topic: &TopicName, start: Offset) -> Option<OffsetRange> {
+        let warm = self.inner.tiers.warm.as_ref()?;
+        let held = warm.range(topic).await.ok()?;
+        (held.start < start && !held.is_empty()).then(|| OffsetRange::new(held.start, held.end.min(start)))
+    }
+
+    /// Fills `hole` (from cold's end to the next segment's base) in order: every WAL gap
+    /// inside it is recorded lost in cold (cold skips what it already recorded, and
+    /// refuses a piece that does not continue what it holds) — except what warm holds of
+    /// it: a torn point (a seal a crash cut short) lost records warm may still hold, and
+    /// warm's copy is stored ([`export_from_warm`](Self::export_from_warm)). Offsets of
+    /// the hole in no WAL gap, past where cold continues, are stored from warm's copy
+    /// too (a torn point at the WAL's start: the WAL starts above cold's end, and warm
+    /// holds what it lost); what warm lacks of them is left, and cold refuses the segment
+    /// after it.
+    async fn fill_hole(
+        &self,
+        topic: &TopicName,
+        hole: OffsetRange,
+        exported: &mut Vec<ExportedSegment>,
+    ) -> Result<(), TierError> {
+        let Some(cold) = self.inner.tiers.cold.clone() else { return Ok(()) };
+        let mut pieces = Vec::new();
+        let mut at = hole.start;
+        for gap in self.hot().gaps(topic) {
+            let (start, end) = (gap.start.max(hole.start), gap.end.min(hole.end));
+            if start >= end {
+                continue;
+            }
+            if at < start {
+                pieces.push((OffsetRange::new(at, start), false));
+            }
+            pieces.push((OffsetRange::new(start, end), true));
+            at = end;
+        }
+        if at < hole.end {
+            pieces.push((OffsetRange::new(at, hole.end), false));
+        }
+        let continues = if pieces.iter().any(|(_, gap)| !gap) { cold.continuation(topic).await? } else { 0 };
+        for (piece, wal_gap) in pieces {
+            let piece = if wal_gap {
+                piece
+            } else if piece.end > continues {
+                OffsetRange::new(piece.start.max(continues), piece.end)
+            } else {
+                continue;
+            };
+            let from_warm = self.export_from_warm(topic, piece).await?;
+            if from_warm > piece.start {
+                exported.push(ExportedSegment {
+                    topic: topic.clone(),
+                    range: OffsetRange::new(piece.start, from_warm),
+                });
+            }
+            if from_warm >= piece.end {
+                continue;
+            }
+            if !wal_gap {
+                break;
+            }
+            let lost = OffsetRange::new(from_warm, piece.end);
+            cold.record_gap(topic, lost).await?;
+            info!(topic = %topic, range = %lost, "recorded offsets lost in the WAL as a gap in cold");
+        }
+        Ok(())
     }
 
     /// Checks a sealed WAL segment's checksums before it is exported. Damage on the local
@@ -315,7 +394,22 @@ impl TieredStore {
             SegmentHeader::new(topic.clone(), range.start, segment.min_timestamp)
                 .with_index_interval_bytes(self.hot().config().index_interval_bytes)
         });
-        let rebuilt = self.inner.state_dir.join(format!(".rebuilt-{topic}-{}.seg", range.start));
+        let rebuilt = self.segment_of(topic, header, batches).await?;
+        warn!(topic = %topic, range = %range, damage, "a sealed WAL segment is damaged; exporting warm's intact copy");
+        Ok(Some(rebuilt))
+    }
+
+    /// Writes `batches` into a sealed segment with `header` in the state directory and
+    /// returns its path, for the caller to store and remove.
+    async fn segment_of(
+        &self,
+        topic: &TopicName,
+        header: SegmentHeader,
+        batches: Vec<tier_core::RecordBatch>,
+    ) -> Result<std::path::PathBuf, TierError> {
+        let base = header.base_offset;
+        let ctx = || ErrorContext::tier(TierKind::Router).topic(topic).offset(base);
+        let rebuilt = self.inner.state_dir.join(format!(".rebuilt-{topic}-{base}.seg"));
         let target = rebuilt.clone();
         tokio::task::spawn_blocking(move || {
             let file = std::fs::File::create(&target).map_err(|e| {
@@ -333,8 +427,70 @@ impl TieredStore {
         })
         .await
         .map_err(|e| TierError::internal(ctx(), "the segment rebuild task failed").with_source(e))??;
-        warn!(topic = %topic, range = %range, damage, "a sealed WAL segment is damaged; exporting warm's intact copy");
-        Ok(Some(rebuilt))
+        Ok(rebuilt)
+    }
+
+    /// Stores in cold, as one segment, warm's batches holding offsets `gap` of a gap the
+    /// WAL recorded — from its start, whole batches inside it, never in offsets a degraded
+    /// open skipped (warm's records there were never acknowledged). A torn point (a seal
+    /// a power cut cut short) loses records the WAL had acknowledged and warm still holds:
+    /// recording them lost in cold would lose them once warm trims. Returns where warm's
+    /// copy ends (`gap.start` when warm holds none of it, or there is no warm tier).
+    /// While warm cannot be asked: `Unavailable` (the export is retried) when the gap
+    /// holds a torn point warm held when the topic opened (`Tiers::torn_in_warm`),
+    /// `gap.start` otherwise — a gap recovery or a resume recorded holds nothing warm
+    /// holds, and the export does not wait for warm.
+    async fn export_from_warm(&self, topic: &TopicName, gap: OffsetRange) -> Result<Offset, TierError> {
+        let tiers = &self.inner.tiers;
+        let (Some(warm), Some(cold)) = (&tiers.warm, &tiers.cold) else { return Ok(gap.start) };
+        let Ok(limit) = tiers.warm_limit(topic, gap.start) else { return Ok(gap.start) };
+        let held = match warm.range(topic).await {
+            Ok(held) => held,
+            // A gap that held no acknowledged record warm holds at open is recorded lost
+            // in cold as it is; warm's copy of a torn point is waited for.
+            Err(e) if e.kind() == tier_core::ErrorKind::Unavailable => {
+                let torn = tiers.torn_in_warm.lock().get(topic).cloned().unwrap_or_default();
+                if torn.iter().any(|t| t.start < gap.end && gap.start < t.end) {
+                    return Err(e);
+                }
+                return Ok(gap.start);
+            }
+            Err(e) => return Err(e),
+        };
+        let to = gap.end.min(limit).min(held.end);
+        if !(held.start <= gap.start && gap.start < to) {
+            return Ok(gap.start);
+        }
+        let mut batches = Vec::new();
+        match crate::recovery::warm_batches(tiers, topic, gap.start, to, &mut batches).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == tier_core::ErrorKind::Unavailable => return Err(e),
+            Err(e) => {
+                error!(topic = %topic, lost_in_wal = %gap, error = %e.report(), "warm's copy of offsets the WAL lost cannot be read; recording them lost in cold");
+                return Ok(gap.start);
+            }
+        }
+        if batches.first().is_none_or(|b| b.base_offset() != gap.start) {
+            return Ok(gap.start);
+        }
+        let whole = batches.iter().take_while(|b| b.end_offset() <= to).count();
+        batches.truncate(whole);
+        let Some(reached) = batches.last().map(tier_core::RecordBatch::end_offset) else {
+            return Ok(gap.start);
+        };
+        let min_timestamp =
+            batches.iter().map(tier_core::RecordBatch::min_timestamp).min().unwrap_or_default();
+        let header = SegmentHeader::new(topic.clone(), gap.start, min_timestamp)
+            .with_index_interval_bytes(self.hot().config().index_interval_bytes);
+        let path = self.segment_of(topic, header, batches).await?;
+        let stored = cold.store_segment(topic, &path).await;
+        let _ = std::fs::remove_file(&path);
+        let range = stored?;
+        warn!(
+            topic = %topic, lost_in_wal = %gap, exported = %range,
+            "the WAL recorded these offsets lost (a torn point); exported warm's copy to cold"
+        );
+        Ok(reached)
     }
 
     /// Seals `topic`'s active WAL segment and stores every sealed segment cold does not

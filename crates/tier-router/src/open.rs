@@ -205,6 +205,7 @@ impl StoreBuilder {
             config: self.router,
             boot_id,
             unacked: Default::default(),
+            torn_in_warm: Default::default(),
         });
         let (shutdown, _) = watch::channel(false);
         let store = TieredStore {

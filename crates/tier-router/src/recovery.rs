@@ -219,6 +219,7 @@ async fn recover(
             plan.next_offset
         );
     }
+    tiers.torn_in_warm.lock().insert(topic.clone(), plan.torn_in_warm);
     let mut backlog = Vec::new();
     for effect in plan.effects {
         apply(tiers, state_dir, topic, effect, &mut backlog, &mut replayed_unconfirmed).await?;
@@ -329,11 +330,15 @@ async fn gather(
         Some(c) => (Some(c.range(topic).await?), c.continuation(topic).await?),
         None => (None, 0),
     };
+    let cut_back = tiers.hot.cut_back_at_open(topic);
     let mut evidence = Evidence {
         policy: tiers.config.warm_failure_policy,
         fsync_always: tiers.hot.config().fsync == tier_hot::FsyncPolicy::Always,
         hot,
-        cut_back: tiers.hot.cut_back_at_open(topic),
+        cut_back,
+        // A torn point recorded at this open is among the gaps only when opening cut the
+        // log back (see `Evidence::wal_gaps`).
+        wal_gaps: if cut_back { tiers.hot.gaps(topic) } else { Vec::new() },
         checkpoint: checkpoint.map(|c| c.end),
         warm_confirmed: checkpoint.and_then(|c| c.warm),
         reservation: reservation.as_ref().map(|r| r.offset),

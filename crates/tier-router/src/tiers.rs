@@ -25,6 +25,11 @@ pub(crate) struct Tiers {
     /// set when the topic opens, cleared once warm holds none of them. Readers never take
     /// those offsets from warm ([`Tiers::warm_limit`]).
     pub(crate) unacked: Mutex<HashMap<TopicName, Vec<OffsetRange>>>,
+    /// Per topic, the offsets of torn points the WAL recorded when this store opened it
+    /// that warm held then (see `recovery/plan.rs`, `Plan::torn_in_warm`): while warm
+    /// cannot be asked, the exporter does not record them lost in cold — warm holds
+    /// acknowledged records there, which it exports once warm answers.
+    pub(crate) torn_in_warm: Mutex<HashMap<TopicName, Vec<OffsetRange>>>,
 }
 
 impl Tiers {

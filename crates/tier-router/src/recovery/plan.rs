@@ -41,6 +41,13 @@ pub(crate) struct Evidence {
     pub(crate) hot: OffsetRange,
     /// Opening the WAL cut its tail back (a torn write or media damage).
     pub(crate) cut_back: bool,
+    /// The WAL's recorded gaps that may be torn points recorded at this open: a seal a
+    /// power cut cut short lost the sealed segment's unsynced tail, and opening the WAL
+    /// recorded the lost offsets as a gap (`docs/hot.md`, Recovery). tier-hot does not say
+    /// which of its gaps it recorded at this open, so these are all of them when opening
+    /// cut the log back (`cut_back`, which a torn point sets), none otherwise; a gap an
+    /// earlier recovery recorded was reported then and is reported again.
+    pub(crate) wal_gaps: Vec<OffsetRange>,
     /// The checkpointed commit point.
     pub(crate) checkpoint: Option<Offset>,
     /// Where warm's confirmed batches ended at the checkpoint.
@@ -153,11 +160,35 @@ pub(crate) struct Plan {
     pub(crate) warm_backfill: Option<OffsetRange>,
     pub(crate) unacked: Vec<OffsetRange>,
     pub(crate) warm_confirmed_from: Offset,
+    /// The offsets of torn points the WAL recorded ([`Evidence::wal_gaps`]) that warm
+    /// holds (outside offsets a degraded open skipped): acknowledged records only warm
+    /// holds now, which the exporter stores in cold from warm.
+    pub(crate) torn_in_warm: Vec<OffsetRange>,
     pub(crate) effects: Vec<Effect>,
 }
 
 fn overlaps(a: OffsetRange, b: OffsetRange) -> bool {
     a.start < b.end && b.start < a.end
+}
+
+/// The parts of `range` outside every range of `held`, in order.
+pub(crate) fn outside(range: OffsetRange, held: &[OffsetRange]) -> Vec<OffsetRange> {
+    let mut out = vec![range];
+    for h in held.iter().filter(|h| !h.is_empty()) {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                if !overlaps(p, *h) {
+                    return vec![p];
+                }
+                [OffsetRange::new(p.start, h.start.max(p.start)), OffsetRange::new(h.end.min(p.end), p.end)]
+                    .into_iter()
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            })
+            .collect();
+    }
+    out
 }
 
 impl Evidence {
@@ -396,6 +427,25 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         lost.push(OffsetRange::new(next, cp));
         next = cp;
     }
+    // A torn point the WAL recorded at open: a seal cut short lost acknowledged records
+    // the WAL no longer holds. The offsets warm or cold holds are served from them (and
+    // the exporter stores warm's copy in cold rather than a gap); the rest are reported —
+    // lost below the checkpoint (acknowledged), maybe lost above it — except offsets a
+    // degraded open skipped, which hold nothing acknowledged.
+    let mut held_elsewhere = vec![warm_r, cold_r];
+    held_elsewhere.extend(e.unacked_found());
+    let mut torn_in_warm = Vec::new();
+    for gap in &e.wal_gaps {
+        let (from, to) = (gap.start.max(warm_r.start), gap.end.min(warm_r.end));
+        if from < to {
+            torn_in_warm.extend(outside(OffsetRange::new(from, to), &e.unacked_found()));
+        }
+        for piece in outside(*gap, &held_elsewhere) {
+            let known = e.checkpoint.unwrap_or(0).clamp(piece.start, piece.end);
+            lost.extend(Some(OffsetRange::new(piece.start, known)).filter(|x| !x.is_empty()));
+            maybe_lost.extend(Some(OffsetRange::new(known, piece.end)).filter(|x| !x.is_empty()));
+        }
+    }
     // Warm's end counts even for an empty stream: it handed those offsets out once.
     let other_tier_holds = warm_r.end > 0 || !cold_r.is_empty() || after.marked;
 
@@ -473,12 +523,21 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     let wal = after.wal;
     // Offsets between cold's end and the WAL's first one that warm does not hold either:
     // no tier holds them.
+    let warm_covers = !warm_r.is_empty() && warm_r.start <= wal.start && warm_r.end >= wal.start;
+    let held_from = if warm_covers { warm_r.start } else { wal.start };
+    let cold_end = e.cold_continues.max(cold_r.end);
     if e.cold.is_some() && !wal.is_empty() {
-        let warm_covers = !warm_r.is_empty() && warm_r.start <= wal.start && warm_r.end >= wal.start;
-        let held_from = if warm_covers { warm_r.start } else { wal.start };
-        let cold_end = e.cold_continues.max(cold_r.end);
         if cold_end < held_from {
             lost.push(OffsetRange::new(cold_end, held_from));
+        }
+    } else if e.cold.is_some() && !e.wal_lost() && e.cut_back && cold_end < held_from {
+        // The same below a WAL that opening cut back to nothing past cold's end (a torn
+        // point at its start: its first segments never reached the disk): acknowledged
+        // below the checkpoint, maybe acknowledged above it.
+        for piece in outside(OffsetRange::new(cold_end, held_from), &held_elsewhere) {
+            let known = e.checkpoint.unwrap_or(0).clamp(piece.start, piece.end);
+            lost.extend(Some(OffsetRange::new(piece.start, known)).filter(|x| !x.is_empty()));
+            maybe_lost.extend(Some(OffsetRange::new(known, piece.end)).filter(|x| !x.is_empty()));
         }
     }
     let skip_wal = !end_unknown && wal.end < next;
@@ -546,6 +605,10 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
             effects.push(Effect::WriteUnacked(unacked.clone()));
         }
         let wal_first = if wal.is_empty() { next } else { wal.start };
+        // Not what warm holds below the WAL's first offset: the exporter stores warm's
+        // copy there (a torn point at the WAL's start lost records warm still holds).
+        let warm_below = !warm_r.is_empty() && warm_r.start <= wal_first && warm_r.end >= wal_first;
+        let wal_first = if warm_below { warm_r.start.max(cold_r.end).min(wal_first) } else { wal_first };
         if e.cold.is_some() && !cold_r.is_empty() && cold_r.end < wal_first {
             effects.push(Effect::RecordGapInCold { cold: cold_r, wal_first });
         }
@@ -571,6 +634,7 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         warm_backfill,
         unacked,
         warm_confirmed_from,
+        torn_in_warm,
         effects,
     }
 }

@@ -7,6 +7,23 @@ fn r(start: Offset, end: Offset) -> OffsetRange {
     OffsetRange::new(start, end)
 }
 
+/// Whether opening the WAL cut `hot` back, and the gaps it may have recorded then: none,
+/// or a torn point — after a sealed segment, ending where the next segment starts (at
+/// the WAL's end when that segment holds nothing).
+fn torn_points(hot: OffsetRange) -> Vec<(bool, Vec<OffsetRange>)> {
+    let mut out = vec![(false, vec![])];
+    if hot.is_empty() {
+        return out;
+    }
+    out.push((true, vec![]));
+    for gap in [r(1, 3), r(2, 4), r(3, 4)] {
+        if hot.start < gap.start && gap.end <= hot.end {
+            out.push((true, vec![gap]));
+        }
+    }
+    out
+}
+
 /// Every combination of the evidence's dimensions, passed to `f`.
 fn each_evidence(mut f: impl FnMut(&Evidence)) {
     let hots = [OffsetRange::empty_at(0), r(0, 4), r(2, 4)];
@@ -41,10 +58,7 @@ fn each_evidence(mut f: impl FnMut(&Evidence)) {
     for policy in [WarmFailurePolicy::Fail, WarmFailurePolicy::Degrade] {
         for fsync_always in [false, true] {
             for hot in hots {
-                for cut_back in [false, true] {
-                    if cut_back && hot.is_empty() {
-                        continue;
-                    }
+                for (cut_back, wal_gaps) in torn_points(hot) {
                     for checkpoint in checkpoints {
                         for warm_confirmed in confirmed {
                             for (reservation, reservation_exact) in reservations {
@@ -59,6 +73,7 @@ fn each_evidence(mut f: impl FnMut(&Evidence)) {
                                                             fsync_always,
                                                             hot,
                                                             cut_back,
+                                                            wal_gaps: wal_gaps.clone(),
                                                             checkpoint,
                                                             warm_confirmed,
                                                             reservation,
@@ -330,8 +345,11 @@ fn every_offset_no_tier_holds_is_reported() {
         if degraded_then_fail(e) {
             return;
         }
-        let held: Vec<OffsetRange> = [after.wal, warm, cold].into_iter().filter(|x| !x.is_empty()).collect();
-        let floor = held.iter().map(|x| x.start).min().unwrap_or(p.next_offset);
+        // The WAL does not hold the offsets of a torn point it recorded.
+        let wal = outside(after.wal, &e.wal_gaps);
+        let floor = [after.wal, warm, cold].iter().filter(|x| !x.is_empty()).map(|x| x.start).min();
+        let floor = floor.unwrap_or(p.next_offset);
+        let held: Vec<OffsetRange> = wal.into_iter().chain([warm, cold]).filter(|x| !x.is_empty()).collect();
         let skipped: Vec<OffsetRange> = p.skipped.into_iter().collect();
         let found = e.unacked_found();
         let cold_gap = [r(cold.end, e.cold_continues.max(cold.end))];
@@ -342,6 +360,75 @@ fn every_offset_no_tier_holds_is_reported() {
             );
         }
     });
+}
+
+/// A torn point the WAL recorded at open is reported exactly where no other tier holds
+/// it and no degraded open skipped it: lost below the checkpoint (acknowledged), maybe
+/// lost above; the offsets warm or cold holds are not reported (they are served from
+/// there).
+#[test]
+fn a_torn_point_is_reported_where_no_other_tier_holds_it() {
+    let n = each_plan(|e, _, _, p| {
+        let Some(gap) = e.wal_gaps.first() else { return };
+        let warm = e.warm_range().unwrap_or_default();
+        let cold = e.cold.unwrap_or_default();
+        let found = e.unacked_found();
+        for o in gap.start..gap.end {
+            if covered(&[&e.pending.lost, &e.pending.maybe_lost], o) {
+                continue;
+            }
+            let ctx = format!("offset {o}: {e:?} -> {p:?}");
+            let warm_copy = warm.contains(o) && !covered(&[&found], o);
+            assert_eq!(covered(&[&p.torn_in_warm], o), warm_copy, "warm's copy to export: {ctx}");
+            if covered(&[&[warm, cold], &found], o) {
+                assert!(!covered(&[&p.lost, &p.maybe_lost], o), "reported although held: {ctx}");
+            } else if e.checkpoint.is_some_and(|cp| o < cp) {
+                assert!(covered(&[&p.lost], o), "acknowledged and not reported lost: {ctx}");
+            } else {
+                assert!(covered(&[&p.maybe_lost], o), "not reported maybe lost: {ctx}");
+            }
+        }
+    });
+    assert!(n > 100_000, "only {n} plans");
+}
+
+fn torn_point_evidence(warm: WarmSeen, cold: Option<OffsetRange>) -> Evidence {
+    Evidence {
+        policy: WarmFailurePolicy::Degrade,
+        fsync_always: false,
+        hot: r(0, 24),
+        cut_back: true,
+        wal_gaps: vec![r(14, 24)],
+        checkpoint: Some(14),
+        warm_confirmed: None,
+        reservation: Some(1038),
+        reservation_exact: false,
+        fence: None,
+        pending: Losses::default(),
+        unacked_state: vec![],
+        unacked_wal: vec![],
+        rebuilt: None,
+        cold,
+        cold_continues: 0,
+        warm,
+    }
+}
+
+/// The shape the simulation found (seed 60000004): hot+cold, a seal cut short lost
+/// [14, 24) at a torn point, the reservation at 1038: both ranges are maybe lost. With
+/// warm holding the torn point's records, only the reservation's range is.
+#[test]
+fn a_torn_point_below_the_wals_end_is_reported_unless_warm_holds_it() {
+    let mut outcomes = Vec::new();
+    for warm in [WarmSeen::Disabled, WarmSeen::Holds(r(0, 24))] {
+        let e = torn_point_evidence(warm, Some(OffsetRange::empty_at(0)));
+        let step = plan_replay(&e).unwrap();
+        let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+        assert_eq!(p.next_offset, 1038, "{p:?}");
+        assert!(p.lost.is_empty(), "{p:?}");
+        outcomes.push((p.maybe_lost, p.torn_in_warm));
+    }
+    assert_eq!(outcomes, [(vec![r(14, 24), r(24, 1038)], vec![]), (vec![r(24, 1038)], vec![r(14, 24)])]);
 }
 
 /// Never wedged: a topic with local evidence of its end (a checkpoint or a reservation)
