@@ -35,7 +35,7 @@ fn a_power_cut_before_a_seal_replays_exactly() {
     use tier_sim::schedule::Step;
     let (mut cuts, mut rotated, mut headers) = (0, 0, 0);
     for seed in 0..60u64 {
-        let schedule = Schedule::generate(seed, 100);
+        let schedule = Schedule::generate_with(6, seed, 100);
         if !schedule.steps.iter().any(|(_, s)| matches!(s, Step::PowerCutBeforeSeal { .. })) {
             continue;
         }
