@@ -166,7 +166,11 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         v7_as_6.fsync_loses_pages = false;
         assert_eq!(v6.config.to_string(), v7_as_6.to_string(), "seed {seed}");
     }
-    assert_eq!((GENERATOR, LATEST), (5, 7), "version 5 is the default (6 and 7 have open findings), 7 the newest");
+    assert_eq!(
+        (GENERATOR, LATEST),
+        (5, 7),
+        "version 5 is the default (6 and 7 have open findings), 7 the newest"
+    );
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }

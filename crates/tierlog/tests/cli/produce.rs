@@ -85,7 +85,10 @@ fn data_files(dir: &std::path::Path) -> Vec<String> {
             let path = entry.path();
             if path.is_dir() {
                 todo.push(path);
-            } else if !(path.ends_with(".lock") || path.ends_with(".router.lock") || path.ends_with("router/owner")) {
+            } else if !(path.ends_with(".lock")
+                || path.ends_with(".router.lock")
+                || path.ends_with("router/owner"))
+            {
                 files.push(path.strip_prefix(dir).expect("under dir").display().to_string());
             }
         }
