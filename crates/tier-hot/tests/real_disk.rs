@@ -49,6 +49,31 @@ async fn read_all(tier: &HotTier, t: &tier_core::TopicName) -> Vec<Record> {
     tier.read(t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap()
 }
 
+/// Remounts the file system (the page cache is gone), reopens the WAL and checks that it
+/// holds exactly `served` followed by `later`: every record served after the reopen, and
+/// every acknowledged one, is on the disk.
+async fn durable_after_remount(
+    fs: &mut LoopFs,
+    config: HotConfig,
+    t: &tier_core::TopicName,
+    served: &[Record],
+    later: &[Record],
+) {
+    fs.remount().unwrap();
+    let tier = within("open after the remount", HotTier::open(config)).await.unwrap();
+    assert!(tier.damaged().is_empty(), "the topic must open after the remount: {:?}", tier.damaged());
+    let got = read_all(&tier, t).await;
+    tier.close().await;
+    drop(tier);
+    let expected: Vec<Record> = served.iter().chain(later).cloned().collect();
+    assert!(
+        got == expected,
+        "every record served after the reopen, and every acknowledged one, is durable:\n got  {:?}\n want {:?}",
+        summary(&got),
+        summary(&expected)
+    );
+}
+
 /// The file system, or `None` after printing why the environment refused it.
 fn loop_fs(test: &str) -> Option<LoopFs> {
     LoopFs::mount_or_explain(&format!("real_disk::{test}"), LoopFsSize { backing_mib: 40, image_mib: 32 })
@@ -93,19 +118,7 @@ async fn a_wal_never_vouches_for_pages_a_failed_fsync_left_unwritten() {
     within("close", tier.close()).await;
     drop(tier);
 
-    fs.remount().unwrap();
-    let tier = within("open after the remount", HotTier::open(config)).await.unwrap();
-    assert!(tier.damaged().is_empty(), "the topic must open after the remount: {:?}", tier.damaged());
-    let got = read_all(&tier, &t).await;
-    tier.close().await;
-    drop(tier);
-    let expected: Vec<Record> = served.iter().chain(&later).cloned().collect();
-    assert!(
-        got == expected,
-        "every record served after the reopen, and every acknowledged one, is durable:\n got  {:?}\n want {:?}",
-        summary(&got),
-        summary(&expected)
-    );
+    durable_after_remount(&mut fs, config, &t, &served, &later).await;
     assert!(
         served == acked,
         "the reopened WAL served exactly what was acknowledged, nothing refused: served {:?}",
@@ -163,19 +176,7 @@ async fn a_wal_reopened_after_a_failed_timer_fsync_serves_only_what_the_disk_hol
     tier.close().await;
     drop(tier);
 
-    fs.remount().unwrap();
-    let tier = HotTier::open(config).await.unwrap();
-    assert!(tier.damaged().is_empty(), "the topic must open after the remount: {:?}", tier.damaged());
-    let got = read_all(&tier, &t).await;
-    tier.close().await;
-    drop(tier);
-    let expected: Vec<Record> = served.iter().chain(&later).cloned().collect();
-    assert!(
-        got == expected,
-        "every record served after the reopen, and every acknowledged one, is durable:\n got  {:?}\n want {:?}",
-        summary(&got),
-        summary(&expected)
-    );
+    durable_after_remount(&mut fs, config, &t, &served, &later).await;
     assert!(served == durable, "the reopen served only what the disk holds: served {:?}", summary(&served));
     assert!(cut_back, "the reopen reports that it cut the log back");
     let report = err.report().to_string();
