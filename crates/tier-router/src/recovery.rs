@@ -77,7 +77,7 @@ pub struct RecoveryReport {
     /// They are never reused. Empty after a clean shutdown.
     pub maybe_lost: Vec<OffsetRange>,
     /// Warm could not be reached during recovery and the policy is
-    /// [`WarmFailurePolicy::Degrade`]: the topic
+    /// [`WarmFailurePolicy::Degrade`](crate::WarmFailurePolicy::Degrade): the topic
     /// opened from the WAL (and cold) alone, `warm` is `None` (its end unknown), and
     /// the writer back-fills warm from its actual end once it answers.
     pub warm_unreachable: bool,

@@ -1,7 +1,7 @@
 //! Schedules: a deployment chosen by the seed and a list of steps generated up front
 //! (so a failing schedule can be printed, replayed and shrunk). Each step keeps the index
 //! it was generated at; the randomness a step uses while it runs comes from
-//! [`step_seed`](crate::rng::step_seed)`(seed, index)`, so dropping other steps does not
+//! [`step_seed`]`(seed, index)`, so dropping other steps does not
 //! change what a kept step does.
 
 use std::fmt;
