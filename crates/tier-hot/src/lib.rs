@@ -119,5 +119,5 @@ pub use config::{FsyncPolicy, HotConfig, RecoveryPolicy};
 pub use rebuilt::Rebuilt;
 pub use segment::{SegmentEvent, SegmentInfo};
 pub use tail::Subscription;
-pub use tier::HotTier;
+pub use tier::{HotTier, lock_data_dir};
 pub use topic::WriteStats;

@@ -494,8 +494,9 @@ pub(crate) const LOCK_FILE: &str = ".lock";
 /// Takes the data directory's exclusive lock, so a second process (or a second
 /// `HotTier` in this one) cannot open the same WAL and interleave writes. The lock is
 /// an advisory `flock` on `<data_dir>/.lock`, released when the file is closed — also
-/// when the process dies, so a crash never leaves a stale lock.
-fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError> {
+/// when the process dies, so a crash never leaves a stale lock. Tools that read the
+/// WAL's files without opening it (`tierlog verify`) take the same lock.
+pub fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, TierError> {
     let path = data_dir.join(LOCK_FILE);
     let ctx = || ErrorContext::tier(TierKind::Hot).location(path.display().to_string());
     let file =

@@ -121,8 +121,8 @@ pub(crate) fn require_known(name: TopicName, known: &[TopicName]) -> anyhow::Res
     if known.contains(&name) { Ok(name) } else { Err(no_such_topic(name.as_str())) }
 }
 
-/// The WAL data directory's lock, taken as the WAL takes it when it opens (an exclusive
-/// `flock` on `<data_dir>/.lock`, `docs/cli.md`), for a command that reads the WAL's
+/// The WAL data directory's lock ([`tier_hot::lock_data_dir`], the one the WAL takes when
+/// it opens), for a command that reads the WAL's
 /// files without opening it and must not read them while another process writes,
 /// rotates or prunes them. `None` when `data_dir` does not exist (nothing to read, and
 /// nothing is created). Released when dropped.
@@ -130,23 +130,7 @@ pub(crate) fn lock_data_dir(data_dir: &Path) -> anyhow::Result<Option<std::fs::F
     if !data_dir.is_dir() {
         return Ok(None);
     }
-    let path = data_dir.join(".lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening the data directory's lock file {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(anyhow::anyhow!(
-            "the data directory {} is in use by another tierlog process",
-            data_dir.display()
-        )),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("locking the data directory {}", data_dir.display()))
-        }
-    }
+    Ok(Some(tier_hot::lock_data_dir(data_dir)?))
 }
 
 /// The topics with a folder in the cold tier.
