@@ -16,7 +16,7 @@
 //! Needs root and loop devices; where the kernel refuses them the row says `SKIPPED`
 //! with the reason in its notes and on standard output.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tier_core::TopicName;
 use tier_hot::FsyncPolicy;
@@ -28,7 +28,10 @@ use crate::{
     ack::Ack,
     deploy::{Deployment, Profile, Servers, store_config},
     rng::Rng,
-    scenarios::{inproc::Producers, open_and_verify},
+    scenarios::{
+        inproc::{Producers, until},
+        open_and_verify,
+    },
 };
 
 /// The row's name.
@@ -40,22 +43,6 @@ const TOPIC: &str = "chaos-full-disk";
 /// later append writes again (a page written again reaches the disk with the next
 /// writeback, hiding the loss).
 const RECORDS_PER_APPEND: u64 = 100;
-
-/// How long a phase may wait for what it waits for (acknowledgements, a refusal).
-const PATIENCE: Duration = Duration::from_secs(20);
-
-/// Waits until `done()` holds, polling every 5 ms, for at most [`PATIENCE`]; returns
-/// whether it held. The producers report nothing else to wait on.
-async fn until(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + PATIENCE;
-    while !done() {
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
-}
 
 /// Runs `rounds` fill-and-free rounds, each on a fresh file system.
 pub async fn run(servers: &Servers, rounds: u64, seed: u64) -> Result<ScenarioResult, ChaosError> {

@@ -7,7 +7,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use parking_lot::Mutex;
@@ -90,4 +90,20 @@ async fn produce(topic: Topic, writer: u64, per_append: u64, stop: Arc<AtomicBoo
         }
         seq += per_append;
     }
+}
+
+/// How long [`until`] waits for what it waits for (acknowledgements, a refusal).
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Waits until `done()` holds, polling every 5 ms, for at most [`PATIENCE`]; returns
+/// whether it held. The producers report nothing else to wait on.
+pub(crate) async fn until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
 }

@@ -14,11 +14,7 @@
 //! (the commit point under `fail` moves only past batches a replica confirmed) is still
 //! there, the same; and no such offset is reported lost or handed out again.
 
-use std::{
-    collections::BTreeMap,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use tier_core::TopicName;
 use tier_router::{TieredStore, WarmFailurePolicy};
@@ -32,7 +28,7 @@ use crate::{
     rng::Rng,
     scenarios::{
         compound::{acked_end, reported_losses},
-        inproc::Producers,
+        inproc::{Producers, until},
         lost_disk::delete_tree,
         temp_dir,
     },
@@ -78,10 +74,7 @@ pub async fn run(
         let mut killed = 0;
         for _ in 0..3 {
             let refused = tally.counts().1;
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while tally.counts().1 == refused && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            until(|| tally.counts().1 != refused).await;
             killed += pair.kill_primary_clients().await?;
         }
         tokio::time::sleep(Duration::from_millis(rng.between(300, 600))).await;
