@@ -268,6 +268,9 @@ async fn multipart(
     let dir = temp_dir(base, "objstore-mp-")?;
     let profile = Profile { segment_bytes: 6 << 20, ..Profile::default() };
     let mut config = store_config(Deployment::HotCold, dir.path(), servers, tag, &profile).await?;
+    // One segment of 6 MiB, however slow the appends: an age rotation would cut it into
+    // pieces under the multipart threshold, and no part would be uploaded to fail.
+    config.hot.segment_age = Duration::from_secs(3600);
     if let Some(cold) = config.cold.as_mut() {
         cold.multipart_threshold = tier_cold::MIN_PART_SIZE;
         cold.part_size = tier_cold::MIN_PART_SIZE;
