@@ -140,9 +140,37 @@ pub fn fired(data_dir: &Path, point: FaultPoint) -> u32 {
     ARMED.lock().iter().find(|a| a.dir == data_dir && a.point == point).map_or(0, |a| a.fired)
 }
 
-/// Disarms every fault of `data_dir`.
+/// Disarms every fault of `data_dir` and restores every behaviour [`revert`]ed there.
 pub fn clear(data_dir: &Path) {
     ARMED.lock().retain(|a| a.dir != data_dir);
+    REVERTED.lock().retain(|(dir, _)| dir != data_dir);
+}
+
+/// A repaired behaviour of the hot tier that [`revert`] puts back under one data
+/// directory, so that a test (or the simulation's `--revert`) shows the bug it was is
+/// found again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Revert {
+    /// An open ignores the `cut` marker an earlier open left: a cut whose recovery
+    /// failed is forgotten, and the log it left passes for whole.
+    ForgetCuts,
+}
+
+/// The reverted behaviours of the process, per data directory.
+static REVERTED: Mutex<Vec<(PathBuf, Revert)>> = Mutex::new(Vec::new());
+
+/// Puts `behaviour` back for the tiers opened on `data_dir` (until [`clear`]).
+pub fn revert(data_dir: &Path, behaviour: Revert) {
+    let mut reverted = REVERTED.lock();
+    if !reverted.iter().any(|(dir, b)| dir == data_dir && *b == behaviour) {
+        reverted.push((data_dir.to_owned(), behaviour));
+    }
+}
+
+/// True when `behaviour` is reverted for the data directory that holds `path`.
+pub(crate) fn reverted(path: &Path, behaviour: Revert) -> bool {
+    REVERTED.lock().iter().any(|(dir, b)| *b == behaviour && path.starts_with(dir))
 }
 
 /// A call waiting at a held point, or the hold before a call reached it.

@@ -2,6 +2,12 @@
 //! what they say survives the loss of the router's own state directory:
 //!
 //! - `rebuilt` ([`crate::rebuilt`]): the WAL is being rebuilt from another tier;
+//! - `cut`: opening the WAL cut the topic's log back (a torn tail truncated, a segment
+//!   removed or sealed again, a torn point recorded) and the router has not yet recorded
+//!   what the cut may have taken ([`crate::HotTier::cut_back_at_open`]). Written before
+//!   the first byte is dropped, removed by [`crate::HotTier::cut_recorded`]: the evidence
+//!   of a cut outlives an open whose recovery failed, when the log left behind looks
+//!   whole;
 //! - `unacked`: offsets degraded opens skipped, where warm may hold records that were
 //!   never acknowledged (the router's `RecoveryReport::skipped`; one `<from> <to>` line
 //!   each, [`tier_core::format_range_lines`]). The WAL records those offsets as its gap,
@@ -28,25 +34,33 @@ pub(crate) struct Marker {
     pub(crate) what: &'static str,
 }
 
+/// The `cut` marker.
+pub(crate) const CUT: Marker = Marker { file: "cut", tmp: "cut.tmp", what: "cut marker" };
+
 /// The `unacked` marker.
 pub(crate) const UNACKED: Marker = Marker { file: "unacked", tmp: "unacked.tmp", what: "unacked marker" };
 
 /// True for a marker's file name, or that of a write of one a crash cut short: files of
 /// the topic directory that are not segments and not to be warned about.
 pub(crate) fn is_marker(name: &str) -> bool {
-    [&crate::rebuilt::REBUILT, &UNACKED].iter().any(|m| name == m.file || name == m.tmp)
+    [&crate::rebuilt::REBUILT, &UNACKED, &CUT].iter().any(|m| name == m.file || name == m.tmp)
 }
 
 impl Marker {
     /// Writes `text` as `topic`'s marker under `data_dir` durably (through `tmp`),
     /// creating the topic directory if needed.
     pub(crate) fn write(&self, data_dir: &Path, topic: &TopicName, text: &str) -> Result<(), TierError> {
-        let what = self.what;
         let dir = topic_dir(data_dir, topic);
         if !dir.exists() {
             fs::create_dir_all(&dir).map_err(|e| io_err(topic, &dir, "creating the topic directory", e))?;
             fsync_dir(data_dir).map_err(|e| io_err(topic, data_dir, "fsyncing the data directory", e))?;
         }
+        self.write_in(&dir, topic, text)
+    }
+
+    /// Writes `text` as `topic`'s marker in its existing topic directory `dir` durably.
+    pub(crate) fn write_in(&self, dir: &Path, topic: &TopicName, text: &str) -> Result<(), TierError> {
+        let what = self.what;
         let tmp = dir.join(self.tmp);
         let mut file =
             File::create(&tmp).map_err(|e| io_err(topic, &tmp, &format!("creating the {what}"), e))?;
@@ -56,7 +70,7 @@ impl Marker {
         let path = dir.join(self.file);
         fs::rename(&tmp, &path)
             .map_err(|e| io_err(topic, &path, &format!("renaming the {what} into place"), e))?;
-        fsync_dir(&dir).map_err(|e| io_err(topic, &dir, "fsyncing the topic directory", e))
+        fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))
     }
 
     /// `topic`'s marker under `data_dir` (its path and text), if there is one.

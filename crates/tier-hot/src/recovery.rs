@@ -148,6 +148,44 @@ fn list_files(topic: &TopicName, dir: &Path) -> Result<(Vec<(Offset, PathBuf)>, 
     Ok((files, markers))
 }
 
+/// Whether opening a topic cut its log back, kept durably: the `cut` marker
+/// ([`crate::marker::CUT`]) is written before the first byte is dropped, and found by
+/// later opens until the router records the cut ([`crate::HotTier::cut_recorded`]).
+struct Cut<'a> {
+    topic: &'a TopicName,
+    dir: &'a Path,
+    noted: bool,
+}
+
+impl<'a> Cut<'a> {
+    /// The topic directory's cut, noted already when an earlier open left its marker.
+    fn of(topic: &'a TopicName, dir: &'a Path) -> Self {
+        let noted = dir.join(crate::marker::CUT.file).exists() && !forgets_cuts(dir);
+        Self { topic, dir, noted }
+    }
+
+    /// Records durably that the log is cut back, before the caller drops anything.
+    fn note(&mut self) -> Result<(), TierError> {
+        if !self.noted {
+            let text = "the log was cut back at open; the router has not recorded the cut yet\n";
+            crate::marker::CUT.write_in(self.dir, self.topic, text)?;
+            self.noted = true;
+        }
+        Ok(())
+    }
+}
+
+/// The behaviour before the `cut` marker, put back for a test ([`crate::faults::Revert`]).
+fn forgets_cuts(dir: &Path) -> bool {
+    #[cfg(feature = "fault-injection")]
+    return crate::faults::reverted(dir, crate::faults::Revert::ForgetCuts);
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = dir;
+        false
+    }
+}
+
 fn corrupt(topic: &TopicName, path: &Path, e: DecodeError) -> TierError {
     let pos = e.position();
     e.into_tier_error(ctx(topic).location(at(path, pos)))
@@ -177,29 +215,38 @@ pub(crate) fn recover_topic(
     // The file since the last sealed segment whose seal a crash cut short, if any: what
     // follows it may start later (a torn point, see `check_continues`).
     let mut torn: Option<PathBuf> = None;
+    let mut cut = Cut::of(topic, dir);
     let mut cut_back = false;
     for (base, path) in older {
         let torn_header = config.recovery == RecoveryPolicy::TruncateTornTail && is_torn_header(path);
         if torn_header || is_empty_leftover(path) {
             // No batch of it reached the disk: a seal cut short before anything of it was
-            // durable, or the leftover of a take-over (then the first file: no torn point).
+            // durable, or the leftover of a take-over. After a sealed segment, a torn
+            // point. As the first file the topic starts at the next one; under
+            // `never`/`interval` what it held — batches a power cut took, or nothing,
+            // after a take-over — is the router's to judge: a cut (under `always` its
+            // batches were fsynced by its seal: a take-over's leftover).
+            if !sealed.is_empty() || config.fsync != FsyncPolicy::Always {
+                cut.note()?;
+                cut_back = true;
+            }
             warn!(topic = %topic, file = ?path, "removing a segment that holds no batch");
             std::fs::remove_file(path).map_err(|e| io_err(topic, path, "removing an empty segment", e))?;
             fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
             if !sealed.is_empty() {
                 torn = Some(path.clone());
-                cut_back = true;
             }
             continue;
         }
         let place = if torn.is_some() { Place::AfterCutShortSeal } else { Place::Middle };
-        let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place)? {
+        let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place, &mut cut)? {
             Some(reopened) => reopened,
             None => {
                 // None of its batches reached the disk (nor, maybe, its header): a seal
                 // cut short (its own, and for a torn header the one before, which fsyncs
                 // it). After a sealed segment, a torn point; as the first file, the topic
                 // starts at the next one.
+                cut.note()?;
                 std::fs::remove_file(path)
                     .map_err(|e| io_err(topic, path, "removing a segment that holds no durable batch", e))?;
                 fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
@@ -217,11 +264,20 @@ pub(crate) fn recover_topic(
         torn = resealed.then(|| path.clone());
     }
     let last_len = std::fs::metadata(last_path).map(|m| m.len()).ok();
-    let active =
-        recover_last(topic, dir, *last_base, last_path, config, &mut sealed, &mut torn, &mut markers)?;
+    let active = recover_last(
+        topic,
+        dir,
+        *last_base,
+        last_path,
+        config,
+        (&mut sealed, &mut torn, &mut markers),
+        &mut cut,
+    )?;
     // The last file lost bytes (a torn tail), or went (a torn header), or was re-sealed.
     let last_len_now = std::fs::metadata(last_path).map(|m| m.len()).ok();
-    cut_back |= torn.is_some() || last_len_now.is_none_or(|now| last_len.is_some_and(|before| now < before));
+    cut_back |= torn.is_some()
+        || last_len_now.is_none_or(|now| last_len.is_some_and(|before| now < before))
+        || cut.noted;
     let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
     let next = (active.path.as_path(), active.state.offset_range().start);
     check_continues(topic, dir, prev, next, torn.as_deref(), config, &mut markers)?;
@@ -260,6 +316,7 @@ fn open_or_reseal(
     base: Offset,
     config: &HotConfig,
     place: Place,
+    cut: &mut Cut<'_>,
 ) -> Result<Option<(SealedFile, bool)>, TierError> {
     let not_sealed = match SealedFile::open(topic, path, None) {
         Ok(seg) => return Ok(Some((seg, false))),
@@ -309,6 +366,7 @@ fn open_or_reseal(
         return Ok(None);
     }
     warn!(topic = %topic, file = ?path, range = %outcome.state.offset_range(), "sealing a segment whose seal was cut short");
+    cut.note()?;
     let mut file = OpenOptions::new().write(true).open(path).map_err(io("opening a segment to seal it"))?;
     warn_torn_tail(topic, path, &outcome);
     file.set_len(outcome.data_end).map_err(io("truncating a torn footer"))?;
@@ -445,16 +503,14 @@ fn footer_cut_short(file: &[u8], data_end: u64, footer: &[u8]) -> bool {
 
 /// Recovers the last file: the active segment, or a sealed one followed by a new
 /// active segment (then `torn` is cleared: the new segment starts at its end).
-#[allow(clippy::too_many_arguments)]
 fn recover_last(
     topic: &TopicName,
     dir: &Path,
     base: Offset,
     path: &Path,
     config: &HotConfig,
-    sealed: &mut Vec<Arc<SealedFile>>,
-    torn: &mut Option<PathBuf>,
-    markers: &mut Markers,
+    (sealed, torn, markers): (&mut Vec<Arc<SealedFile>>, &mut Option<PathBuf>, &mut Markers),
+    cut: &mut Cut<'_>,
 ) -> Result<ActiveSegment, TierError> {
     let io = |what| move |e| io_err(topic, path, what, e);
     // Not known durable (the last file): scan what the disk holds, not what the page cache
@@ -473,7 +529,11 @@ fn recover_last(
         }
         Err(_) if never_written(topic, &bytes, base, config, Place::Last) => {
             // Created after the last durable point, its header (and whatever followed it)
-            // never reached the disk: nothing of it was durable.
+            // never reached the disk: nothing of it was durable. Bytes past the header
+            // may have held batches: a cut.
+            if bytes.len() > HEADER_FIXED_LEN + topic.as_str().len() {
+                cut.note()?;
+            }
             warn!(
                 topic = %topic, file = ?path, bytes = bytes.len(),
                 "recreating a segment whose header never reached the disk; dropping its bytes"
@@ -515,6 +575,7 @@ fn recover_last(
         OpenOptions::new().read(true).write(true).open(path).map_err(io("opening the active segment"))?;
     warn_torn_tail(topic, path, &outcome);
     if outcome.torn_tail.is_some() {
+        cut.note()?;
         file.set_len(outcome.data_end).map_err(io("truncating a torn tail"))?;
         file.sync_all().map_err(io("fsyncing a truncated segment"))?;
         synced!(path, &file);

@@ -187,12 +187,27 @@ impl HotTier {
             .unwrap_or_default()
     }
 
-    /// True when opening the tier cut `topic`'s log back: a torn tail truncated, a
-    /// segment whose seal was cut short re-sealed, or a torn point recorded. Its end may
-    /// then be below what was acknowledged (media damage, or a power cut under
-    /// `fsync = never/interval`); the router then does not trust it as exact.
+    /// True when opening the tier cut `topic`'s log back — a torn tail truncated, a
+    /// segment whose seal was cut short re-sealed, a segment that lost every batch
+    /// removed, or a torn point recorded — or an earlier open did and the cut was not
+    /// recorded since ([`cut_recorded`](Self::cut_recorded)). Its end may then be below
+    /// what was acknowledged (media damage, or a power cut under `fsync =
+    /// never/interval`); the router then does not trust it as exact. The evidence is the
+    /// topic directory's `cut` marker, written before the first byte is dropped, so a
+    /// cut outlives an open whose recovery failed (the log it leaves looks whole).
     pub fn cut_back_at_open(&self, topic: &TopicName) -> bool {
         self.lookup(topic).is_some_and(|log| log.shared.state.read().cut_back)
+    }
+
+    /// Says that what opening the tier cut from `topic`'s log was recorded (the router's
+    /// recovery reported it and kept its losses): the `cut` marker is removed durably and
+    /// [`cut_back_at_open`](Self::cut_back_at_open) answers false until a later open cuts
+    /// the log again. Nothing to do for a topic that was not cut or does not exist.
+    pub fn cut_recorded(&self, topic: &TopicName) -> Result<(), TierError> {
+        let Some(log) = self.lookup(topic) else { return Ok(()) };
+        crate::marker::CUT.remove(&self.inner.config.data_dir, topic)?;
+        log.shared.state.write().cut_back = false;
+        Ok(())
     }
 
     /// The offsets of `topic` its writer wrote to the active segment but could not fsync
