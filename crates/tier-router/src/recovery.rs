@@ -224,6 +224,10 @@ async fn recover(
     for effect in plan.effects {
         apply(tiers, state_dir, topic, effect, &mut backlog, &mut replayed_unconfirmed).await?;
     }
+    // The plan judged the WAL's cut and its effects recorded the result (losses kept,
+    // offsets skipped, or the topic fenced): the WAL need not keep the evidence. Until
+    // here a failed recovery leaves it for the next one (`HotTier::cut_back_at_open`).
+    tiers.hot.cut_recorded(topic)?;
 
     for range in &report.lost {
         error!(topic = %topic, lost = %range, "recovery: these offsets are held by no tier and are lost");
