@@ -110,8 +110,10 @@ impl ColdTier {
         self.topics.lock().entry(topic.clone()).or_default().clone()
     }
 
-    /// Lists `<prefix>/<topic>/` again (all pages) and replaces the cached manifest.
-    /// Returns the offsets from the first segment to the end of the last.
+    /// Lists `<prefix>/<topic>/` again (all pages), completes the listing by following
+    /// the successor pointers from its end (objects a lagging LIST does not show yet,
+    /// see [`Layout::pointer_key`]) and replaces the cached manifest. Returns the offsets
+    /// from the first segment to the end of the last.
     pub async fn refresh(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         let listing = self.load_listing(topic).await?;
         let range = listing.range();
@@ -154,7 +156,8 @@ impl ColdTier {
                 Arc::new(SegmentObject::with_bounds(key, range, size, bounds))
             })
             .collect();
-        Ok(Arc::new(Listing::new(topic, segments, recorded)?))
+        let listing = Listing::new(topic, segments, recorded)?;
+        Ok(Arc::new(self.follow_pointers(topic, listing).await?))
     }
 
     /// The cached manifest of `topic`, listing the store the first time.

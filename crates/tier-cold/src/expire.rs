@@ -18,10 +18,17 @@ impl ColdTier {
     /// Segments' newest timestamps come from their time markers when the listing has
     /// them (no request), else from their trailers. Each segment's marker is deleted
     /// *before* the segment, so a crash in between leaves a segment without a marker
-    /// (which lookups handle by reading its trailer), never a marker without a segment.
+    /// (which lookups handle by reading its trailer), never a marker without a segment;
+    /// its successor pointer goes after it (a pointer to a missing segment is never
+    /// followed: pointers are read only from a manifest's end, which expiry keeps).
     /// Gap markers (see [`record_gap`](Self::record_gap)) that fall below the first
     /// remaining segment are deleted after the segments (a crash in between leaves
     /// markers the listing ignores and the next expiry deletes).
+    ///
+    /// A failed DELETE may have taken effect (its answer lost to a timeout or a reset
+    /// connection), so after one the cached manifest is dropped and the next use lists
+    /// the topic again: it never keeps serving a segment that may be gone, nor drops one
+    /// that may still be there.
     pub async fn expire_before(
         &self,
         topic: &TopicName,
@@ -43,7 +50,11 @@ impl ColdTier {
             if bounds.max >= cutoff_ms {
                 break;
             }
-            doomed.push((segment.key.clone(), self.layout.marker_key(topic, segment.range, bounds)));
+            doomed.push((
+                segment.key.clone(),
+                self.layout.marker_key(topic, segment.range, bounds),
+                self.layout.pointer_key(topic, segment.range.start),
+            ));
         }
         // Redundant copies (another exporter's segmentation) of offsets below the first
         // segment kept go first: left behind, they would overlap nothing the listing keeps
@@ -58,7 +69,7 @@ impl ColdTier {
             ] {
                 let Some(object) = object else { continue };
                 if let Err(e) = self.delete_object(object).await {
-                    *state.listing.lock() = Some(std::sync::Arc::new(listing.without_redundant(&dropped)));
+                    *state.listing.lock() = None;
                     return Err(map_store_error(key_ctx(topic, object), what, e));
                 }
             }
@@ -68,13 +79,14 @@ impl ColdTier {
         let listing = std::sync::Arc::new(listing.without_redundant(&dropped));
         let mut deleted = Vec::new();
         // One at a time from the front: a failure leaves a contiguous suffix behind.
-        for (key, marker) in &doomed {
-            for (what, object) in
-                [("deleting an expired time marker", marker), ("deleting an expired segment", key)]
-            {
+        for (key, marker, pointer) in &doomed {
+            for (what, object) in [
+                ("deleting an expired time marker", marker),
+                ("deleting an expired segment", key),
+                ("deleting an expired successor pointer", pointer),
+            ] {
                 if let Err(e) = self.delete_object(object).await {
-                    *state.listing.lock() =
-                        Some(std::sync::Arc::new(listing.without_first(deleted.len(), &[])));
+                    *state.listing.lock() = None;
                     return Err(map_store_error(key_ctx(topic, object), what, e));
                 }
             }
@@ -84,9 +96,15 @@ impl ColdTier {
         let remaining = listing.without_first(deleted.len(), &[]);
         let mut gone = Vec::new();
         for gap in remaining.stale_markers() {
-            if let Err(e) = self.delete_object(&gap.key).await {
-                *state.listing.lock() = Some(std::sync::Arc::new(remaining.without_first(0, &gone)));
-                return Err(map_store_error(key_ctx(topic, &gap.key), "deleting an expired gap marker", e));
+            let pointer = self.layout.pointer_key(topic, gap.range.start);
+            for (what, object) in [
+                ("deleting an expired gap marker", &gap.key),
+                ("deleting an expired successor pointer", &pointer),
+            ] {
+                if let Err(e) = self.delete_object(object).await {
+                    *state.listing.lock() = None;
+                    return Err(map_store_error(key_ctx(topic, object), what, e));
+                }
             }
             gone.push(gap);
         }

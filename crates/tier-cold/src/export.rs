@@ -92,6 +92,11 @@ impl ColdTier {
     ///   moved past recorded gaps that start there) is `InvalidInput` naming both ranges,
     ///   unless the topic holds no segment (the segment takes over at its base). Record
     ///   the missing offsets with [`record_gap`](Self::record_gap) first.
+    /// - Then the successor pointer from the segment's base (from 0 when the topic holds
+    ///   no segment; see [`Layout::pointer_key`](crate::Layout::pointer_key)), so that a
+    ///   listing lagging behind this upload still finds the segment; written also when
+    ///   the segment was already present and the manifest did not know it (an upload
+    ///   whose answer was lost leaves the segment without its pointer).
     /// - Then a zero-byte *time marker* object carrying the segment's timestamp bounds is
     ///   written beside it (see [`Layout::marker_key`](crate::Layout::marker_key)), also
     ///   when the segment was already present and the manifest knows no marker for it,
@@ -163,8 +168,13 @@ impl ColdTier {
         let bounds = TimeBounds { min: trailer.min_timestamp, max: trailer.max_timestamp };
         let exported = |key: &Path| SegmentObject::with_bounds(key.clone(), range, len, Some(bounds));
         let fingerprint = Fingerprint { len, content: Content::File { path, trailer: trailer_bytes } };
+        let pointer = (Self::pointer_from(&listing, range.start), crate::layout::segment_file_name(range));
         if self.existing_matches(topic, &key, &fingerprint).await? {
-            if !listing.segments().iter().any(|s| s.key == key && s.marked) {
+            let known = listing.segments().iter().find(|s| s.key == key);
+            if known.is_none() {
+                self.put_pointer(topic, pointer.0, &pointer.1).await?;
+            }
+            if !known.is_some_and(|s| s.marked) {
                 self.put_marker(topic, range, bounds).await?;
             }
             self.note_segment(topic, exported(&key))?;
@@ -179,6 +189,7 @@ impl ColdTier {
             match self.put_create(topic, &key, Bytes::from(data)).await? {
                 true => 0,
                 false if self.existing_matches(topic, &key, &fingerprint).await? => {
+                    self.put_pointer(topic, pointer.0, &pointer.1).await?;
                     self.put_marker(topic, range, bounds).await?;
                     self.note_segment(topic, exported(&key))?;
                     return Ok(ExportOutcome::AlreadyPresent { key, range });
@@ -193,6 +204,7 @@ impl ColdTier {
         } else {
             self.put_multipart_from_file(topic, &key, path, len).await?
         };
+        self.put_pointer(topic, pointer.0, &pointer.1).await?;
         self.put_marker(topic, range, bounds).await?;
         self.note_segment(topic, exported(&key))?;
         Ok(ExportOutcome::Uploaded { key, range, bytes: len, parts })

@@ -44,8 +44,10 @@ pub(crate) fn gap_error(topic: &TopicName, listing: &Listing, offset: Offset, ne
 impl ColdTier {
     /// Records offsets `range` of `topic` as lost: writes the zero-byte gap marker
     /// `<prefix>/<topic>/<from:020>-<to:020>.gap` (see [`Layout`](crate::Layout)) with a
-    /// conditional PUT (an existing marker is success: idempotent). Afterwards the
-    /// segment starting at `range.end` continues the log ([`export_segment`]
+    /// conditional PUT (an existing marker is success: idempotent), then the successor
+    /// pointer from `range.start` to it (see
+    /// [`Layout::pointer_key`](crate::Layout::pointer_key)). Afterwards the segment
+    /// starting at `range.end` continues the log ([`export_segment`]
     /// accepts it), [`range`](tier_core::Tier::range) stays from the first segment to
     /// the last one's end (so it includes the gap once a segment follows it), and a read
     /// starting inside the gap is `NotFound` naming the lost range and the marker; a
@@ -131,6 +133,7 @@ impl ColdTier {
             | Err(object_store::Error::Precondition { .. }) => {}
             Err(e) => return Err(map_store_error(key_ctx(topic, &key), "writing a gap marker", e)),
         }
+        self.put_pointer(topic, range.start, &crate::layout::gap_file_name(range)).await?;
         self.note_gap(topic, RecordedGap { range, key });
         Ok(())
     }

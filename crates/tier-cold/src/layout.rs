@@ -16,6 +16,13 @@
 //! declared lost (see [`ColdTier::record_gap`](crate::ColdTier::record_gap)), so the
 //! segment ending at `from` and the one starting at `to` may follow each other.
 //!
+//! A *successor pointer* `<prefix>/<topic>/<at:020>.next` holds, as its body, the file
+//! name of the object that continues the log at offset `at`: the segment or gap marker
+//! starting there (`at` = 0: the topic's first object, wherever it starts). Written with a
+//! conditional PUT after the object it names, it lets a listing that lags writes (an
+//! eventually consistent LIST) be completed with GETs, which are read-after-write
+//! consistent (see [`ColdTier::refresh`](crate::ColdTier::refresh)). Listings ignore it.
+//!
 //! The *topic marker* `<prefix>/<topic>/topic` (zero bytes) records that the topic exists
 //! (see [`ColdTier::record_topic`](crate::ColdTier::record_topic)): written before the
 //! topic's first offset is handed out, it outlives a lost data directory even while cold
@@ -32,6 +39,9 @@ pub const MARKER_INFIX: &str = ".ts-";
 
 /// Suffix of every gap marker.
 pub const GAP_SUFFIX: &str = tier_core::segment::GAP_SUFFIX;
+
+/// Suffix of every successor pointer (`<at:020>.next`).
+pub const POINTER_SUFFIX: &str = ".next";
 
 /// The name of the topic marker in a topic's folder.
 pub const TOPIC_MARKER: &str = "topic";
@@ -112,6 +122,12 @@ impl Layout {
     pub fn gap_key(&self, topic: &TopicName, range: OffsetRange) -> Path {
         assert!(!range.is_empty(), "an empty gap has no marker");
         self.topic_dir(topic).join(gap_file_name(range))
+    }
+
+    /// The successor pointer naming the object that continues `topic`'s log at `at`
+    /// (`<at:020>.next`; see the module docs).
+    pub fn pointer_key(&self, topic: &TopicName, at: Offset) -> Path {
+        self.topic_dir(topic).join(format!("{at:0w$}{POINTER_SUFFIX}", w = OFFSET_WIDTH))
     }
 
     /// The zero-byte topic marker of `topic` ([`TOPIC_MARKER`] in its folder).
@@ -319,5 +335,15 @@ mod tests {
         ] {
             assert_eq!(layout.parse_key(&topic, &Path::from(name)), None, "{name}");
         }
+    }
+
+    #[test]
+    fn successor_pointers_are_named_by_offset_and_are_no_listed_object() {
+        let layout = Layout::new("p");
+        let topic = TopicName::new("t").expect("valid");
+        let key = layout.pointer_key(&topic, 150);
+        assert_eq!(key.as_ref(), "p/t/00000000000000000150.next");
+        assert_eq!(layout.parse_object(&topic, &key), None, "listings ignore pointers");
+        assert!(layout.pointer_key(&topic, 9) < layout.pointer_key(&topic, 10), "sorted by offset");
     }
 }

@@ -15,6 +15,9 @@
 //!   requests cold and one with the index cached.
 //! - [`ColdTier::record_gap`]: offsets declared lost upstream, as zero-byte gap
 //!   markers, so the log may continue after them and reads name them.
+//! - Successor pointers (`<at:020>.next`, see [`Layout::pointer_key`]): the object
+//!   continuing the log at each offset, read with GETs, so a listing that lags writes
+//!   (an eventually consistent LIST) still yields the whole manifest.
 //! - [`ColdTier::record_topic`]: a zero-byte topic marker, durable evidence that a topic
 //!   exists while cold holds no segment of it (a lost data directory must not restart it
 //!   at 0).
@@ -38,6 +41,7 @@ mod gap;
 pub mod layout;
 mod listing;
 pub mod metrics;
+mod pointer;
 mod position;
 mod probe;
 mod read;

@@ -37,6 +37,11 @@ pub struct ColdStats {
     pub marker_puts: u64,
     /// Zero-byte gap markers written (by [`record_gap`](crate::ColdTier::record_gap)).
     pub gap_marker_puts: u64,
+    /// Successor pointers written (see [`Layout::pointer_key`](crate::Layout::pointer_key)).
+    pub pointer_puts: u64,
+    /// Successor pointers read while building a manifest (the last one of each listing
+    /// is normally absent).
+    pub pointer_gets: u64,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +62,8 @@ pub(crate) struct Counters {
     pub(crate) data_cache_misses: AtomicU64,
     pub(crate) marker_puts: AtomicU64,
     pub(crate) gap_marker_puts: AtomicU64,
+    pub(crate) pointer_puts: AtomicU64,
+    pub(crate) pointer_gets: AtomicU64,
 }
 
 impl Counters {
@@ -90,6 +97,8 @@ impl Counters {
             data_cache_misses: g(&self.data_cache_misses),
             marker_puts: g(&self.marker_puts),
             gap_marker_puts: g(&self.gap_marker_puts),
+            pointer_puts: g(&self.pointer_puts),
+            pointer_gets: g(&self.pointer_gets),
         }
     }
 }

@@ -145,7 +145,12 @@ impl Tier for ColdTier {
                 ));
             }
         }
-        // The batch is durable; a missing marker only costs a later lookup a trailer read.
+        // The batch is durable; a missing pointer only matters to a listing that lags.
+        let from = Self::pointer_from(&listing, base);
+        if let Err(e) = self.put_pointer(topic, from, &crate::layout::segment_file_name(range)).await {
+            tracing::warn!(error = %e.report(), "writing a successor pointer failed; a lagging listing may miss the batch");
+        }
+        // A missing marker only costs a later lookup a trailer read.
         if let Err(e) = self.put_marker(topic, range, bounds).await {
             tracing::warn!(error = %e.report(), "writing a time marker failed; timestamp lookups will read the trailer");
         }

@@ -31,13 +31,20 @@ async fn small_segment_is_one_put_and_a_second_export_is_already_present() {
         }
         other => panic!("expected Uploaded, got {other:?}"),
     }
-    assert_eq!(store.counts().puts, 2, "the segment, then its time marker");
+    assert_eq!(store.counts().puts, 3, "the segment, its successor pointer, then its time marker");
     assert_eq!(store.counts().multipart_starts, 0);
     let objects = all_objects(tier.store().as_ref(), None).await;
-    assert_eq!(objects.len(), 2, "{objects:?}");
-    assert_eq!(objects[0].0, key, "the segment sorts first");
+    assert_eq!(objects.len(), 3, "{objects:?}");
     assert_eq!(
-        objects[1],
+        objects[0],
+        ("orders/00000000000000000000.next".to_string(), key.len() as u64 - "orders/".len() as u64),
+        "the pointer from 0 (the topic's first object) holds the segment's file name"
+    );
+    let pointer = tier.store().get(&"orders/00000000000000000000.next".into()).await.expect("get");
+    assert_eq!(pointer.bytes().await.expect("bytes").as_ref(), &key.as_bytes()["orders/".len()..]);
+    assert_eq!(objects[1].0, key, "the segment sorts next");
+    assert_eq!(
+        objects[2],
         (
             "orders/00000000000000000100-00000000000000000149.ts-80000000000007d0-80000000000009ba"
                 .to_string(),
@@ -51,7 +58,7 @@ async fn small_segment_is_one_put_and_a_second_export_is_already_present() {
 
     let again = tier.export_segment(&t, &file).await.expect("re-export");
     assert!(matches!(again, ExportOutcome::AlreadyPresent { .. }), "{again:?}");
-    assert_eq!(store.counts().puts, 2, "no second copy, and the marker is known");
+    assert_eq!(store.counts().puts, 3, "no second copy, and the pointer and marker are known");
     let got = tier.read(&t, 120, 125, ReadLimit::unbounded()).await.expect("read");
     assert_eq!(got, records(120, 5, 100));
 }
@@ -83,8 +90,8 @@ async fn a_different_segment_at_the_same_name_or_overlapping_is_fenced() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     assert_eq!(
         all_objects(tier.store().as_ref(), None).await.len(),
-        2,
-        "nothing but the first segment and its marker was written"
+        3,
+        "nothing but the first segment, its pointer and its marker was written"
     );
 }
 
@@ -103,8 +110,8 @@ async fn large_segment_is_a_multipart_upload_streamed_in_parts() {
     let c = store.counts();
     assert_eq!(
         (c.multipart_starts, c.parts, c.multipart_completes, c.puts),
-        (1, want_parts, 1, 1),
-        "one multipart upload, then one PUT: the time marker"
+        (1, want_parts, 1, 2),
+        "one multipart upload, then two PUTs: the successor pointer and the time marker"
     );
     let stored = tier.store().get(outcome.key()).await.expect("get").bytes().await.expect("bytes");
     assert_eq!(stored.as_ref(), std::fs::read(&file).expect("read").as_slice());
@@ -140,8 +147,9 @@ async fn crash_mid_upload_then_reexport(
     let outcome = healthy.export_segment(&t, &file).await.expect("re-export");
     assert!(matches!(outcome, ExportOutcome::Uploaded { .. }), "{outcome:?}");
     let objects = all_objects(base.as_ref(), Some(&dir_path)).await;
-    assert_eq!(objects.len(), 2, "exactly one segment and its marker: {objects:?}");
+    assert_eq!(objects.len(), 3, "exactly one segment, its marker and its pointer: {objects:?}");
     assert!(objects[1].0.contains(".ts-") && objects[1].1 == 0, "{objects:?}");
+    assert!(objects[2].0.ends_with("00000000000000000000.next"), "{objects:?}");
     let stored = base.get(outcome.key()).await.expect("get").bytes().await.expect("bytes");
     assert_eq!(stored.as_ref(), std::fs::read(&file).expect("read").as_slice());
     let again = healthy.export_segment(&t, &file).await.expect("third export");

@@ -37,7 +37,11 @@ async fn gap_then_continue(store: Arc<dyn ObjectStore>, config: ColdConfig, name
     let text = err.to_string();
     assert!(text.contains("[30, 50)") && text.contains("[0, 20)") && text.contains("[20, 30)"), "{text}");
     let dir_path = tier.layout().topic_dir(&t);
-    assert_eq!(all_objects(store.as_ref(), Some(&dir_path)).await.len(), 2, "nothing more was written");
+    assert_eq!(
+        all_objects(store.as_ref(), Some(&dir_path)).await.len(),
+        3,
+        "nothing more was written than the first segment, its marker and its pointer"
+    );
 
     // A gap that does not start where held offsets end is refused too.
     let err = tier.record_gap(&t, OffsetRange::new(25, 30)).await.expect_err("leaves a hole");
@@ -74,6 +78,10 @@ async fn gap_then_continue(store: Arc<dyn ObjectStore>, config: ColdConfig, name
     assert_eq!(range, OffsetRange::new(30, 50));
     let objects = all_objects(store.as_ref(), Some(&dir_path)).await;
     assert!(objects.iter().all(|(k, _)| !k.ends_with(".gap")), "{objects:?}");
+    assert!(
+        !objects.iter().any(|(k, _)| k.ends_with("00000000000000000020.next")),
+        "the expired gap's successor pointer is gone: {objects:?}"
+    );
     assert_eq!(reopened.recorded_gaps(&t).await.expect("recorded"), vec![]);
     let again = ColdTier::with_store(store, reopened.config().clone()).expect("tier");
     assert_eq!(again.range(&t).await.expect("range"), OffsetRange::new(30, 50));

@@ -116,13 +116,14 @@ async fn timestamp_seeks(base: Arc<dyn ObjectStore>, config: ColdConfig, name: &
     assert_eq!(tier.offset_for_timestamp(&t, ts(SEGMENTS * PER_SEGMENT)).await.expect("lookup"), None);
 
     // Expiry: the first three segments' records are older than the cutoff. Their
-    // newest timestamps come from the markers (no GET); segment and marker both go.
+    // newest timestamps come from the markers (no GET); segment, marker and successor
+    // pointer all go.
     counting.reset();
     let (deleted, range) = tier.expire_before(&t, ts(3 * PER_SEGMENT)).await.expect("expire");
     assert_eq!(deleted.len(), 3, "{deleted:?}");
     assert_eq!(range, OffsetRange::new(3 * PER_SEGMENT, SEGMENTS * PER_SEGMENT));
     let c = counting.counts();
-    assert_eq!((c.gets + c.get_ranges, c.deletes), (0, 6), "{c:?}");
+    assert_eq!((c.gets + c.get_ranges, c.deletes), (0, 9), "{c:?}");
     let left = all_objects(base.as_ref(), Some(&writer.layout().topic_dir(&t))).await;
     for s in 0..3 {
         let prefix = format!("{:020}-", s * PER_SEGMENT);

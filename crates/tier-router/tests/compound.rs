@@ -1551,9 +1551,9 @@ async fn a_recovery_that_fails_after_a_replay_leaves_the_topic_fenced() {
     std::fs::remove_dir_all(dir.path().join("router")).unwrap();
     warm.clear();
 
-    // Cold answers its range, then fails: the recovery replays warm, then cannot check the
-    // topic marker.
-    bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
+    // Cold answers its range (its listing: a LIST and the successor pointer's GET), then
+    // fails: the recovery replays warm, then cannot check the topic marker.
+    bucket.set_faults(Faults { fail_after_calls: Some(2), ..Faults::default() });
     let failed = TieredStore::builder()
         .hot(hot(dir.path(), FsyncPolicy::Always))
         .router(router(WarmFailurePolicy::Degrade))
@@ -1607,7 +1607,8 @@ async fn after_a_recovery_failed_on_colds_gap(dir: &Path) -> (Arc<MemoryTier>, i
     drop(store);
     std::fs::remove_dir_all(dir.join("hot")).unwrap();
 
-    bucket.set_faults(Faults { fail_after_calls: Some(1), ..Faults::default() });
+    // Cold answers its range (a LIST and the successor pointer's GET), then fails.
+    bucket.set_faults(Faults { fail_after_calls: Some(2), ..Faults::default() });
     let failed = TieredStore::builder()
         .hot(hot(dir, FsyncPolicy::Always))
         .router(router(WarmFailurePolicy::Degrade))

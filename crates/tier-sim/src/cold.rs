@@ -1,7 +1,10 @@
 //! The cold tier of a simulated deployment: the real [`ColdTier`] over an in-memory object
 //! store (`object_store::memory::InMemory`) behind tier-cold's [`FaultyStore`], which
-//! injects request failures and latency. The in-memory store outlives every simulated
-//! process (it is the bucket); each process opens a fresh `ColdTier` over it.
+//! injects request failures and latency and, from generator 8, what real object stores
+//! do besides: answers lost after the store acted, writes refused before it did, and
+//! listings that lag writes (see `docs/simulation.md`, "Object-store faults"). The
+//! in-memory store outlives every simulated process (it is the bucket); each process opens
+//! a fresh `ColdTier` over it, whose first listing of the topic a lag can reach.
 //!
 //! The second shape of cold backend the simulation drives is tier-router's
 //! [`PagedCold`](tier_router::PagedCold) over the same tier: its sequential reads are paged

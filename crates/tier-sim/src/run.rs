@@ -781,6 +781,20 @@ impl World<'_> {
                 let latency = Duration::from_millis(u64::from(ms));
                 self.bucket.faulty.set_faults(tier_cold::testing::Faults { latency, ..Default::default() });
             }
+            Step::ColdAmbiguous { applied, every } => {
+                self.cold_errors = true;
+                let every = Some(u64::from(every));
+                let faults = match applied {
+                    true => tier_cold::testing::Faults { lose_answer_every: every, ..Default::default() },
+                    false => tier_cold::testing::Faults { refuse_write_every: every, ..Default::default() },
+                };
+                self.bucket.faulty.set_faults(faults);
+            }
+            Step::ColdListLag { lists } => {
+                self.cold_errors = false;
+                let list_lag = Some(u64::from(lists));
+                self.bucket.faulty.set_faults(tier_cold::testing::Faults { list_lag, ..Default::default() });
+            }
             Step::DamageSegment => {
                 // Media damage shows when the file is read from the disk again: the store
                 // stops cleanly, a byte flips, the store opens again. (Flipping a byte of

@@ -203,6 +203,22 @@ pub enum Step {
     ColdErrors(Option<u8>),
     /// Every object-store request takes this many milliseconds.
     ColdLatency(u16),
+    /// Every `every`th mutating object-store request (a PUT, a multipart completion, a
+    /// DELETE) is ambiguous (generator 8, [`Faults::lose_answer_every`] /
+    /// [`Faults::refuse_write_every`]): with `applied` it takes effect and its answer is
+    /// lost (a timeout or a connection reset after the store acted: the caller sees an
+    /// error, a retry finds the object already there), without it the request fails
+    /// before reaching the store. Reads are not affected.
+    ///
+    /// [`Faults::lose_answer_every`]: tier_cold::testing::Faults::lose_answer_every
+    /// [`Faults::refuse_write_every`]: tier_cold::testing::Faults::refuse_write_every
+    ColdAmbiguous { applied: bool, every: u8 },
+    /// Object-store listings lag writes (generator 8, [`Faults::list_lag`]): an object
+    /// created or deleted from now on stays unlisted / listed for the next `lists`
+    /// listings (eventually consistent LIST); GET and HEAD stay consistent.
+    ///
+    /// [`Faults::list_lag`]: tier_cold::testing::Faults::list_lag
+    ColdListLag { lists: u8 },
     /// One byte of a sealed WAL segment flips.
     DamageSegment,
     /// One byte of a cold object flips.
@@ -228,6 +244,9 @@ impl Step {
             Step::WarmFailover => "warm entry loss",
             Step::ColdErrors(Some(_)) => "cold errors",
             Step::ColdLatency(ms) if *ms > 0 => "cold latency",
+            Step::ColdAmbiguous { applied: true, .. } => "cold answers lost",
+            Step::ColdAmbiguous { applied: false, .. } => "cold writes refused",
+            Step::ColdListLag { .. } => "cold listing lag",
             Step::DamageSegment => "damaged WAL segment",
             Step::DamageCold => "damaged cold object",
             Step::ClockJump { .. } => "clock jump",
@@ -264,7 +283,13 @@ impl Step {
 /// - 7: a failed WAL fsync ([`Step::WalFsyncFails`]) loses the pages it could not write,
 ///   as Linux does ([`tier_hot::faults::fail_fsync_losing_pages`]): they read as zeros
 ///   once the page cache is dropped (recovery, a power cut). The steps are version 6's.
-///   Not the default: [`LATEST`].
+///   Not the default.
+/// - 8: object stores as they really fail, taken from rolls that made [`Step::Heal`]
+///   under 7 where cold is deployed, drawing no randomness:
+///   [`Step::ColdAmbiguous`] (answers lost after the store acted, or writes refused
+///   before it did) and [`Step::ColdListLag`] (listings that lag writes). Every other
+///   step of every seed, and the configuration, are version 7's. Not the default:
+///   [`LATEST`].
 ///
 /// The default stays 5 while versions 6 and 7 still find open recovery bugs (torn points
 /// whose loss goes unreported in shapes the router does not cover yet; see
@@ -272,8 +297,8 @@ impl Step {
 /// `--generator 6` / `--generator 7`; their regression schedules run with every test.
 pub const GENERATOR: u32 = 5;
 
-/// The newest generator version (`--generator 7`); [`GENERATOR`] is the default.
-pub const LATEST: u32 = 7;
+/// The newest generator version (`--generator 8`); [`GENERATOR`] is the default.
+pub const LATEST: u32 = 8;
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
@@ -464,6 +489,17 @@ fn gen_step(
             921..=930 if generator >= 6 => {
                 Step::PowerCutBeforeSeal { records: u8::try_from(1 + (roll - 921) % 5).unwrap_or(1) }
             }
+            // Version 8: taken from `Heal`'s rolls where cold is deployed, drawing no
+            // randomness (where cold is not, the roll stays a `Heal`).
+            931..=936 if generator >= 8 && config.deployment.cold() => {
+                Step::ColdAmbiguous { applied: true, every: u8::try_from(2 + (roll - 931) % 3).unwrap_or(2) }
+            }
+            937..=940 if generator >= 8 && config.deployment.cold() => {
+                Step::ColdAmbiguous { applied: false, every: u8::try_from(2 + (roll - 937) % 3).unwrap_or(2) }
+            }
+            941..=945 if generator >= 8 && config.deployment.cold() => {
+                Step::ColdListLag { lists: u8::try_from(1 + (roll - 941) % 3).unwrap_or(1) }
+            }
             // Version 5: taken from `Heal`'s rolls where warm is deployed.
             911..=920 if generator >= 5 && config.deployment.warm() => {
                 burst.extend(warm_outage_burst(rng));
@@ -475,9 +511,12 @@ fn gen_step(
             Step::TrimWarm | Step::WarmOutage(_) | Step::WarmWaitShort(_) | Step::WarmFailover => {
                 config.deployment.warm()
             }
-            Step::Export | Step::ColdErrors(_) | Step::ColdLatency(_) | Step::DamageCold => {
-                config.deployment.cold()
-            }
+            Step::Export
+            | Step::ColdErrors(_)
+            | Step::ColdLatency(_)
+            | Step::ColdAmbiguous { .. }
+            | Step::ColdListLag { .. }
+            | Step::DamageCold => config.deployment.cold(),
             // With the WAL alone nothing survives a lost data directory: there is nothing
             // to check afterwards but that the store opens empty.
             Step::LoseDataDir { .. } => config.deployment != Deployment::Hot,

@@ -43,7 +43,8 @@ fn three_hundred_short_benign_schedules_pass() {
 /// `WalFsyncFails`; version 5 from version 4 from its first warm-outage burst on (which
 /// replaces a `Heal`); version 6 from version 5 where a `Heal` became a
 /// `PowerCutBeforeSeal`, in its power-cut model and, for half the seeds, its segment size
-/// and age; version 7 from version 6 only in failed fsyncs losing their pages. Regression
+/// and age; version 7 from version 6 only in failed fsyncs losing their pages; version 8
+/// from version 7 where a `Heal` became an object-store fault (cold deployed). Regression
 /// schedules replay with the version they were found with, so their steps and power cuts
 /// never change.
 #[test]
@@ -166,10 +167,31 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         v7_as_6.fsync_loses_pages = false;
         assert_eq!(v6.config.to_string(), v7_as_6.to_string(), "seed {seed}");
     }
+    // Version 8 is version 7 where a heal became an object-store fault (cold deployed).
+    let mut cold_faults = 0;
+    for seed in 0..200 {
+        let (v7, v8) = (Schedule::generate_with(7, seed, 200), Schedule::generate_with(8, seed, 200));
+        assert_eq!(v7.config.to_string(), v8.config.to_string(), "seed {seed}");
+        for ((i, a), (_, b)) in v7.steps.iter().zip(&v8.steps) {
+            if a != b {
+                assert!(
+                    *a == Step::Heal
+                        && v8.config.deployment.cold()
+                        && matches!(
+                            b,
+                            Step::ColdAmbiguous { every: 2..=4, .. } | Step::ColdListLag { lists: 1..=3 }
+                        ),
+                    "seed {seed} step {i}: {a:?} became {b:?}"
+                );
+                cold_faults += 1;
+            }
+        }
+    }
+    assert!(cold_faults > 0, "version 8 generates object-store faults");
     assert_eq!(
         (GENERATOR, LATEST),
-        (5, 7),
-        "version 5 is the default (6 and 7 have open findings), 7 the newest"
+        (5, 8),
+        "version 5 is the default (6 to 8 have open findings), 8 the newest"
     );
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);

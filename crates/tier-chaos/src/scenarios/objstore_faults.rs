@@ -112,10 +112,22 @@ async fn check_objects(
     if topic_markers > 1 {
         r.fail(format!("{phase}: {topic_markers} topic markers"));
     }
-    if metas.len() != ranges.len() + markers.len() + topic_markers {
+    // Each segment may have one successor pointer from its base (from 0 for the first),
+    // written after it.
+    let pointers: Vec<u64> = metas
+        .iter()
+        .filter_map(|m| m.location.filename()?.strip_suffix(tier_cold::layout::POINTER_SUFFIX)?.parse().ok())
+        .collect();
+    for at in &pointers {
+        if *at != 0 && !ranges.iter().any(|r| r.start == *at) {
+            r.fail(format!("{phase}: a successor pointer from {at} names no segment object"));
+        }
+    }
+    let known = ranges.len() + markers.len() + topic_markers + pointers.len();
+    if metas.len() != known {
         r.fail(format!(
-            "{phase}: {} objects that are neither segments, time markers nor the topic marker",
-            metas.len() - ranges.len() - markers.len() - topic_markers
+            "{phase}: {} objects that are neither segments, time markers, successor pointers nor the topic marker",
+            metas.len() - known
         ));
     }
     Ok(ranges.len())
@@ -162,8 +174,11 @@ pub async fn run(servers: &mut Servers, base: &Path, seed: u64) -> Result<Scenar
     let config =
         store_config(Deployment::HotCold, dir.path(), servers, &tag("rate"), &Profile::default()).await?;
     let faults = Faults { fail_every: Some(4), latency: Duration::from_millis(2), ..Faults::default() };
-    let (store, faulty, s3) = open_faulty(&config, faults, true).await?;
+    // The faults start once the topic is open: an open that meets a cold failure fails
+    // (the caller retries it), and which call fails depends on how many the open makes.
+    let (store, faulty, s3) = open_faulty(&config, Faults::default(), true).await?;
     let topic = store.topic(TOPIC).await.map_err(tier("topic"))?;
+    faulty.set_faults(faults);
     let producers = Producers::start(&topic, 2);
     tokio::time::sleep(Duration::from_millis(1500)).await; // load duration, not a wait
     let reader_outcome = read_during_faults(&store).await?;

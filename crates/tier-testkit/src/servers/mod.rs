@@ -8,6 +8,9 @@
 //! - [`ValkeyPair`]: a private primary + replica (for tests that stop or restart servers,
 //!   promote the replica, or cut the replication link), or a primary alone.
 //! - [`S3Server`]: a private `moto_server`.
+//! - [`AnswerDropProxy`]: a proxy in front of an HTTP server (moto) that forwards a
+//!   request and loses its answer (an ambiguous failure: the server acted, the client
+//!   saw the connection end).
 //! - [`SharedValkey`] / [`SharedS3`]: connection settings for the servers `cargo xtask test`
 //!   started (read from `TIERLOG_TEST_*` variables), or private servers when run alone.
 //! - [`start_shared_servers_for_xtask`]: what `cargo xtask test` calls to start them.
@@ -15,6 +18,7 @@
 //! A missing binary is a [`HarnessError::NotInstalled`] saying what to install; tests
 //! fail loudly with it and are never skipped.
 
+mod answer;
 mod http;
 mod link;
 mod locate;
@@ -25,6 +29,8 @@ mod shared;
 mod valkey;
 
 use std::{path::PathBuf, time::Duration};
+
+pub use answer::AnswerDropProxy;
 
 pub use locate::{ENV_MOTO_SERVER, ENV_VALKEY_SERVER, MotoBinary, ValkeyBinary, workspace_root};
 pub use s3::{S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server, S3Settings};

@@ -1,0 +1,117 @@
+//! Successor pointers: `<prefix>/<topic>/<at:020>.next`, whose body is the file name of
+//! the object continuing the log at `at` (see [`Layout::pointer_key`]).
+//!
+//! A listing is the manifest, but a LIST may lag writes: on stores whose listings are
+//! eventually consistent (AWS S3 before December 2020, several S3-compatible stores
+//! today), an object a PUT just created may be missing from a LIST while a GET or HEAD of
+//! its key already finds it. A manifest built from such a listing ends early, and a
+//! process that trusted it would see offsets it holds as missing — to be exported again
+//! over, recorded lost, or handed out again. So each stored segment and recorded gap gets
+//! a pointer from the offset it starts at, written after it with a conditional PUT, and
+//! a manifest built from a listing is completed by following the pointers from its
+//! continuation: one GET that finds nothing when the listing was complete.
+//!
+//! [`Layout::pointer_key`]: crate::Layout::pointer_key
+
+use std::sync::Arc;
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use tier_core::{Offset, TierError, TopicName};
+
+use crate::ColdTier;
+use crate::error::{key_ctx, map_store_error};
+use crate::layout::{parse_file_name, parse_gap_name};
+use crate::listing::{Listing, RecordedGap, SegmentObject};
+use crate::stats::Counters;
+
+/// Pointers followed at most per listing (each costs a GET and a HEAD).
+const MAX_HOPS: usize = 10_000;
+
+impl ColdTier {
+    /// Writes the pointer from `at` to the object named `name` (a file name in the
+    /// topic's folder). One conditional PUT; an existing pointer is success (it names an
+    /// object continuing the log at `at` too: another writer's segmentation of the same
+    /// offsets, or this one's from an earlier attempt).
+    pub(crate) async fn put_pointer(
+        &self,
+        topic: &TopicName,
+        at: Offset,
+        name: &str,
+    ) -> Result<(), TierError> {
+        let key = self.layout.pointer_key(topic, at);
+        let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        Counters::add(&self.counters.pointer_puts, 1);
+        match self.store.put_opts(&key, PutPayload::from(name.to_owned()), opts).await {
+            Ok(_)
+            | Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(()),
+            Err(e) => Err(map_store_error(key_ctx(topic, &key), "writing a successor pointer", e)),
+        }
+    }
+
+    /// Where the pointer to an object starting at `start` goes, given the manifest it
+    /// is added to: `0` when the manifest holds no segment (the object may take over
+    /// at any base: the pointer from 0 names the topic's first object), else `start`.
+    pub(crate) fn pointer_from(listing: &Listing, start: Offset) -> Offset {
+        if listing.segments().is_empty() { 0 } else { start }
+    }
+
+    /// `listing` completed with the objects the pointers from its continuation name:
+    /// segments (their size from a HEAD) and recorded gaps a lagging LIST did not show.
+    /// Stops at the first pointer that is absent, unreadable as a name, names an object
+    /// that does not continue the log there, or names a segment that is gone.
+    pub(crate) async fn follow_pointers(
+        &self,
+        topic: &TopicName,
+        mut listing: Listing,
+    ) -> Result<Listing, TierError> {
+        for _ in 0..MAX_HOPS {
+            let at = listing.continuation();
+            let first = listing.segments().is_empty();
+            let key = self.layout.pointer_key(topic, at);
+            Counters::add(&self.counters.pointer_gets, 1);
+            let body = match self.store.get(&key).await {
+                Ok(result) => result.bytes().await,
+                Err(e) => Err(e),
+            };
+            let body = match body {
+                Ok(body) => body,
+                Err(object_store::Error::NotFound { .. }) => break,
+                Err(e) => {
+                    return Err(map_store_error(key_ctx(topic, &key), "reading a successor pointer", e));
+                }
+            };
+            let Ok(name) = std::str::from_utf8(&body) else { break };
+            if let Some(range) = parse_file_name(name) {
+                if range.start != at && !(first && range.start > at) {
+                    break;
+                }
+                let segment = self.layout.segment_key(topic, range);
+                Counters::add(&self.counters.head_requests, 1);
+                let size = match self.store.head(&segment).await {
+                    Ok(meta) => meta.size,
+                    Err(object_store::Error::NotFound { .. }) => break,
+                    Err(e) => {
+                        return Err(map_store_error(
+                            key_ctx(topic, &segment),
+                            "checking a pointed-to segment",
+                            e,
+                        ));
+                    }
+                };
+                listing = listing.with(topic, Arc::new(SegmentObject::new(segment, range, size)))?;
+            } else if let Some(range) = parse_gap_name(name) {
+                if first || range.start != at {
+                    break;
+                }
+                listing = listing.with_gap(RecordedGap { range, key: self.layout.gap_key(topic, range) });
+            } else {
+                break;
+            }
+            if listing.continuation() <= at {
+                break;
+            }
+        }
+        Ok(listing)
+    }
+}
