@@ -140,9 +140,14 @@ pub fn fired(data_dir: &Path, point: FaultPoint) -> u32 {
     ARMED.lock().iter().find(|a| a.dir == data_dir && a.point == point).map_or(0, |a| a.fired)
 }
 
-/// Disarms every fault of `data_dir` and restores every behaviour [`revert`]ed there.
+/// Disarms every fault of `data_dir` (behaviours [`revert`]ed there stay reverted until
+/// [`restore`]).
 pub fn clear(data_dir: &Path) {
     ARMED.lock().retain(|a| a.dir != data_dir);
+}
+
+/// Restores every behaviour [`revert`]ed under `data_dir`.
+pub fn restore(data_dir: &Path) {
     REVERTED.lock().retain(|(dir, _)| dir != data_dir);
 }
 
@@ -152,15 +157,16 @@ pub fn clear(data_dir: &Path) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Revert {
-    /// An open ignores the `cut` marker an earlier open left: a cut whose recovery
-    /// failed is forgotten, and the log it left passes for whole.
+    /// The evidence of a cut is lost: an open ignores the `cut` marker an earlier open
+    /// left (a cut whose recovery failed is forgotten, and the log it left passes for
+    /// whole), and a first segment that lost every batch is removed without a cut.
     ForgetCuts,
 }
 
 /// The reverted behaviours of the process, per data directory.
 static REVERTED: Mutex<Vec<(PathBuf, Revert)>> = Mutex::new(Vec::new());
 
-/// Puts `behaviour` back for the tiers opened on `data_dir` (until [`clear`]).
+/// Puts `behaviour` back for the tiers opened on `data_dir` (until [`restore`]).
 pub fn revert(data_dir: &Path, behaviour: Revert) {
     let mut reverted = REVERTED.lock();
     if !reverted.iter().any(|(dir, b)| dir == data_dir && *b == behaviour) {

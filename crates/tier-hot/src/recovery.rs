@@ -226,7 +226,7 @@ pub(crate) fn recover_topic(
             // `never`/`interval` what it held — batches a power cut took, or nothing,
             // after a take-over — is the router's to judge: a cut (under `always` its
             // batches were fsynced by its seal: a take-over's leftover).
-            if !sealed.is_empty() || config.fsync != FsyncPolicy::Always {
+            if !sealed.is_empty() || (config.fsync != FsyncPolicy::Always && !forgets_cuts(dir)) {
                 cut.note()?;
                 cut_back = true;
             }

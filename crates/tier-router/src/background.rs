@@ -292,6 +292,14 @@ impl TieredStore {
         let Some(cold) = self.inner.tiers.cold.clone() else { return Ok(()) };
         let mut pieces = Vec::new();
         let mut at = hole.start;
+        // Warm's copy of a WAL gap is taken from where warm starts: a gap whose records
+        // warm holds from an offset inside it (a torn point merged with the gap a skip
+        // recorded before it) is split there, so that what warm lacks is recorded lost
+        // and what it holds is stored.
+        let warm_start = match &self.inner.tiers.warm {
+            Some(warm) => warm.range(topic).await.ok().filter(|w| !w.is_empty()).map(|w| w.start),
+            None => None,
+        };
         for gap in self.hot().gaps(topic) {
             let (start, end) = (gap.start.max(hole.start), gap.end.min(hole.end));
             if start >= end {
@@ -300,7 +308,13 @@ impl TieredStore {
             if at < start {
                 pieces.push((OffsetRange::new(at, start), false));
             }
-            pieces.push((OffsetRange::new(start, end), true));
+            match warm_start.filter(|&w| start < w && w < end) {
+                Some(w) => {
+                    pieces.push((OffsetRange::new(start, w), true));
+                    pieces.push((OffsetRange::new(w, end), true));
+                }
+                None => pieces.push((OffsetRange::new(start, end), true)),
+            }
             at = end;
         }
         if at < hole.end {

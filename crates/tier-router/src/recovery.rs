@@ -227,7 +227,13 @@ async fn recover(
     // The plan judged the WAL's cut and its effects recorded the result (losses kept,
     // offsets skipped, or the topic fenced): the WAL need not keep the evidence. Until
     // here a failed recovery leaves it for the next one (`HotTier::cut_back_at_open`).
-    tiers.hot.cut_recorded(topic)?;
+    // Under `fail`, not while the commit point is below the WAL's start: the cut may have
+    // raised the start past batches warm never confirmed (`plan::plan`), and a later
+    // recovery must not take that start for committed before warm confirms them.
+    let settled = evidence.policy != crate::WarmFailurePolicy::Fail || plan.committed >= after.wal.start;
+    if settled {
+        tiers.hot.cut_recorded(topic)?;
+    }
 
     for range in &report.lost {
         error!(topic = %topic, lost = %range, "recovery: these offsets are held by no tier and are lost");

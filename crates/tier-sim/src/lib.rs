@@ -22,7 +22,7 @@ pub mod shrink;
 pub mod warm;
 
 pub use model::Violation;
-pub use run::{Outcome, Stats, run};
+pub use run::{Outcome, Stats, run, run_reverting};
 pub use schedule::Schedule;
 
 /// Steps per schedule by default.
@@ -562,6 +562,27 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         keep: &[165, 166],
         case: "fsync never, a power cut before a rotation's seal ran: the new segment, never fsynced, came back with its size and no data (zeros, header included); recovery refused it as not a segment (bad magic) and kept the topic aside",
         invariant: model::inv::REFUSED_UNDAMAGED,
+        generator: 6,
+    },
+    Regression {
+        seed: 64000015,
+        keep: &[22, 23, 28, 29],
+        case: "fsync never, degrade: [6, 12) acknowledged by the WAL alone while warm was down, a power cut before a rotation's seal took the first segment's data; the next open removed the segment (cutting the log back) and failed on the unreachable warm; the open after it found a log that looked whole, took its end as exact and reported nothing of [6, 12) (the WAL's `cut` marker keeps the evidence until recovery records it)",
+        invariant: model::inv::UNREPORTED,
+        generator: 6,
+    },
+    Regression {
+        seed: 64000066,
+        keep: &[77, 78, 80, 84],
+        case: "fsync never, degrade: a crash with a power cut left [2, 1026) skipped as maybe lost (a WAL gap); [1026, 1032) acknowledged into the segment after it, a power cut before its seal took them (a torn point, its gap merged with the skip's); warm held them, but the export asked warm for the merged gap from its start, found warm starting later and recorded all of [2, 1032) lost in cold (the export now splits a WAL gap where warm's copy starts)",
+        invariant: model::inv::UNREPORTED,
+        generator: 6,
+    },
+    Regression {
+        seed: 64001801,
+        keep: &[155, 163, 165, 177, 195, 199],
+        case: "fail, fsync never: [3, 8) refused (warm's WAIT fell short: the entries on the primary, unconfirmed); a power cut before a seal took the WAL's first segment, so the WAL started at 8; recovery took that start for committed (as after retention) and a close and reopen served warm's unconfirmed [3, 8) (a cut WAL's start is no evidence of commitment, and the cut stays on record until the commit point passes it)",
+        invariant: model::inv::UNACKED_SERVED,
         generator: 6,
     },
 ];

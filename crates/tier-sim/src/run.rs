@@ -186,6 +186,12 @@ struct World<'a> {
 /// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
 /// step and what it observed.
 pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
+    run_reverting(schedule, verbose, &[])
+}
+
+/// [`run`] with repaired behaviours of the WAL put back ([`tier_hot::faults::Revert`]):
+/// how a test shows that the simulation finds the bug each repair removed.
+pub fn run_reverting(schedule: &Schedule, verbose: bool, reverts: &[tier_hot::faults::Revert]) -> Outcome {
     let base = if std::path::Path::new("/dev/shm").is_dir() { Some("/dev/shm") } else { None };
     let root = match base {
         Some(b) => tempfile::Builder::new().prefix("tier-sim-").tempdir_in(b),
@@ -228,9 +234,13 @@ pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
         lost_since_open: (false, false),
     };
     tier_hot::faults::track_durability(&world.hot_dir);
+    for behaviour in reverts {
+        tier_hot::faults::revert(&world.hot_dir, *behaviour);
+    }
     world.run_all();
     tier_hot::faults::untrack_durability(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
+    tier_hot::faults::restore(&world.hot_dir);
     // Forget the pages failed fsyncs lost (the files go with the temporary directory).
     let _ = tier_hot::faults::drop_page_cache(&world.hot_dir);
     world.stats.checked = world.model.checked;
@@ -1276,7 +1286,13 @@ impl World<'_> {
                 .collect();
             durable.sort();
             let sealed = p.store.wal().sealed_segments(&self.topic_name).len();
-            let now = p.rt.block_on(async { tokio::time::Instant::now() - p.started });
+            // Read the clock without driving the runtime: a `block_on` here would let
+            // background tasks run (and the paused clock auto-advance) only in verbose
+            // runs, so a replay would not be the run it replays.
+            let now = {
+                let _runtime = p.rt.enter();
+                tokio::time::Instant::now() - p.started
+            };
             let line = format!("  state: hwm {hwm} sealed {sealed} durable {durable:?} t {now:?}");
             self.note(line);
         }

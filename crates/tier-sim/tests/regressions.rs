@@ -6,7 +6,7 @@
 //!   seed set must pass: a quick sample of what `cargo xtask test` runs for a minute. The
 //!   full fault mix is what `cargo xtask sim` runs (`docs/simulation.md`).
 
-use tier_sim::{REGRESSION_SEEDS, Schedule, run};
+use tier_sim::{REGRESSION_SEEDS, Schedule, run, run_reverting};
 
 #[test]
 fn every_regression_schedule_passes() {
@@ -18,6 +18,25 @@ fn every_regression_schedule_passes() {
         }
     }
     assert!(failing.is_empty(), "{} regression schedule(s) fail:\n{}", failing.len(), failing.join("\n"));
+}
+
+/// A repaired behaviour put back behind its switch (`tier_hot::faults::Revert`) is found
+/// again by the regression schedule that found it: the simulation sees that bug class.
+#[test]
+fn each_reverted_repair_is_found_by_its_regression_schedule() {
+    use tier_hot::faults::Revert;
+    let cases = [(64000015, Revert::ForgetCuts)];
+    for (seed, behaviour) in cases {
+        let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
+        assert!(run(&r.schedule(), false).violations.is_empty(), "seed {seed} passes with the repair");
+        let outcome = run_reverting(&r.schedule(), false, &[behaviour]);
+        assert!(
+            outcome.violations.iter().any(|v| v.to_string().contains(r.invariant)),
+            "seed {seed} with {behaviour:?} reverted breaks {:?}: {:?}",
+            r.invariant,
+            outcome.violations
+        );
+    }
 }
 
 #[test]

@@ -562,9 +562,16 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
             None if wal_lost => target,
             None => hot.start,
         };
-        // Also committed: what cold holds and what warm trimmed away.
+        // Also committed: what cold holds and what warm trimmed away — and what the WAL
+        // no longer holds below its start, which retention deletes only once committed.
+        // Not when opening cut the WAL back and warm holds everything from the known
+        // point to the WAL's start: the cut (a first segment that lost every batch) may
+        // have raised the start past batches warm never confirmed, which are confirmed
+        // again as warm stores them.
         let known = checkpointed.max(cold_r.end).max(w.start);
-        let unconfirmed = known.clamp(wal_now.start.min(target), target);
+        let wal_start = wal_now.start.min(target);
+        let start_is_evidence = !(e.cut_back && w.start <= known && w.end >= wal_start);
+        let unconfirmed = if start_is_evidence { known.clamp(wal_start, target) } else { known.min(target) };
         let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
         if let Some(first_base) = after.first_kept {
             // Warm was ahead of the WAL: the replayed batches after the checkpoint, as warm

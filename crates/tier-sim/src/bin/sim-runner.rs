@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use parking_lot::Mutex;
-use tier_sim::{DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, shrink::shrink};
+use tier_sim::{DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, run_reverting, shrink::shrink};
 
 #[derive(Debug, Parser)]
 #[command(name = "sim-runner", about = "tierlog's deterministic simulation")]
@@ -63,6 +63,25 @@ struct Args {
     /// Print every violation as it is found (`seed<TAB>invariant<TAB>detail`).
     #[arg(long)]
     list: bool,
+    /// With --seed: put a repaired behaviour of the WAL back (to see the simulation find
+    /// the bug it was): `forget-cuts`.
+    #[arg(long, value_enum)]
+    revert: Vec<Reverted>,
+}
+
+/// A repaired behaviour `--revert` puts back (`tier_hot::faults::Revert`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Reverted {
+    /// An open ignores the cut an earlier open made (its `cut` marker).
+    ForgetCuts,
+}
+
+impl Reverted {
+    fn behaviour(self) -> tier_hot::faults::Revert {
+        match self {
+            Self::ForgetCuts => tier_hot::faults::Revert::ForgetCuts,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -229,6 +248,8 @@ fn replay(seed: u64, args: &Args) -> ExitCode {
         schedule = schedule.keep(keep);
     }
     print!("{schedule}");
+    let reverts: Vec<_> = args.revert.iter().map(|r| r.behaviour()).collect();
+    let run = |schedule: &Schedule, verbose| run_reverting(schedule, verbose, &reverts);
     let first = run(&schedule, true);
     for line in &first.log {
         println!("  {line}");

@@ -531,6 +531,26 @@ fn fail_commits_only_what_is_known_confirmed() {
     });
 }
 
+/// Under `fail`, a WAL that opening cut back may start above the last point known
+/// confirmed because the cut removed its first segment, not because retention trimmed
+/// committed records: its start is no evidence of commitment. Warm's batches from that
+/// point up to the WAL's start are confirmed again before they are served (simulation seed
+/// 64001801: refused batches, kept on the primary by a `WAIT` that fell short, served
+/// after a power cut took the WAL's first segment).
+#[test]
+fn fail_does_not_commit_below_the_start_of_a_cut_wal() {
+    each_plan(|e, _, after, p| {
+        if e.policy != WarmFailurePolicy::Fail || p.end_unknown || !e.cut_back {
+            return;
+        }
+        let Some(w) = e.warm_range() else { return };
+        let known = e.checkpoint.unwrap_or(w.start).max(e.cold.unwrap_or_default().end).max(w.start);
+        if known < after.wal.start && w.start <= known && w.end >= after.wal.start {
+            assert!(p.committed <= known, "{e:?} {after:?} -> {p:?}");
+        }
+    });
+}
+
 /// Resuming records the skipped offsets in cold before the WAL (whose file at the resume
 /// offset is itself evidence of the end), and removes the rebuilt marker last.
 #[test]
