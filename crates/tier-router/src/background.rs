@@ -587,7 +587,12 @@ impl TieredStore {
             let can_delete = |info: &SegmentInfo| match allowed.get(&info.topic) {
                 None => false,
                 Some((committed, cold, gaps)) => {
+                    // A gap after the segment goes with it, and the WAL then starts past
+                    // the gap: never past the commit point, which recovery takes the WAL's
+                    // start to be below (a torn point's gap holds records warm may not
+                    // have confirmed yet).
                     info.range.end <= *committed
+                        && gaps.iter().all(|g| g.start != info.range.end || g.end <= *committed)
                         && cold.is_none_or(|c| {
                             c.start <= info.range.start
                                 && info.range.end <= c.end

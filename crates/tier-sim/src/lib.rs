@@ -585,4 +585,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNACKED_SERVED,
         generator: 6,
     },
+    Regression {
+        seed: 64001801,
+        keep: &[153, 155, 158, 159, 160, 162, 175, 176, 177, 188, 190, 195, 198, 199],
+        case: "as the schedule above, with WAL retention after the cut: the commit point held at 5 before the torn point [5, 42) warm had not confirmed, and retention deleted the segment [0, 5) with the gap after it, so the reopened WAL started at 42 and recovery took that start for committed (retention no longer moves the WAL's start past the commit point)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 6,
+    },
 ];
