@@ -648,6 +648,15 @@ impl TieredStore {
             };
             if let Some(cold) = &self.inner.tiers.cold {
                 point = point.min(cold.range(&core.name).await?.end);
+            } else {
+                // Without cold, warm's copy of a WAL gap it holds (a torn point: records
+                // the WAL lost and warm still has) is the only one: never trimmed.
+                let warm_start = warm.range(&core.name).await?.start;
+                for gap in self.hot().gaps(&core.name) {
+                    if gap.start < point && gap.end > warm_start {
+                        point = point.min(gap.start.max(warm_start));
+                    }
+                }
             }
             if point == 0 {
                 continue;

@@ -592,4 +592,18 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNACKED_SERVED,
         generator: 6,
     },
+    Regression {
+        seed: 5000114,
+        keep: &[8, 9, 10],
+        case: "hot alone, fsync interval: [0, 4) acknowledged, the timer's fsync failed and lost its pages, the state directory was lost; the reopened WAL cut its zeroed tail back to nothing, and recovery took the topic for one never written and handed offset 0 out again (a WAL cut back to nothing with no state file now fences the topic)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 8,
+    },
+    Regression {
+        seed: 66000462,
+        keep: &[159, 161, 167, 169, 176, 179],
+        case: "hot+warm (no cold), fsync never: a power cut before a seal left a torn point [21, 24) that warm held; the warm trim kept only the newest sealed segment's offsets and trimmed warm's copy, the only one (without cold, warm is never trimmed past a WAL gap it holds)",
+        invariant: model::inv::UNREPORTED,
+        generator: 6,
+    },
 ];

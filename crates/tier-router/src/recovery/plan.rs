@@ -210,10 +210,14 @@ impl Evidence {
         crate::state::unacked_union(self.unacked_state.clone(), self.unacked_wal.clone())
     }
 
-    /// A WAL that holds the topic while no state file survived, written without an fsync
-    /// per append: a power cut may have taken acknowledged records.
+    /// A WAL that holds the topic — or that opening cut back to nothing, which held it —
+    /// while no state file survived, written without an fsync per append: a power cut (or
+    /// a failed fsync) may have taken acknowledged records.
     pub(crate) fn wal_unvouched(&self) -> bool {
-        !self.wal_lost() && self.checkpoint.is_none() && self.reservation.is_none() && !self.fsync_always
+        (!self.wal_lost() || self.cut_back)
+            && self.checkpoint.is_none()
+            && self.reservation.is_none()
+            && !self.fsync_always
     }
 
     /// The WAL cannot vouch for its end (see the module docs of `recovery`).

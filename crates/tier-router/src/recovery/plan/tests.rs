@@ -431,6 +431,31 @@ fn a_torn_point_below_the_wals_end_is_reported_unless_warm_holds_it() {
     assert_eq!(outcomes, [(vec![r(14, 24), r(24, 1038)], vec![]), (vec![r(24, 1038)], vec![r(14, 24)])]);
 }
 
+/// A WAL that opening cut back to nothing (a failed fsync lost its pages, or a power cut
+/// took them, under `never`/`interval`) held acknowledged records: with no state file to
+/// bound them, the topic's end is unknown — it is fenced, not restarted at 0 as a topic
+/// never written (simulation seed 5000114, generator 8: offset 0 served with two
+/// contents). Under `always` nothing acknowledged was past an fsync.
+#[test]
+fn a_wal_cut_back_to_nothing_without_state_files_fences_the_topic() {
+    for fsync_always in [false, true] {
+        let e = Evidence {
+            policy: WarmFailurePolicy::Fail,
+            fsync_always,
+            hot: OffsetRange::empty_at(0),
+            wal_gaps: vec![],
+            checkpoint: None,
+            reservation: None,
+            warm: WarmSeen::Disabled,
+            cold: None,
+            ..torn_point_evidence(WarmSeen::Disabled, None)
+        };
+        let step = plan_replay(&e).unwrap();
+        let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+        assert_eq!(p.end_unknown, !fsync_always, "fsync always {fsync_always}: {p:?}");
+    }
+}
+
 /// Never wedged: a topic with local evidence of its end (a checkpoint or a reservation)
 /// and no fence accepts appends, and the evidence is refused only when it contradicts
 /// itself (a surviving WAL below cold's end, or below warm's start with warm ahead).
