@@ -217,7 +217,7 @@ pub(crate) fn recover_topic(
     let mut torn: Option<PathBuf> = None;
     let mut cut = Cut::of(topic, dir);
     let mut cut_back = false;
-    for (base, path) in older {
+    for (i, (base, path)) in older.iter().enumerate() {
         let torn_header = config.recovery == RecoveryPolicy::TruncateTornTail && is_torn_header(path);
         if torn_header || is_empty_leftover(path) {
             // No batch of it reached the disk: a seal cut short before anything of it was
@@ -239,7 +239,11 @@ pub(crate) fn recover_topic(
             continue;
         }
         let place = if torn.is_some() { Place::AfterCutShortSeal } else { Place::Middle };
-        let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place, &mut cut)? {
+        // The last sealed segment's seal may not have been durable (a rotation fsyncs it
+        // in the background): under `never`/`interval` its footer may have reached the
+        // disk while a page of its data did not, so its batches are checked.
+        let unproven = i + 1 == older.len() && config.fsync != FsyncPolicy::Always;
+        let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place, unproven, &mut cut)? {
             Some(reopened) => reopened,
             None => {
                 // None of its batches reached the disk (nor, maybe, its header): a seal
@@ -316,14 +320,32 @@ fn open_or_reseal(
     base: Offset,
     config: &HotConfig,
     place: Place,
+    unproven: bool,
     cut: &mut Cut<'_>,
 ) -> Result<Option<(SealedFile, bool)>, TierError> {
+    let io = |what| move |e| io_err(topic, path, what, e);
     let not_sealed = match SealedFile::open(topic, path, None) {
-        Ok(seg) => return Ok(Some((seg, false))),
+        Ok(seg) if !unproven || config.recovery != RecoveryPolicy::TruncateTornTail => {
+            return Ok(Some((seg, false)));
+        }
+        Ok(seg) => {
+            drop(seg);
+            crate::page_cache::read_from_disk_next(topic, path)?;
+            let bytes = std::fs::read(path).map_err(io("reading a segment"))?;
+            let Some(outcome) = hole_under_a_written_footer(&bytes, config) else {
+                return SealedFile::open(topic, path, None).map(|seg| Some((seg, false)));
+            };
+            // Its footer is whole and a page of its data reads as never written: a seal
+            // cut short, whose footer's pages reached the disk before its data's.
+            if outcome.state.batch_count() == 0 {
+                warn_torn_tail(topic, path, &outcome);
+                return Ok(None);
+            }
+            return reseal(topic, path, &outcome, cut).map(Some);
+        }
         Err(e) if e.kind() == ErrorKind::Corruption => e,
         Err(e) => return Err(e),
     };
-    let io = |what| move |e| io_err(topic, path, what, e);
     // Not known durable (its seal was cut short): scan what the disk holds.
     crate::page_cache::read_from_disk_next(topic, path)?;
     let bytes = std::fs::read(path).map_err(io("reading a segment"))?;
@@ -365,17 +387,31 @@ fn open_or_reseal(
         );
         return Ok(None);
     }
+    reseal(topic, path, &outcome, cut).map(Some)
+}
+
+/// Seals again, at the end of its last valid batch, a segment whose seal was cut short
+/// (`outcome` is its scan): truncated there, the footer written and fsynced. Returns the
+/// segment, and `true` (it was sealed again).
+fn reseal(
+    topic: &TopicName,
+    path: &Path,
+    outcome: &ScanOutcome,
+    cut: &mut Cut<'_>,
+) -> Result<(SealedFile, bool), TierError> {
+    let io = |what| move |e| io_err(topic, path, what, e);
+    let footer = outcome.state.footer_bytes();
     warn!(topic = %topic, file = ?path, range = %outcome.state.offset_range(), "sealing a segment whose seal was cut short");
     cut.note()?;
     let mut file = OpenOptions::new().write(true).open(path).map_err(io("opening a segment to seal it"))?;
-    warn_torn_tail(topic, path, &outcome);
+    warn_torn_tail(topic, path, outcome);
     file.set_len(outcome.data_end).map_err(io("truncating a torn footer"))?;
     file.seek(SeekFrom::Start(outcome.data_end)).map_err(io("positioning in a segment"))?;
     file.write_all(&footer).map_err(io("writing a segment footer"))?;
     file.sync_all().map_err(io("fsyncing a sealed segment"))?;
     synced!(path, &file);
     drop(file);
-    SealedFile::open(topic, path, None).map(|seg| Some((seg, true)))
+    SealedFile::open(topic, path, None).map(|seg| (seg, true))
 }
 
 /// Reports the torn tail `outcome` cuts off, if any: its position and cause, and the

@@ -466,3 +466,42 @@ async fn under_always_a_last_file_sealed_over_a_zeroed_data_page_stays_corruptio
     assert!(err.to_string().contains(&first.display().to_string()), "{err}");
     assert_eq!(std::fs::read(&first).unwrap(), before, "damage is left as found");
 }
+
+/// A rotation wrote segment 0's footer and a power cut came before its seal's fsync:
+/// writeback persisted the footer's pages and not a page of the unsynced batch before
+/// them. The file opens as sealed (its footer is whole), yet a data page reads as never
+/// written: under `never`/`interval` the last sealed segment is scanned at open (its seal
+/// may not have been durable), the hole is a torn tail, and the segment is sealed again
+/// at it — a torn point — instead of serving a batch that fails its checks (simulation
+/// seed 66000829: the damaged segment was exported to cold).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_segment_whose_footer_reached_the_disk_before_its_data_is_a_torn_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dir, t) = (dir.path(), topic("t"));
+    let config = interval(dir);
+    faults::track_durability(dir);
+    let tier = HotTier::open(config.clone()).await.unwrap();
+    tier.append(&t, batch(&records(0, 5, 100))).await.unwrap();
+    tier.close().await; // fsyncs 0..5
+    faults::hold(dir, FaultPoint::SealFsync);
+    let tier = HotTier::open(config.clone()).await.unwrap();
+    tier.append(&t, batch(&records(5, 5, 2000))).await.unwrap();
+    tier.append(&t, batch(&big(10))).await.unwrap(); // rotates: segment 0's seal is held
+    let cut = seal_pending_at_the_cut(tier, dir, seg(dir, t.as_str(), 10)).await;
+    let first = seg(dir, t.as_str(), 0);
+    let durable = cut.durable_len(&first);
+    let page = durable.div_ceil(4096) * 4096;
+    assert!(page + 4096 + 512 < len(&first), "a whole page of 5..10 lies before the footer");
+    // The page after the durable bytes never reached the disk; the footer's did.
+    let mut bytes = std::fs::read(&first).unwrap();
+    bytes[page as usize..(page + 4096) as usize].fill(0);
+    std::fs::write(&first, &bytes).unwrap();
+
+    let tier = HotTier::open(config).await.unwrap();
+    assert!(tier.damaged().is_empty(), "{:?}", tier.damaged());
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(5, 10)], "the unsynced batch is a torn point");
+    assert!(tier.cut_back_at_open(&t));
+    assert_eq!(read_offsets(&tier, &t, 0).await, (0..5).collect::<Vec<_>>());
+    assert_eq!(read_offsets(&tier, &t, 10).await, (10..20).collect::<Vec<_>>());
+    tier.close().await;
+}

@@ -606,4 +606,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNREPORTED,
         generator: 6,
     },
+    Regression {
+        seed: 66000829,
+        keep: &[186, 190, 191, 192, 193, 194, 195, 196, 197],
+        case: "hot+cold, fsync never: a power cut before a rotation's seal ran kept the sealed segment's footer pages and lost a page of its batches; the segment opened as sealed (its footer whole), was exported to cold, and reading it failed inside the committed range (the last sealed segment's batches are now checked at open under never/interval)",
+        invariant: model::inv::READ_FAILED,
+        generator: 6,
+    },
 ];

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use parking_lot::Mutex;
-use tier_sim::{DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, run_reverting, shrink::shrink};
+use tier_sim::{
+    DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, run_reverting, shrink::shrink,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "sim-runner", about = "tierlog's deterministic simulation")]
