@@ -239,10 +239,12 @@ pub(crate) fn recover_topic(
             continue;
         }
         let place = if torn.is_some() { Place::AfterCutShortSeal } else { Place::Middle };
-        // The last sealed segment's seal may not have been durable (a rotation fsyncs it
-        // in the background): under `never`/`interval` its footer may have reached the
-        // disk while a page of its data did not, so its batches are checked.
-        let unproven = i + 1 == older.len() && config.fsync != FsyncPolicy::Always;
+        // The seals of the last sealed segments may not have been durable (a rotation
+        // fsyncs the sealed file in the background, at most `MAX_SEALS_IN_FLIGHT` at
+        // once): under `never`/`interval` a footer may have reached the disk while a page
+        // of the data before it did not, so their batches are checked.
+        let in_flight = crate::writer::MAX_SEALS_IN_FLIGHT;
+        let unproven = i + in_flight >= older.len() && config.fsync != FsyncPolicy::Always;
         let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place, unproven, &mut cut)? {
             Some(reopened) => reopened,
             None => {

@@ -54,6 +54,7 @@ const INLINE_WRITE_MAX: u64 = 1 << 20;
 
 mod direct;
 mod seal;
+pub(crate) use seal::MAX_SEALS_IN_FLIGHT;
 
 pub(crate) use direct::{Direct, append_direct};
 
