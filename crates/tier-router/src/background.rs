@@ -230,7 +230,7 @@ impl TieredStore {
                 self.fill_hole(topic, OffsetRange::new(cold_end, segment.range.start), &mut exported).await?;
             } else if cold_empty
                 && segment.range.start > 0
-                && let Some(below) = self.warm_below(topic, segment.range.start).await
+                && let Some(below) = self.warm_below(topic, segment.range.start).await?
             {
                 // Cold's first segment: warm holds records below the WAL's start (a torn
                 // point at its start lost them from the WAL), which cold would otherwise
@@ -266,12 +266,18 @@ impl TieredStore {
         Ok(exported)
     }
 
-    /// What warm holds below `start` (the WAL's first sealed segment), when warm answers
-    /// and holds records there.
-    async fn warm_below(&self, topic: &TopicName, start: Offset) -> Option<OffsetRange> {
-        let warm = self.inner.tiers.warm.as_ref()?;
-        let held = warm.range(topic).await.ok()?;
-        (held.start < start && !held.is_empty()).then(|| OffsetRange::new(held.start, held.end.min(start)))
+    /// What warm holds below `start` (the WAL's first sealed segment), when it holds
+    /// records there. `Unavailable` while warm cannot be asked: cold's first segment waits
+    /// for it, as warm may hold acknowledged records the WAL lost below its start (a cut
+    /// that took the WAL's first segment), which cold would otherwise start past.
+    async fn warm_below(&self, topic: &TopicName, start: Offset) -> Result<Option<OffsetRange>, TierError> {
+        let Some(warm) = self.inner.tiers.warm.as_ref() else { return Ok(None) };
+        let held = match warm.range(topic).await {
+            Ok(held) => held,
+            Err(e) if e.kind() == tier_core::ErrorKind::Unavailable => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        Ok((held.start < start && !held.is_empty()).then(|| OffsetRange::new(held.start, held.end.min(start))))
     }
 
     /// Fills `hole` (from cold's end to the next segment's base) in order: every WAL gap

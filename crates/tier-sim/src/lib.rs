@@ -613,4 +613,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::READ_FAILED,
         generator: 6,
     },
+    Regression {
+        seed: 9000178,
+        keep: &[10, 13, 23, 44],
+        case: "fail, fsync never: a power cut before a seal took the WAL's first segment [0, 21), which warm held; with warm down the export let cold's first segment start at 21, past warm's only copy (cold's first segment now waits for warm to answer)",
+        invariant: model::inv::UNREPORTED,
+        generator: 8,
+    },
 ];
