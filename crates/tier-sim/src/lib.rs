@@ -620,4 +620,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNREPORTED,
         generator: 8,
     },
+    Regression {
+        seed: 5000307,
+        keep: &[142, 143, 154, 158, 160, 161],
+        case: "degrade, fsync never: cold held [0, 1), [1, 7) acknowledged into a rebuilt WAL and warm; a power cut before a seal took the WAL's first segment and recovery skipped the WAL to the reservation; it recorded [1, 1027) lost in cold, warm's copy of [1, 7) included, because warm's copy ended before the WAL's new first offset (warm's copy now keeps the gap out of cold until the exporter stores it)",
+        invariant: model::inv::UNREPORTED,
+        generator: 8,
+    },
 ];

@@ -617,8 +617,10 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         }
         let wal_first = if wal.is_empty() { next } else { wal.start };
         // Not what warm holds below the WAL's first offset: the exporter stores warm's
-        // copy there (a torn point at the WAL's start lost records warm still holds).
-        let warm_below = !warm_r.is_empty() && warm_r.start <= wal_first && warm_r.end >= wal_first;
+        // copy there (a torn point at the WAL's start lost records warm still holds) —
+        // also when warm's copy ends before the WAL's first offset (a cut took the WAL's
+        // first segment and the WAL continues past offsets no tier holds).
+        let warm_below = !warm_r.is_empty() && warm_r.start <= wal_first && warm_r.end > cold_r.end;
         let wal_first = if warm_below { warm_r.start.max(cold_r.end).min(wal_first) } else { wal_first };
         if e.cold.is_some() && !cold_r.is_empty() && cold_r.end < wal_first {
             effects.push(Effect::RecordGapInCold { cold: cold_r, wal_first });
