@@ -280,6 +280,14 @@ impl TieredStore {
         Ok((held.start < start && !held.is_empty()).then(|| OffsetRange::new(held.start, held.end.min(start))))
     }
 
+    /// True when warm is enabled and answers for `topic`.
+    async fn warm_answers(&self, topic: &TopicName) -> bool {
+        match &self.inner.tiers.warm {
+            Some(warm) => warm.range(topic).await.is_ok(),
+            None => false,
+        }
+    }
+
     /// Fills `hole` (from cold's end to the next segment's base) in order: every WAL gap
     /// inside it is recorded lost in cold (cold skips what it already recorded, and
     /// refuses a piece that does not continue what it holds) — except what warm holds of
@@ -287,8 +295,9 @@ impl TieredStore {
     /// warm's copy is stored ([`export_from_warm`](Self::export_from_warm)). Offsets of
     /// the hole in no WAL gap, past where cold continues, are stored from warm's copy
     /// too (a torn point at the WAL's start: the WAL starts above cold's end, and warm
-    /// holds what it lost); what warm lacks of them is left, and cold refuses the segment
-    /// after it.
+    /// holds what it lost); what warm lacks of them past its copy is recorded lost once
+    /// the copy is stored (no tier holds it), and left while warm holds none of them (cold
+    /// then refuses the segment after it).
     async fn fill_hole(
         &self,
         topic: &TopicName,
@@ -345,7 +354,12 @@ impl TieredStore {
             if from_warm >= piece.end {
                 continue;
             }
-            if !wal_gap {
+            // Offsets in no WAL gap below the WAL's next segment, past warm's copy: when
+            // warm answered and stored what it holds, no tier holds the rest (a cut took
+            // the WAL's first segment and the WAL continued past offsets recovery reported
+            // lost); they are recorded lost so that cold takes the segment after them.
+            // While warm cannot be asked they are left, and cold refuses that segment.
+            if !wal_gap && (from_warm == piece.start || !self.warm_answers(topic).await) {
                 break;
             }
             let lost = OffsetRange::new(from_warm, piece.end);
