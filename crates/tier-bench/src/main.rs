@@ -14,6 +14,7 @@ mod hot;
 mod open;
 mod peak;
 mod report;
+mod router;
 mod server;
 mod soak;
 mod tail;
@@ -81,6 +82,30 @@ enum Child {
         /// The record cache's budget.
         #[arg(long)]
         cache_bytes: u64,
+        /// Through the router (a hot-only `TieredStore`) instead of `HotTier` alone.
+        #[arg(long)]
+        router: bool,
+    },
+    /// One sequential append case of workload 1 on its own, for profiling
+    /// (`strace -c -f`, `perf`): 1 KiB records, `--per` a batch, `--count` appends,
+    /// through the router (hot only) or, with `--tier`, `HotTier` alone.
+    #[command(hide = true)]
+    RouterCase {
+        /// Scratch directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Records per append.
+        #[arg(long, default_value_t = 100)]
+        per: usize,
+        /// Appends.
+        #[arg(long, default_value_t = 10_000)]
+        count: u64,
+        /// fsync every append (else never).
+        #[arg(long)]
+        always: bool,
+        /// `HotTier` alone instead of the router.
+        #[arg(long)]
+        tier: bool,
     },
     /// Internal: workload 11 (the server soak) in this process, rows as JSON on stdout.
     #[command(hide = true)]
@@ -139,7 +164,7 @@ impl Settings {
                 seek_points: 20,
                 scale_records: 500_000,
                 tail_records: 3000,
-                tail_rate: 1000,
+                tail_rate: 2000,
                 rounds: 2,
             }
         } else {
@@ -166,14 +191,20 @@ fn main() -> Result<()> {
     let settings = Settings::new(cli.quick);
     match &cli.child {
         Some(Child::HotAppend { dir }) => {
-            let rows = runtime.block_on(hot::append(&settings, dir))?;
+            let mut rows = runtime.block_on(hot::append(&settings, dir))?;
+            rows.extend(runtime.block_on(router::append(&settings, dir))?);
             println!("{}", serde_json::to_string(&rows)?);
             Ok(())
         }
-        Some(Child::HotAppendPeak { dir, size, batch, always, cache_bytes }) => {
-            let case = peak::Case { size: *size, batch: *batch, always: *always };
+        Some(Child::HotAppendPeak { dir, size, batch, always, cache_bytes, router }) => {
+            let case = peak::Case { size: *size, batch: *batch, always: *always, router: *router };
             let out = runtime.block_on(peak::run_case(&settings, dir, case, *cache_bytes))?;
             println!("{}", serde_json::to_string(&out)?);
+            Ok(())
+        }
+        Some(Child::RouterCase { dir, per, count, always, tier }) => {
+            let out = runtime.block_on(router::one_case(dir, *per, *count, *always, *tier))?;
+            println!("{out}");
             Ok(())
         }
         Some(Child::ServerSoak { dir }) => {
@@ -240,13 +271,17 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
                 "workload 7: hot append peak RSS, cache {} MiB (a child per case)",
                 cache_bytes >> 20
             ));
-            for case in peak::Case::all() {
+            let router = if cache_bytes == peak::BUDGETS[0] { peak::Case::router() } else { Vec::new() };
+            for case in peak::Case::all().into_iter().chain(router) {
                 let (size, batch, cache) =
                     (case.size.to_string(), case.batch.to_string(), cache_bytes.to_string());
                 let mut args = vec!["hot-append-peak", "--dir", d, "--size", &size, "--batch", &batch];
                 args.extend(["--cache-bytes", &cache]);
                 if case.always {
                     args.push("--always");
+                }
+                if case.router {
+                    args.push("--router");
                 }
                 let out: peak::Peak = run_child(settings, &args)?;
                 rows.push(peak::row(case, cache_bytes, &out));
@@ -268,6 +303,7 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         if want(6) {
             note("workload 6: live tail");
             rows.push(tail::hot_only(settings, dir).await?);
+            rows.push(router::tail_latest(settings, dir).await?);
             rows.push(tail::with_warm(settings, dir, &url).await?);
         }
         if want(9) {
@@ -276,6 +312,7 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         }
     } else if want(6) {
         rows.push(tail::hot_only(settings, dir).await?);
+        rows.push(router::tail_latest(settings, dir).await?);
     }
     if want(4) || want(5) || want(7) {
         rows.extend(cold_workloads(settings, dir, want(4) || want(7), want(5)).await?);

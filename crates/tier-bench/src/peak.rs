@@ -1,5 +1,6 @@
 //! Workload 7 for the hot tier: the peak RSS of each hot-append case on its own, with
-//! the default 64 MiB record cache and with a 4 MiB one.
+//! the default 64 MiB record cache and with a 4 MiB one; and of the router's 1 KiB cases
+//! (a hot-only `TieredStore`, `Topic::append_batch`) with the default cache.
 //!
 //! Each case runs in a child process of its own (`tier-bench hot-append-peak …`), so its
 //! `VmHWM` is its alone. Unlike workload 1, which appends clones of one template batch
@@ -17,6 +18,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use tier_core::{RecordBatchBuilder, Tier};
 use tier_hot::{FsyncPolicy, HotConfig, HotTier};
+use tier_router::TieredStore;
 
 use crate::{
     Settings,
@@ -32,12 +34,15 @@ const SMALL_CACHE_BOUND: u64 = 32 << 20;
 /// The two cache budgets measured.
 pub(crate) const BUDGETS: [u64; 2] = [64 << 20, 4 << 20];
 
-/// One hot-append case: record size, records per batch, fsync policy.
+/// One hot-append case: record size, records per batch, fsync policy, and whether it
+/// appends through the router (a hot-only `TieredStore`, `Topic::append_batch`) or to
+/// `HotTier` alone.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Case {
     pub(crate) size: usize,
     pub(crate) batch: usize,
     pub(crate) always: bool,
+    pub(crate) router: bool,
 }
 
 impl Case {
@@ -47,8 +52,19 @@ impl Case {
         for always in [false, true] {
             for size in SIZES {
                 for batch in [1, 100] {
-                    out.push(Case { size, batch, always });
+                    out.push(Case { size, batch, always, router: false });
                 }
+            }
+        }
+        out
+    }
+
+    /// The router's cases (1 KiB records), measured with the default cache only.
+    pub(crate) fn router() -> Vec<Case> {
+        let mut out = Vec::new();
+        for always in [false, true] {
+            for batch in [1, 100] {
+                out.push(Case { size: 1024, batch, always, router: true });
             }
         }
         out
@@ -84,8 +100,16 @@ pub(crate) async fn run_case(settings: &Settings, dir: &Path, case: Case, cache_
     config.cache_bytes = cache_bytes;
     let target = 2 * cache_bytes + config.segment_bytes;
     let cap = if settings.quick { Duration::from_secs(5) } else { Duration::from_secs(10) };
-    let tier = HotTier::open(config).await?;
+    let (tier, store) = if case.router {
+        (None, Some(TieredStore::builder().hot(config).open().await?))
+    } else {
+        (Some(HotTier::open(config).await?), None)
+    };
     let topic = util::topic("peak")?;
+    let handle = match &store {
+        Some(store) => Some(store.topic(topic.clone()).await?),
+        None => None,
+    };
     let payload = util::payload(case.size);
     let start_hwm_kib = util::vm_hwm_kib()?;
     let start = Instant::now();
@@ -95,15 +119,29 @@ pub(crate) async fn run_case(settings: &Settings, dir: &Path, case: Case, cache_
         for i in 0..case.batch as u64 {
             builder.push(BASE_TS + (next + i) as i64, None, &[], &payload)?;
         }
-        let batch = builder.build(next)?;
-        next = batch.end_offset();
-        encoded_bytes += batch.encoded_len() as u64;
-        tier.append(&topic, batch).await?;
+        let len = builder.encoded_len();
+        match (&tier, &handle) {
+            (Some(tier), _) => {
+                let batch = builder.build(next)?;
+                tier.append(&topic, batch).await?;
+            }
+            (None, Some(handle)) => {
+                handle.append_batch(builder).await?;
+            }
+            (None, None) => anyhow::bail!("neither a tier nor a topic to append to"),
+        }
+        next += case.batch as u64;
+        encoded_bytes += len as u64;
         batches += 1;
     }
     let secs = util::secs(start.elapsed());
     let vm_hwm_kib = util::vm_hwm_kib()?;
-    tier.close().await;
+    if let Some(tier) = tier {
+        tier.close().await;
+    }
+    if let Some(store) = store {
+        store.close().await;
+    }
     Ok(Peak { batches, encoded_bytes, secs, start_hwm_kib, vm_hwm_kib })
 }
 
@@ -118,7 +156,8 @@ pub(crate) fn row(case: Case, cache_bytes: u64, peak: &Peak) -> Row {
     let bound = bound(cache_bytes);
     let peak_bytes = peak.vm_hwm_kib << 10;
     let filled = if peak.encoded_bytes >= cache_bytes { "cache filled" } else { "cache NOT filled" };
-    Row::new(PEAK, format!("hot append {}, cache {} MiB", case.label(), cache_bytes >> 20))
+    let path = if case.router { "router hot append" } else { "hot append" };
+    Row::new(PEAK, format!("{path} {}, cache {} MiB", case.label(), cache_bytes >> 20))
         .target_checked(&format!("<= {} MiB", bound >> 20), peak_bytes <= bound)
         .detail(format!(
             "VmHWM {} MiB; budget {} MiB, bound {} MiB; {} MiB with the tier open before appending; \

@@ -2,17 +2,30 @@
 //!
 //! The writer never acknowledges an offset at or beyond the durable *reservation*
 //! (`<state_dir>/<topic>.reserved`): before committing a group that ends beyond it, it
-//! writes a new one (the group's end plus an adaptive chunk) on the blocking pool. After
-//! a lost WAL and a crash, recovery continues at the reservation, so no acknowledged
-//! offset is reused. The chunk starts at [`MIN_RESERVATION_CHUNK`] and doubles while
-//! reservations are used up in under a second (up to [`MAX_RESERVATION_CHUNK`]), so the
-//! cost stays about one small synced write per chunk. When the writer stops, it lowers
-//! the reservation to the commit point (nothing beyond it was acknowledged).
+//! makes sure a reservation covering the group's end is durable. After a lost WAL and a
+//! crash, recovery continues at the reservation, so no acknowledged offset is reused.
+//! The chunk reserved beyond a group's end starts at [`MIN_RESERVATION_CHUNK`] and
+//! doubles while reservations are used up in under a second (up to
+//! [`MAX_RESERVATION_CHUNK`]), so the cost stays about one small synced write per chunk.
+//!
+//! The next reservation is written *ahead*: once less than half of the current chunk is
+//! left, a new one (the group's end plus the next chunk) starts on the blocking pool
+//! while appends continue below the current one. It is awaited only when a group ends
+//! beyond the current reservation, so at a steady rate the writer never waits for the
+//! state file's fsyncs (they overlap the WAL's writes). In-memory, `reserved` is only
+//! ever the value of a reservation whose write finished; one in flight is never relied
+//! on. Writes of the file are serialised (one in flight at a time): a reservation written
+//! explicitly ([`Reservation::write`]) first waits for the one in flight.
+//!
+//! When the writer stops, it lowers the reservation to the commit point (nothing beyond
+//! it was acknowledged).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
+use tokio::task::JoinHandle;
+use tracing::warn;
 
 use crate::state::{ReservationFile, write_reservation};
 
@@ -45,13 +58,16 @@ pub(crate) struct Reservation {
     /// the WAL fsyncs every append before it is acknowledged.
     boot: String,
     durable: bool,
+    /// A reservation being written ahead (see the module docs): its offset and the
+    /// blocking task writing it. Not relied on until it finished.
+    ahead: Option<(Offset, JoinHandle<Result<(), TierError>>)>,
 }
 
 impl Reservation {
     /// The reservation found on disk (`reserved`, 0 when none); `boot` and `durable`
     /// are recorded with each new one.
     pub(crate) fn new(state_dir: PathBuf, reserved: Offset, boot: String, durable: bool) -> Self {
-        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None, boot, durable }
+        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None, boot, durable, ahead: None }
     }
 
     fn file(&self, offset: Offset) -> ReservationFile {
@@ -60,32 +76,66 @@ impl Reservation {
 }
 
 impl Reservation {
-    /// Makes sure offsets below `end` may be acknowledged: writes a new durable
-    /// reservation (`end` plus the adaptive chunk) when `end` exceeds the current one.
+    /// Makes sure offsets below `end` may be acknowledged: when `end` exceeds the durable
+    /// reservation, waits for the one written ahead, and writes a new one (`end` plus the
+    /// adaptive chunk) if that does not cover `end` either. Then starts the next
+    /// reservation ahead when less than half a chunk is left.
     pub(crate) async fn reserve(&mut self, topic: &TopicName, end: Offset) -> Result<(), TierError> {
-        if end <= self.reserved {
-            return Ok(());
+        if end > self.reserved {
+            self.finish_ahead(topic).await;
         }
-        self.chunk = next_chunk(self.chunk, self.since.map(|t| t.elapsed()));
-        self.write(topic, end.saturating_add(self.chunk)).await?;
-        self.since = Some(Instant::now());
+        if end > self.reserved {
+            self.chunk = next_chunk(self.chunk, self.since.map(|t| t.elapsed()));
+            self.write(topic, end.saturating_add(self.chunk)).await?;
+            self.since = Some(Instant::now());
+        }
+        if self.ahead.is_none() && self.reserved.saturating_sub(end) < self.chunk / 2 {
+            self.chunk = next_chunk(self.chunk, self.since.map(|t| t.elapsed()));
+            let offset = end.saturating_add(self.chunk);
+            let (dir, name, file) = (self.state_dir.clone(), topic.clone(), self.file(offset));
+            let task = tokio::task::spawn_blocking(move || write_reservation(&dir, &name, &file));
+            self.ahead = Some((offset, task));
+            self.since = Some(Instant::now());
+        }
         Ok(())
     }
 
-    /// Writes a reservation of exactly `offset` durably (on the blocking pool) and records
-    /// it as the current one.
+    /// Waits for the reservation written ahead, if any, and makes it the current one once
+    /// durable (never lowering it); a failed one is logged and left to the next write.
+    async fn finish_ahead(&mut self, topic: &TopicName) {
+        let Some((offset, task)) = self.ahead.take() else { return };
+        let failed = match task.await {
+            Ok(Ok(())) => {
+                self.reserved = self.reserved.max(offset);
+                return;
+            }
+            Ok(Err(e)) => e,
+            Err(e) => TierError::internal(ctx(topic), "the reservation task failed").with_source(e),
+        };
+        warn!(topic = %topic, error = %failed.report(), "writing the offset reservation ahead failed");
+    }
+
+    /// Waits for the reservation written ahead, if any (the writer stops: its value is
+    /// the one on disk, to be lowered from).
+    pub(crate) async fn settle(&mut self, topic: &TopicName) {
+        self.finish_ahead(topic).await;
+    }
+
+    /// Writes a reservation of exactly `offset` durably (on the blocking pool, after the
+    /// one written ahead, if any) and records it as the current one.
     pub(crate) async fn write(&mut self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
+        self.finish_ahead(topic).await;
         let (dir, name, file) = (self.state_dir.clone(), topic.clone(), self.file(offset));
-        tokio::task::spawn_blocking(move || write_reservation(&dir, &name, &file)).await.map_err(|e| {
-            TierError::internal(
-                ErrorContext::tier(TierKind::Router).topic(topic),
-                "the reservation task failed",
-            )
-            .with_source(e)
-        })??;
+        tokio::task::spawn_blocking(move || write_reservation(&dir, &name, &file))
+            .await
+            .map_err(|e| TierError::internal(ctx(topic), "the reservation task failed").with_source(e))??;
         self.reserved = offset;
         Ok(())
     }
+}
+
+fn ctx(topic: &TopicName) -> ErrorContext {
+    ErrorContext::tier(TierKind::Router).topic(topic)
 }
 
 #[cfg(test)]

@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tier_core::{
     ErrorContext, IntoTopicName, Offset, RecordBatch, Tier, TierError, TierExt, TierKind, TopicName,
 };
 use tier_hot::{HotConfig, HotTier};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
@@ -187,8 +187,7 @@ impl TieredStore {
         // vouches for its end again (the same plan's last effect).
         resume_at(tiers, &self.inner.state_dir, &name, wal, at).await?;
         let (done, answer) = tokio::sync::oneshot::channel();
-        let tx = core.tx.lock().clone().ok_or_else(closed)?;
-        tx.send(crate::writer::Command::Resume { at, done }).await.map_err(|_| closed())?;
+        core.send(crate::writer::Command::Resume { at, done }).await?;
         let skipped = answer.await.map_err(|_| closed())??;
         // The writer reserved `at` durably: that is the evidence of the end from now on.
         let state_dir = self.inner.state_dir.clone();
@@ -374,10 +373,15 @@ impl TieredStore {
         writer.cover_recovered_end().await?;
         let warm_floor = writer.warm_floor();
         let (tx, rx) = mpsc::channel(WRITER_QUEUE);
-        let task = tokio::spawn(writer.run(rx));
+        let writer = Arc::new(tokio::sync::Mutex::new(writer));
+        let (queued, wake) = (Arc::new(AtomicUsize::new(0)), Arc::new(Notify::new()));
+        let task = tokio::spawn(Writer::run(Arc::clone(&writer), rx, Arc::clone(&queued), Arc::clone(&wake)));
         Ok(Arc::new(TopicCore {
             name: name.clone(),
             tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            queued,
+            wake,
             hwm,
             task: Mutex::new(Some(task)),
             report: Mutex::new(recovered.report),
@@ -476,6 +480,7 @@ impl TieredStore {
         let mut tasks: Vec<_> = self.inner.background.lock().drain(..).collect();
         for core in self.cores().await {
             core.tx.lock().take();
+            core.writer.lock().take();
             tasks.extend(core.task.lock().take());
         }
         for task in &tasks {
@@ -578,6 +583,7 @@ impl Wal<'_> {
 async fn stop_writers(cores: &[Arc<TopicCore>]) {
     for core in cores {
         core.tx.lock().take();
+        core.writer.lock().take();
     }
     for core in cores {
         let task = core.task.lock().take();

@@ -2,7 +2,7 @@
 //! state of one open topic the store keeps.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,20 +13,31 @@ use tier_core::{
     ErrorContext, Header, Offset, OffsetRange, Record, RecordBatchBuilder, StartPosition, Tier, TierError,
     TierKind, Timestamp, TopicName,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, OwnedMutexGuard, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::metrics;
 use crate::reader::{self, ReadBatch, Source};
 use crate::recovery::RecoveryReport;
 use crate::tiers::Tiers;
-use crate::writer::Command;
+use crate::writer::{Command, Writer};
 
-/// One open topic: its writer's queue and commit point.
+/// One open topic: its writer's queue, state and commit point.
 #[derive(Debug)]
 pub(crate) struct TopicCore {
     pub(crate) name: TopicName,
     pub(crate) tx: Mutex<Option<mpsc::Sender<Command>>>,
+    /// The writer's state, for an append that finds the writer idle: it does the
+    /// writer's work in its own task ([`Topic::enqueue_batch`]). `None` once the writers
+    /// stop (taken with `tx`).
+    pub(crate) writer: Mutex<Option<Arc<tokio::sync::Mutex<Writer>>>>,
+    /// Commands sent to the writer and not yet handled by it. An append is done directly
+    /// only while it is 0 (under the writer's lock): every command queued before it was
+    /// handled, so offsets follow the order appends were enqueued in.
+    pub(crate) queued: Arc<AtomicUsize>,
+    /// Makes the writer task look at its retry timer again (a direct append left
+    /// batches to retry).
+    pub(crate) wake: Arc<Notify>,
     pub(crate) hwm: watch::Receiver<Offset>,
     pub(crate) task: Mutex<Option<JoinHandle<()>>>,
     pub(crate) report: Mutex<RecoveryReport>,
@@ -88,6 +99,39 @@ pub struct TierRanges {
     pub cold: Option<OffsetRange>,
     /// The high watermark: every offset below it is committed; readers stop there.
     pub committed: Offset,
+}
+
+impl TopicCore {
+    /// Sends `cmd` to the writer, counted in `queued` until the writer handled it (or
+    /// the send failed or was cancelled). `Closed` once the writer's queue is gone.
+    pub(crate) async fn send(&self, cmd: Command) -> Result<(), TierError> {
+        /// Takes the command back out of `queued` unless it reached the queue.
+        struct Counted<'a>(&'a AtomicUsize, bool);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    self.0.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let tx = self.tx.lock().clone().ok_or_else(|| closed(&self.name))?;
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let mut counted = Counted(&self.queued, false);
+        tx.send(cmd).await.map_err(|_| closed(&self.name))?;
+        counted.1 = true;
+        Ok(())
+    }
+
+    /// The writer's state, locked, when the writer is idle: nothing queued or being
+    /// handled, and not stopped.
+    fn idle_writer(&self) -> Option<OwnedMutexGuard<Writer>> {
+        if self.queued.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        let writer = self.writer.lock().clone()?;
+        let guard = writer.try_lock_owned().ok()?;
+        (self.queued.load(Ordering::SeqCst) == 0 && !guard.is_stopped()).then_some(guard)
+    }
 }
 
 /// `Closed` for `topic`: its writer's queue is gone.
@@ -172,8 +216,14 @@ impl Topic {
     }
 
     /// Appends the records of `builder` as one batch; see [`append`](Self::append).
+    ///
+    /// A batch that finds the topic's writer idle (nothing queued, no group being
+    /// written) is committed in the caller's task, as the writer would have, without the
+    /// two task hand-offs of the queue; whatever the writer is doing otherwise, the batch
+    /// is queued. Either way it is the same group commit (offset reservation first, then
+    /// the WAL and warm), and once started it finishes even if the caller stops waiting.
     pub async fn append_batch(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
-        self.enqueue_batch(builder).await?.await
+        self.submit(builder, true).await?.await
     }
 
     /// [`append_batch`](Self::append_batch) in two steps, for a producer that keeps
@@ -185,12 +235,39 @@ impl Topic {
     ///
     /// An error here (an oversized batch, a closed store) means the batch was not
     /// queued; it is counted as a failed append, as the pending append's own error is.
+    ///
+    /// The batch always goes through the writer's queue, so that batches kept in flight
+    /// meet in its group commit (one WAL write, one fsync, one warm round trip per group).
     pub async fn enqueue_batch(&self, builder: RecordBatchBuilder) -> Result<PendingAppend, TierError> {
+        self.submit(builder, false).await
+    }
+
+    /// Encodes `builder`'s batch and queues it to the writer — or, with `direct` and the
+    /// writer idle, commits it in this task (see [`append_batch`](Self::append_batch)).
+    async fn submit(&self, builder: RecordBatchBuilder, direct: bool) -> Result<PendingAppend, TierError> {
         let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
         let queued = async {
             let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
             let (done, answer) = oneshot::channel();
-            self.send(Command::Append { batch, done }).await?;
+            match direct.then(|| self.core.idle_writer()).flatten() {
+                Some(mut writer) => {
+                    let wake = Arc::clone(&self.core.wake);
+                    let mut work = Box::pin(async move {
+                        writer.append_direct(batch, done).await;
+                        if writer.has_retry_work() {
+                            wake.notify_one();
+                        }
+                    });
+                    // Done at once (a write to the page cache): no hand-off. Else it waits
+                    // (a fsync, warm, the WAL's lock): a task of its own finishes it, so
+                    // that the writer's state is never left half-changed by a caller that
+                    // stops waiting, and the writer's lock is held until then.
+                    if futures::poll!(work.as_mut()).is_pending() {
+                        tokio::spawn(work);
+                    }
+                }
+                None => self.core.send(Command::Append { batch, done }).await?,
+            }
             Ok(answer)
         };
         match queued.await {
@@ -213,8 +290,7 @@ impl Topic {
     }
 
     async fn send(&self, cmd: Command) -> Result<(), TierError> {
-        let tx = self.core.tx.lock().clone().ok_or_else(|| self.closed())?;
-        tx.send(cmd).await.map_err(|_| self.closed())
+        self.core.send(cmd).await
     }
 
     fn in_ctx(&self, mut e: TierError) -> TierError {

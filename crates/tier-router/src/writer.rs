@@ -4,7 +4,11 @@
 //! # Design (see also `docs/router.md`, "Write path")
 //!
 //! Producers send encoded batches (built at base offset 0) over an mpsc queue with a
-//! oneshot for the reply. The task takes the first queued request and drains whatever
+//! oneshot for the reply — or, for `Topic::append_batch` finding the writer idle (no
+//! command queued or being handled), commit the batch themselves under the writer's lock
+//! ([`Writer::append_direct`]: the group of one the task would have made, without the
+//! queue's two task hand-offs). The writer's state sits behind that lock; the task holds
+//! it only while it handles commands. The task takes the first queued request and drains whatever
 //! else is queued (up to `max_group_bytes`), numbers each batch of the group from the
 //! next offset (only the base offset in the prefix changes, nothing is re-encoded), and
 //! writes the group to the WAL in this task (`HotTier::append_group`: one write, one
@@ -30,13 +34,13 @@
 use std::collections::VecDeque;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use futures::FutureExt;
 use tier_core::{
     ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, TopicName,
 };
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
 use crate::config::WarmFailurePolicy;
@@ -57,7 +61,7 @@ pub(crate) enum Command {
 }
 
 /// Where an append's answer goes: its offsets once committed, or why not.
-type Reply = oneshot::Sender<Result<OffsetRange, TierError>>;
+pub(crate) type Reply = oneshot::Sender<Result<OffsetRange, TierError>>;
 
 /// A numbered batch not yet in every enabled write tier.
 #[derive(Debug)]
@@ -109,8 +113,9 @@ pub(crate) struct Writer {
     next: Offset,
     pending: VecDeque<Pending>,
     hwm: watch::Sender<Offset>,
-    /// A request taken from the queue that did not fit the last group.
-    carry: Option<Command>,
+    /// The writer has stopped (the store closes): no append is taken any more, the
+    /// reservation having been lowered to the commit point.
+    stopped: bool,
     /// What the writer knows of warm (see [`WarmState`]).
     warm: WarmState,
     /// Shared with WAL retention: warm holds (or will never need) every offset below it,
@@ -151,7 +156,7 @@ impl Writer {
             next,
             pending: VecDeque::new(),
             hwm,
-            carry: None,
+            stopped: false,
             warm,
             warm_floor: Arc::new(AtomicU64::new(u64::MAX)),
             fenced: None,
@@ -180,7 +185,7 @@ impl Writer {
     }
 
     /// Something waits for the retry timer: pending batches, or warm's end to find.
-    fn has_retry_work(&self) -> bool {
+    pub(crate) fn has_retry_work(&self) -> bool {
         !self.pending.is_empty() || self.warm_is_unknown()
     }
 
@@ -248,6 +253,7 @@ impl Writer {
     /// refused batch warm holds or may hold: a recovery that cannot reach warm continues
     /// at the reservation, never at offsets warm holds other records at.
     async fn release(&mut self) {
+        self.reservation.settle(&self.topic).await;
         let in_warm = match self.tiers.warm {
             Some(_) => self
                 .pending
@@ -302,15 +308,43 @@ impl Writer {
         p.in_wal && (p.in_warm || self.commits_on_wal_alone())
     }
 
-    /// Runs until the queue closes, then makes a last attempt to settle pending batches.
-    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let mut tick = tokio::time::interval(self.tiers.config.warm_retry_interval);
+    /// Whether the writer has stopped (see the field `stopped`).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Commits one batch appended by a producer that found the writer idle (no command
+    /// queued or being handled, the caller holding the writer's lock): the group of one
+    /// the task would have made of it.
+    pub(crate) async fn append_direct(&mut self, batch: RecordBatch, done: Reply) {
+        self.commit_group(vec![(batch, done)]).await;
+    }
+
+    /// The writer task: runs until the queue closes, then makes a last attempt to settle
+    /// pending batches. It holds the writer's lock while it handles commands (and only
+    /// then), and subtracts the commands it handled from `queued` before letting go of it;
+    /// `wake` makes it look at its retry timer again (an append done directly left
+    /// batches to retry).
+    pub(crate) async fn run(
+        writer: Arc<tokio::sync::Mutex<Writer>>,
+        mut rx: mpsc::Receiver<Command>,
+        queued: Arc<AtomicUsize>,
+        wake: Arc<Notify>,
+    ) {
+        let (retry_interval, max_group) = {
+            let w = writer.lock().await;
+            (w.tiers.config.warm_retry_interval, w.tiers.config.max_group_bytes)
+        };
+        let mut tick = tokio::time::interval(retry_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let max_group = self.tiers.config.max_group_bytes;
+        // A request taken from the queue that did not fit the last group (still counted
+        // in `queued`).
+        let mut carry: Option<Command> = None;
         loop {
-            let first = if let Some(cmd) = self.carry.take() {
+            let first = if let Some(cmd) = carry.take() {
                 Some(cmd)
             } else {
+                let retry = writer.lock().await.has_retry_work();
                 // Biased, appends first; a retry that is due also runs after each group
                 // (below). Neither starves the other — a retry can outlast its interval
                 // (warm unreachable), after which the tick is ready at once — and no coin
@@ -318,23 +352,26 @@ impl Writer {
                 tokio::select! {
                     biased;
                     cmd = rx.recv() => cmd,
-                    _ = tick.tick(), if self.has_retry_work() => {
-                        self.settle(true).await;
+                    _ = tick.tick(), if retry => {
+                        writer.lock().await.settle(true).await;
                         continue;
                     }
+                    () = wake.notified() => continue,
                 }
             };
             let Some(first) = first else { break };
+            let mut w = writer.lock().await;
             let mut group = Vec::new();
             let mut flush = None;
             let mut resume = None;
             let mut bytes = 0;
+            let mut handled = 0;
             let mut next_cmd = Some(first);
             while let Some(cmd) = next_cmd.take() {
                 match cmd {
                     Command::Append { batch, done } => {
                         if !group.is_empty() && bytes + batch.encoded_len() > max_group {
-                            self.carry = Some(Command::Append { batch, done });
+                            carry = Some(Command::Append { batch, done });
                             break;
                         }
                         bytes += batch.encoded_len();
@@ -342,10 +379,12 @@ impl Writer {
                     }
                     Command::Flush { done } => {
                         flush = Some(done);
+                        handled += 1;
                         break;
                     }
                     Command::Resume { at, done } => {
                         resume = Some((at, done));
+                        handled += 1;
                         break;
                     }
                 }
@@ -353,26 +392,34 @@ impl Writer {
                     next_cmd = rx.try_recv().ok();
                 }
             }
+            handled += group.len();
             if !group.is_empty() {
-                self.commit_group(group).await;
+                w.commit_group(group).await;
             }
             if let Some(done) = flush {
-                let _ = done.send(self.flush().await);
+                let _ = done.send(w.flush().await);
             }
             if let Some((at, done)) = resume {
-                let _ = done.send(self.resume(at).await);
+                let _ = done.send(w.resume(at).await);
             }
-            if self.has_retry_work() && tick.tick().now_or_never().is_some() {
-                self.settle(true).await;
+            if w.has_retry_work() && tick.tick().now_or_never().is_some() {
+                w.settle(true).await;
+            }
+            queued.fetch_sub(handled, Ordering::SeqCst);
+        }
+        let mut w = writer.lock().await;
+        if w.has_retry_work() {
+            w.settle(true).await;
+            if w.has_retry_work() {
+                warn!(topic = %w.topic, batches = w.pending.len(), "writer stopped with batches warm does not hold");
             }
         }
-        if self.has_retry_work() {
-            self.settle(true).await;
-            if self.has_retry_work() {
-                warn!(topic = %self.topic, batches = self.pending.len(), "writer stopped with batches warm does not hold");
-            }
-        }
-        self.release().await;
+        w.stopped = true;
+        w.release().await;
+        // Readers of the live tail end (`Closed`) once the commit point's sender is gone,
+        // whoever still holds the writer's state.
+        let last = *w.hwm.borrow();
+        drop(std::mem::replace(&mut w.hwm, watch::channel(last).0));
     }
 
     async fn flush(&mut self) -> Result<(), TierError> {

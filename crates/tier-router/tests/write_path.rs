@@ -397,3 +397,41 @@ fn batch_capacity_is_never_less_than_the_encoded_batch() {
         assert!(capacity <= builder.encoded_len() + 40 * n, "a loose bound wastes memory: {capacity}");
     }
 }
+
+/// An append that finds the writer idle is committed in the producer's task; when that
+/// has to wait (here warm's write is held) it finishes in a task of its own: a producer
+/// that stops waiting neither loses the batch's place nor leaves the writer half-way, and
+/// the appends after it, direct or queued, follow it.
+#[tokio::test]
+async fn an_append_whose_producer_stops_waiting_still_commits_in_order() {
+    let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    d.warm = Some(warm.clone());
+    let store = d.open(&[]).await;
+    let name = TopicName::new("dropped").unwrap();
+    let topic = store.topic(&name).await.unwrap();
+
+    warm.hold(&name);
+    {
+        let mut first = Box::pin(topic.append_batch(builder("a", 2)));
+        assert!(futures::poll!(first.as_mut()).is_pending(), "A waits for its held warm write");
+        tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
+        // A's producer stops waiting.
+    }
+    let second = topic.enqueue_batch(builder("b", 3)).await.unwrap();
+    warm.release(&name);
+    assert_eq!(
+        tokio::time::timeout(WAIT, second).await.expect("answered").unwrap(),
+        OffsetRange::new(2, 5),
+        "B follows A, whose place was kept"
+    );
+    let third = tokio::time::timeout(WAIT, topic.append_batch(builder("c", 1))).await.expect("answered");
+    assert_eq!(third.unwrap(), OffsetRange::new(5, 6), "an append on an idle writer follows B");
+    let reader = topic.batch_reader(tier_core::StartPosition::Earliest).await.unwrap();
+    let read: Vec<RecordBatch> =
+        tokio::time::timeout(WAIT, reader.take(3).map(|b| b.unwrap().batch).collect())
+            .await
+            .expect("the three batches are read");
+    assert_as_produced("the store's batch reader", &read, &[(0, "a", 2), (2, "b", 3), (5, "c", 1)]);
+    store.close().await;
+}
