@@ -966,8 +966,12 @@ impl Writer {
             }
             hwm = hwm.max(p.batch.end_offset());
         }
-        // And over a hole it reaches (a reader from the latest offset starts after it).
-        let hwm = self.past_holes(hwm);
+        // And over a hole it reaches (a reader from the latest offset starts after it) —
+        // not past a batch still waiting to be committed: a torn point's records are a
+        // WAL gap that warm's copies fill, which under `fail` recovery sends to be
+        // confirmed again, and until warm confirms them they are not readable.
+        let waiting = self.pending.iter().find(|p| !self.is_committed(p)).map(|p| p.batch.base_offset());
+        let hwm = self.past_holes(hwm).min(waiting.unwrap_or(Offset::MAX).max(hwm));
         while self.pending.front().is_some_and(|p| p.in_wal && p.in_warm) {
             self.pending.pop_front();
         }

@@ -627,4 +627,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNREPORTED,
         generator: 8,
     },
+    Regression {
+        seed: 63001250,
+        keep: &[120, 121, 129, 133, 134, 136],
+        case: "fail, fsync never: batches refused (warm's WAIT fell short, the entries on the primary) and a power cut before a seal left them as a torn point warm held; recovery queued warm's copies to be confirmed again, and the commit point passed over the WAL's gap as over offsets that hold no record, so readers served warm's unconfirmed copies (the commit point no longer passes a batch still waiting for warm)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 6,
+    },
 ];
