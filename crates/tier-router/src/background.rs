@@ -277,7 +277,8 @@ impl TieredStore {
             Err(e) if e.kind() == tier_core::ErrorKind::Unavailable => return Err(e),
             Err(_) => return Ok(None),
         };
-        Ok((held.start < start && !held.is_empty()).then(|| OffsetRange::new(held.start, held.end.min(start))))
+        Ok((held.start < start && !held.is_empty())
+            .then(|| OffsetRange::new(held.start, held.end.min(start))))
     }
 
     /// True when warm is enabled and answers for `topic`.

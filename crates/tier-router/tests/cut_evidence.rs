@@ -72,7 +72,7 @@ async fn a_cut_made_by_an_open_whose_recovery_failed_is_reported_by_the_next() {
     // The power cut took the unsynced tail but its first bytes.
     std::fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(durable + 30).unwrap();
 
-    let refused = open(dir.path(), &warm, &cold).await.err().expect("warm is needed and unreachable");
+    let Err(refused) = open(dir.path(), &warm, &cold).await else { panic!("warm is needed and unreachable") };
     assert_eq!(refused.kind(), tier_core::ErrorKind::Unavailable, "{refused}");
 
     warm.clear();
