@@ -206,6 +206,7 @@ impl StoreBuilder {
             boot_id,
             unacked: Default::default(),
             torn_in_warm: Default::default(),
+            state_writes: Default::default(),
         });
         let (shutdown, _) = watch::channel(false);
         let store = TieredStore {

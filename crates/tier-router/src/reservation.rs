@@ -21,7 +21,10 @@
 //! it was acknowledged).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
 use tokio::task::JoinHandle;
@@ -61,13 +64,59 @@ pub(crate) struct Reservation {
     /// A reservation being written ahead (see the module docs): its offset and the
     /// blocking task writing it. Not relied on until it finished.
     ahead: Option<(Offset, JoinHandle<Result<(), TierError>>)>,
+    /// The store's count of reservations being written ahead.
+    in_flight: Arc<InFlight>,
+}
+
+/// The reservations being written ahead on the blocking pool, store-wide: what a test
+/// that stops a process at a chosen point waits for first
+/// ([`TieredStore::wait_for_state_writes`](crate::TieredStore::wait_for_state_writes)), so
+/// that what the file holds after the stop does not depend on when a blocking thread ran.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    count: Mutex<usize>,
+    done: Condvar,
+}
+
+/// One reservation written ahead, counted in [`InFlight`] until dropped (written, failed,
+/// or its task dropped before it ran).
+struct Counted(Arc<InFlight>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut count = self.0.count.lock();
+        *count = count.saturating_sub(1);
+        self.0.done.notify_all();
+    }
+}
+
+impl InFlight {
+    fn start(this: &Arc<Self>) -> Counted {
+        *this.count.lock() += 1;
+        Counted(Arc::clone(this))
+    }
+
+    /// Blocks the calling thread until no reservation is being written ahead.
+    pub(crate) fn wait(&self) {
+        let mut count = self.count.lock();
+        while *count > 0 {
+            self.done.wait(&mut count);
+        }
+    }
 }
 
 impl Reservation {
     /// The reservation found on disk (`reserved`, 0 when none); `boot` and `durable`
     /// are recorded with each new one.
-    pub(crate) fn new(state_dir: PathBuf, reserved: Offset, boot: String, durable: bool) -> Self {
-        Self { state_dir, reserved, chunk: MIN_RESERVATION_CHUNK, since: None, boot, durable, ahead: None }
+    pub(crate) fn new(
+        state_dir: PathBuf,
+        reserved: Offset,
+        boot: String,
+        durable: bool,
+        in_flight: Arc<InFlight>,
+    ) -> Self {
+        let chunk = MIN_RESERVATION_CHUNK;
+        Self { state_dir, reserved, chunk, since: None, boot, durable, ahead: None, in_flight }
     }
 
     fn file(&self, offset: Offset) -> ReservationFile {
@@ -93,7 +142,11 @@ impl Reservation {
             self.chunk = next_chunk(self.chunk, self.since.map(|t| t.elapsed()));
             let offset = end.saturating_add(self.chunk);
             let (dir, name, file) = (self.state_dir.clone(), topic.clone(), self.file(offset));
-            let task = tokio::task::spawn_blocking(move || write_reservation(&dir, &name, &file));
+            let counted = InFlight::start(&self.in_flight);
+            let task = tokio::task::spawn_blocking(move || {
+                let _counted = counted;
+                write_reservation(&dir, &name, &file)
+            });
             self.ahead = Some((offset, task));
             self.since = Some(Instant::now());
         }

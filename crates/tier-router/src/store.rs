@@ -336,6 +336,7 @@ impl TieredStore {
             recovered.reservation.map_or(0, |r| r.offset),
             tiers.boot_id.clone(),
             durable,
+            Arc::clone(&tiers.state_writes),
         );
         let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
         // Warm's back-fill stopped short of the WAL's end (offsets no tier holds lie in
@@ -466,6 +467,16 @@ impl TieredStore {
 }
 
 impl TieredStore {
+    /// Blocks the calling thread until no offset reservation is being written ahead on
+    /// the blocking pool (the writer starts the next one before it is needed; see
+    /// `docs/router.md`, "Offset reservation"). For tests and simulations that stop a
+    /// process at a chosen point: what the reservation file holds afterwards then does not
+    /// depend on when a blocking thread ran. Never call it from a runtime's thread.
+    #[doc(hidden)]
+    pub fn wait_for_state_writes(&self) {
+        self.inner.tiers.state_writes.wait();
+    }
+
     /// Stops at once, as a crash (SIGKILL) would: the background tasks and every writer
     /// are aborted where they are — no queued append is settled, no checkpoint written,
     /// no reservation lowered. The WAL is closed, which fsyncs what it holds unsynced (a

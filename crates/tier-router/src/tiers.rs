@@ -30,6 +30,8 @@ pub(crate) struct Tiers {
     /// cannot be asked, the exporter does not record them lost in cold — warm holds
     /// acknowledged records there, which it exports once warm answers.
     pub(crate) torn_in_warm: Mutex<HashMap<TopicName, Vec<OffsetRange>>>,
+    /// The offset reservations being written ahead (`reservation::InFlight`).
+    pub(crate) state_writes: Arc<crate::reservation::InFlight>,
 }
 
 impl Tiers {

@@ -569,6 +569,12 @@ impl World<'_> {
     /// its handles.
     fn crash(&mut self) {
         if let Some(Proc { rt, store, topic, .. }) = self.proc.take() {
+            // An offset reservation written ahead runs on the blocking pool: whether it
+            // reached the file before the runtime stops would depend on when a blocking
+            // thread ran, and a replay would differ. The crash comes once they are done
+            // (a crash in the middle of one leaves the earlier reservation, which covers
+            // every acknowledged offset, as before it started).
+            store.wait_for_state_writes();
             drop(rt);
             drop(topic);
             drop(store);
