@@ -22,12 +22,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The runtime's clock (paused in the simulation, so that chunk sizes replay exactly).
+use tokio::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
 use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
-use tokio::task::JoinHandle;
 use tracing::warn;
 
 use crate::state::{ReservationFile, write_reservation};
@@ -63,7 +65,7 @@ pub(crate) struct Reservation {
     durable: bool,
     /// A reservation being written ahead (see the module docs): its offset and the
     /// blocking task writing it. Not relied on until it finished.
-    ahead: Option<(Offset, JoinHandle<Result<(), TierError>>)>,
+    ahead: Option<(Offset, Arc<Written>)>,
     /// The store's count of reservations being written ahead.
     in_flight: Arc<InFlight>,
 }
@@ -76,6 +78,54 @@ pub(crate) struct Reservation {
 pub(crate) struct InFlight {
     count: Mutex<usize>,
     done: Condvar,
+}
+
+/// The outcome of a reservation written ahead, once its blocking job finished (`None`
+/// before; `Some(Err)` also when the job was dropped before it ran).
+#[derive(Debug, Default)]
+struct Written {
+    outcome: Mutex<Option<Result<(), TierError>>>,
+    done: Condvar,
+}
+
+impl Written {
+    fn set(&self, outcome: Result<(), TierError>) {
+        *self.outcome.lock() = Some(outcome);
+        self.done.notify_all();
+    }
+
+    /// Blocks the calling thread until the job finished. Waiting without yielding to the
+    /// runtime keeps the order in which the runtime's tasks run independent of when a
+    /// blocking thread ran (the simulation replays a schedule exactly); the wait is one
+    /// small file's write and two fsyncs, and comes only when a group needs the
+    /// reservation before it is written.
+    fn wait(&self) -> Result<(), TierError> {
+        let mut outcome = self.outcome.lock();
+        loop {
+            if let Some(done) = outcome.take() {
+                return done;
+            }
+            self.done.wait(&mut outcome);
+        }
+    }
+}
+
+/// The blocking job writing a reservation ahead: it sets the outcome when it ran, or, when
+/// dropped before it ran (the runtime stopping), a failure.
+struct WriteJob {
+    written: Arc<Written>,
+    topic: TopicName,
+    outcome: Option<Result<(), TierError>>,
+    _counted: Counted,
+}
+
+impl Drop for WriteJob {
+    fn drop(&mut self) {
+        let outcome = self.outcome.take().unwrap_or_else(|| {
+            Err(TierError::internal(ctx(&self.topic), "the reservation job was dropped before it ran"))
+        });
+        self.written.set(outcome);
+    }
 }
 
 /// One reservation written ahead, counted in [`InFlight`] until dropped (written, failed,
@@ -143,11 +193,18 @@ impl Reservation {
             let offset = end.saturating_add(self.chunk);
             let (dir, name, file) = (self.state_dir.clone(), topic.clone(), self.file(offset));
             let counted = InFlight::start(&self.in_flight);
-            let task = tokio::task::spawn_blocking(move || {
-                let _counted = counted;
-                write_reservation(&dir, &name, &file)
+            let written = Arc::new(Written::default());
+            let job = WriteJob {
+                written: Arc::clone(&written),
+                topic: topic.clone(),
+                outcome: None,
+                _counted: counted,
+            };
+            tokio::task::spawn_blocking(move || {
+                let mut job = job;
+                job.outcome = Some(write_reservation(&dir, &name, &file));
             });
-            self.ahead = Some((offset, task));
+            self.ahead = Some((offset, written));
             self.since = Some(Instant::now());
         }
         Ok(())
@@ -156,16 +213,13 @@ impl Reservation {
     /// Waits for the reservation written ahead, if any, and makes it the current one once
     /// durable (never lowering it); a failed one is logged and left to the next write.
     async fn finish_ahead(&mut self, topic: &TopicName) {
-        let Some((offset, task)) = self.ahead.take() else { return };
-        let failed = match task.await {
-            Ok(Ok(())) => {
-                self.reserved = self.reserved.max(offset);
-                return;
+        let Some((offset, written)) = self.ahead.take() else { return };
+        match written.wait() {
+            Ok(()) => self.reserved = self.reserved.max(offset),
+            Err(failed) => {
+                warn!(topic = %topic, error = %failed.report(), "writing the offset reservation ahead failed");
             }
-            Ok(Err(e)) => e,
-            Err(e) => TierError::internal(ctx(topic), "the reservation task failed").with_source(e),
-        };
-        warn!(topic = %topic, error = %failed.report(), "writing the offset reservation ahead failed");
+        }
     }
 
     /// Waits for the reservation written ahead, if any (the writer stops: its value is
