@@ -166,7 +166,7 @@ async fn tier_append(
 
 /// Writes the encoded `template` `n` times to a fresh file, `fdatasync` after each under
 /// `always`; returns the seconds taken.
-fn raw_append(dir: &Path, fsync: FsyncPolicy, template: &RecordBatch, n: u64) -> Result<f64> {
+pub(crate) fn raw_append(dir: &Path, fsync: FsyncPolicy, template: &RecordBatch, n: u64) -> Result<f64> {
     let case_dir = tempfile::tempdir_in(dir)?;
     let bytes = template.to_bytes();
     let mut file = File::create(case_dir.path().join("raw.log"))?;

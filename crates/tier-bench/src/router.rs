@@ -22,7 +22,7 @@ use std::{
 
 use anyhow::Result;
 use futures::TryStreamExt;
-use tier_core::{RecordBatch, RecordBatchBuilder, StartPosition, Tier};
+use tier_core::{RecordBatchBuilder, StartPosition, Tier};
 use tier_hot::{FsyncPolicy, HotConfig, HotTier};
 use tier_router::{TieredStore, Topic};
 
@@ -227,7 +227,7 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
                 router = r;
             }
         }
-        let raw = raw_write(dir, fsync, &template, n)?;
+        let raw = crate::hot::raw_append(dir, fsync, &template, n)?;
         let recs = n * per as u64;
         rows.push(
             Row::new(APPEND, format!("router 1 KiB x100 fsync={f}"))
@@ -329,23 +329,6 @@ pub(crate) async fn one_case(dir: &Path, per: usize, count: u64, always: bool, t
         run.p(50.0),
         run.p(99.0)
     ))
-}
-
-/// `write` of the encoded `template` `n` times to a fresh file (`fdatasync` after each
-/// under `always`); seconds.
-fn raw_write(dir: &Path, fsync: FsyncPolicy, template: &RecordBatch, n: u64) -> Result<f64> {
-    use std::io::Write;
-    let case = tempfile::tempdir_in(dir)?;
-    let bytes = template.to_bytes();
-    let mut file = std::fs::File::create(case.path().join("raw.log"))?;
-    let start = Instant::now();
-    for _ in 0..n {
-        file.write_all(&bytes)?;
-        if fsync == FsyncPolicy::Always {
-            file.sync_data()?;
-        }
-    }
-    Ok(secs(start.elapsed()))
 }
 
 /// Workload 6 through the router, hot only: `Topic::append` of single 100 B records
