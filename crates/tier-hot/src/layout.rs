@@ -13,7 +13,11 @@
 //! A `.gap` file is an empty *gap marker*: it records that offsets `from..to` were
 //! declared lost — by [`HotTier::skip_to`](crate::HotTier::skip_to), or by recovery at a
 //! torn point between segments (a seal a crash cut short) — so the segment ending at
-//! `from` and the one starting at `to` may follow each other.
+//! `from` and the one starting at `to` may follow each other. A marker recovery writes at
+//! a torn point holds one line of text saying so; a marker `skip_to` writes is empty. The
+//! difference matters after the open that wrote it: a torn point lost records that were
+//! acknowledged and that another tier (warm) may still hold, while skipped offsets were
+//! never handed out ([`HotTier::torn_points`](crate::HotTier::torn_points)).
 
 use std::{
     fs::File,
@@ -54,19 +58,37 @@ pub fn parse_gap_file_name(name: &str) -> Option<OffsetRange> {
     tier_core::segment::parse_gap_marker_name(name)
 }
 
+/// The text of a gap marker recorded at a torn point (any non-empty marker is one).
+const TORN_POINT_TEXT: &[u8] =
+    b"a torn point: a seal a crash cut short lost these offsets; warm may hold them\n";
+
 /// Writes the durable marker recording `range` of `topic` as lost in the topic
 /// directory `dir` (file, then directory fsynced); returns its path. Used by
-/// [`HotTier::skip_to`](crate::HotTier::skip_to) and by recovery at a torn point.
+/// [`HotTier::skip_to`](crate::HotTier::skip_to) (`torn` false) and by recovery at a torn
+/// point (`torn` true: the marker holds a line saying so, written and fsynced before the
+/// directory is).
 pub(crate) fn write_gap_marker(
     topic: &TopicName,
     dir: &Path,
     range: OffsetRange,
+    torn: bool,
 ) -> Result<PathBuf, TierError> {
     let marker = dir.join(gap_file_name(range));
-    let file = File::create(&marker).map_err(|e| io_err(topic, &marker, "creating a gap marker", e))?;
+    let mut file = File::create(&marker).map_err(|e| io_err(topic, &marker, "creating a gap marker", e))?;
+    if torn {
+        io::Write::write_all(&mut file, TORN_POINT_TEXT)
+            .map_err(|e| io_err(topic, &marker, "writing a gap marker", e))?;
+    }
     file.sync_all().map_err(|e| io_err(topic, &marker, "fsyncing a gap marker", e))?;
     fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
     Ok(marker)
+}
+
+/// Whether the gap marker at `path` records a torn point: it holds anything at all. A
+/// marker whose text a power cut left as zeros still does (its size reached the disk
+/// with it); one that reads as empty records skipped offsets.
+pub(crate) fn gap_marker_is_torn(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
 }
 
 /// The directory of `topic` under `data_dir`.

@@ -66,7 +66,8 @@ pub(crate) struct Recovered {
 /// The gap markers of a topic directory, and those found to bridge a discontinuity.
 #[derive(Debug, Default)]
 struct Markers {
-    unused: Vec<(OffsetRange, PathBuf)>,
+    /// Each with its path and whether it records a torn point.
+    unused: Vec<(OffsetRange, PathBuf, bool)>,
     used: Vec<Gap>,
 }
 
@@ -74,22 +75,22 @@ impl Markers {
     /// True (and the marker becomes a recorded gap) when a marker records exactly
     /// `range`.
     fn bridge(&mut self, range: OffsetRange) -> bool {
-        let Some(i) = self.unused.iter().position(|(r, _)| *r == range) else { return false };
-        let (range, marker) = self.unused.remove(i);
-        self.used.push(Gap { range, marker });
+        let Some(i) = self.unused.iter().position(|(r, _, _)| *r == range) else { return false };
+        let (range, marker, torn) = self.unused.remove(i);
+        self.used.push(Gap { range, marker, torn });
         true
     }
 
     /// Like [`bridge`](Self::bridge) for a chain of adjacent markers that together record
     /// exactly `range` (a `skip_to` on a log whose end was already a gap, e.g. a reservation
     /// skip after a lost WAL, then another after a crash): they are replaced by one marker
-    /// for `range`, written durably before the others are removed. `Ok(false)` when no chain
-    /// records `range`.
+    /// for `range`, written durably before the others are removed; it records a torn point
+    /// when any of them did. `Ok(false)` when no chain records `range`.
     fn bridge_chain(&mut self, topic: &TopicName, dir: &Path, range: OffsetRange) -> Result<bool, TierError> {
         let mut chain = Vec::new();
         let mut at = range.start;
         while at < range.end {
-            let Some(i) = self.unused.iter().position(|(r, _)| r.start == at && r.end > at) else {
+            let Some(i) = self.unused.iter().position(|(r, _, _)| r.start == at && r.end > at) else {
                 return Ok(false);
             };
             at = self.unused[i].0.end;
@@ -98,16 +99,17 @@ impl Markers {
         if at != range.end || chain.len() < 2 {
             return Ok(false);
         }
-        let marker = write_gap_marker(topic, dir, range)?;
+        let torn = chain.iter().any(|&i| self.unused[i].2);
+        let marker = write_gap_marker(topic, dir, range, torn)?;
         chain.sort_unstable_by(|a, b| b.cmp(a));
         for i in chain {
-            let (old, path) = self.unused.remove(i);
+            let (old, path, _) = self.unused.remove(i);
             warn!(topic = %topic, file = ?path, lost = %old, "merging adjacent gap markers into one");
             std::fs::remove_file(&path)
                 .map_err(|e| io_err(topic, &path, "removing a merged gap marker", e))?;
         }
         fsync_dir(dir).map_err(|e| io_err(topic, dir, "fsyncing the topic directory", e))?;
-        self.used.push(Gap { range, marker });
+        self.used.push(Gap { range, marker, torn });
         Ok(true)
     }
 
@@ -116,7 +118,7 @@ impl Markers {
         if self.unused.is_empty() {
             return Ok(());
         }
-        for (range, path) in self.unused.drain(..) {
+        for (range, path, _) in self.unused.drain(..) {
             warn!(topic = %topic, file = ?path, lost = %range, "removing a gap marker that bridges no segments");
             std::fs::remove_file(&path).map_err(|e| io_err(topic, &path, "removing a gap marker", e))?;
         }
@@ -136,7 +138,9 @@ fn list_files(topic: &TopicName, dir: &Path) -> Result<(Vec<(Offset, PathBuf)>, 
         if let Some(base) = name.and_then(parse_segment_file_name) {
             files.push((base, entry.path()));
         } else if let Some(range) = name.and_then(parse_gap_file_name) {
-            markers.unused.push((range, entry.path()));
+            let path = entry.path();
+            let torn = crate::layout::gap_marker_is_torn(&path);
+            markers.unused.push((range, path, torn));
         } else if name.is_some_and(crate::marker::is_marker) {
             // A marker the router's recovery reads (`rebuilt`, `unacked`), or a write of
             // one a crash cut short (a marker is renamed into place once whole).
@@ -690,12 +694,12 @@ fn check_continues(
             if end < start && torn.is_some() && config.recovery == RecoveryPolicy::TruncateTornTail =>
         {
             let lost = OffsetRange::new(end, start);
-            let marker = write_gap_marker(topic, dir, lost)?;
+            let marker = write_gap_marker(topic, dir, lost, true)?;
             warn!(
                 topic = %topic, lost = %lost, cut_short = ?torn, after = ?prev_path, next = ?path, marker = ?marker,
                 "a seal cut short by a crash lost records between segments; recorded them as lost"
             );
-            markers.used.push(Gap { range: lost, marker });
+            markers.used.push(Gap { range: lost, marker, torn: true });
             Ok(())
         }
         Some((prev_path, end)) if end != start => Err(TierError::corruption(

@@ -187,6 +187,16 @@ impl HotTier {
             .unwrap_or_default()
     }
 
+    /// The recorded gaps of `topic` that recovery recorded at a torn point (a seal a crash
+    /// cut short lost acknowledged records; another tier may still hold them), oldest
+    /// first — kept in the gap's marker, so known to every later open too. A gap that
+    /// merged a torn point with skipped offsets is one of them.
+    pub fn torn_points(&self, topic: &TopicName) -> Vec<OffsetRange> {
+        self.lookup(topic)
+            .map(|log| log.shared.state.read().gaps.iter().filter(|g| g.torn).map(|g| g.range).collect())
+            .unwrap_or_default()
+    }
+
     /// True when opening the tier cut `topic`'s log back — a torn tail truncated, a
     /// segment whose seal was cut short re-sealed, a segment that lost every batch
     /// removed, or a torn point recorded — or an earlier open did and the cut was not

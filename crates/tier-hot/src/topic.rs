@@ -125,6 +125,9 @@ pub(crate) struct TopicState {
 pub(crate) struct Gap {
     pub(crate) range: OffsetRange,
     pub(crate) marker: PathBuf,
+    /// Recorded at a torn point (acknowledged records lost; warm may hold them), not by
+    /// `skip_to`.
+    pub(crate) torn: bool,
 }
 
 /// What readers need of the active segment, as of the last commit.

@@ -407,14 +407,14 @@ impl Writer {
         self.rotate().await?;
         self.reap_seals(0).await?;
         let (topic, dir) = (self.topic().clone(), self.shared.dir.clone());
-        let written = blocking(self.topic(), move || write_gap_marker(&topic, &dir, gap)).await;
+        let written = blocking(self.topic(), move || write_gap_marker(&topic, &dir, gap, false)).await;
         let marker = match written {
             Ok(marker) => marker,
             Err(e) => return Err(self.fail(e)),
         };
         self.restart_at(offset).await?;
         warn!(topic = %self.topic(), lost = %gap, marker = ?marker, "recorded offsets as lost; the log continues after them");
-        self.publish_skip(end, offset, Some(Gap { range: gap, marker }));
+        self.publish_skip(end, offset, Some(Gap { range: gap, marker, torn: false }));
         Ok(gap)
     }
 

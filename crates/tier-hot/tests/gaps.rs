@@ -96,6 +96,8 @@ async fn reopening_keeps_the_gap_and_the_data_on_both_sides() {
 
     let tier = open(config.clone()).await;
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 50));
+    assert_eq!(tier.gaps(&t), vec![OffsetRange::new(30, 40)]);
+    assert_eq!(tier.torn_points(&t), vec![], "skipped offsets are no torn point");
     assert_eq!(tier.read(&t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap(), before);
     assert_eq!(tier.read(&t, 40, u64::MAX, ReadLimit::unbounded()).await.unwrap(), after);
     let err = tier.read(&t, 31, u64::MAX, ReadLimit::unbounded()).await.unwrap_err();

@@ -129,6 +129,7 @@ async fn a_short_middle_segment_after_a_power_cut_is_a_torn_point_recorded_as_a_
     assert!(tier.damaged().is_empty(), "the topic opens: {:?}", tier.damaged());
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 20));
     assert_eq!(tier.gaps(&t), vec![OffsetRange::new(5, 10)], "the lost offsets are recorded");
+    assert_eq!(tier.torn_points(&t), vec![OffsetRange::new(5, 10)], "as a torn point");
     assert!(files().contains(&gap_file_name(OffsetRange::new(5, 10))), "{:?}", files());
     assert_eq!(read_offsets(&tier, &t, 0).await, (0..5).collect::<Vec<_>>(), "dense up to the gap");
     let err = tier.read(&t, 7, u64::MAX, ReadLimit::unbounded()).await.unwrap_err();
@@ -141,13 +142,17 @@ async fn a_short_middle_segment_after_a_power_cut_is_a_torn_point_recorded_as_a_
     let reuse = tier.append(&t, batch(&records(5, 1, 10))).await.unwrap_err();
     assert_eq!(reuse.kind(), ErrorKind::Fenced, "{reuse}");
     tier.append(&t, batch(&records(20, 5, 100))).await.unwrap();
+    tier.cut_recorded(&t).unwrap();
     tier.close().await;
 
-    // Reopening keeps the gap and writes no other marker.
+    // Reopening keeps the gap, still known as a torn point once the cut is recorded (a
+    // later open cuts nothing), and writes no other marker.
     let before = files();
     let tier = HotTier::open(config).await.unwrap();
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 25));
+    assert!(!tier.cut_back_at_open(&t), "nothing was cut at this open");
     assert_eq!(tier.gaps(&t), vec![OffsetRange::new(5, 10)]);
+    assert_eq!(tier.torn_points(&t), vec![OffsetRange::new(5, 10)], "the marker says it is a torn point");
     tier.close().await;
     assert_eq!(files(), before);
 }

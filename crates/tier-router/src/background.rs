@@ -472,8 +472,10 @@ impl TieredStore {
     /// recording them lost in cold would lose them once warm trims. Returns where warm's
     /// copy ends (`gap.start` when warm holds none of it, or there is no warm tier).
     /// While warm cannot be asked: `Unavailable` (the export is retried) when the gap
-    /// holds a torn point warm held when the topic opened (`Tiers::torn_in_warm`),
-    /// `gap.start` otherwise — a gap recovery or a resume recorded holds nothing warm
+    /// holds a torn point — one the WAL recorded (its marker says so, whichever open
+    /// recorded it: [`HotTier::torn_points`](tier_hot::HotTier::torn_points)) or one at
+    /// the WAL's start warm held when the topic opened (`Tiers::torn_in_warm`) —,
+    /// `gap.start` otherwise: a gap recovery or a resume recorded holds nothing warm
     /// holds, and the export does not wait for warm.
     async fn export_from_warm(&self, topic: &TopicName, gap: OffsetRange) -> Result<Offset, TierError> {
         let tiers = &self.inner.tiers;
@@ -484,7 +486,8 @@ impl TieredStore {
             // A gap that held no acknowledged record warm holds at open is recorded lost
             // in cold as it is; warm's copy of a torn point is waited for.
             Err(e) if e.kind() == tier_core::ErrorKind::Unavailable => {
-                let torn = tiers.torn_in_warm.lock().get(topic).cloned().unwrap_or_default();
+                let mut torn = tiers.torn_in_warm.lock().get(topic).cloned().unwrap_or_default();
+                torn.extend(self.hot().torn_points(topic));
                 if torn.iter().any(|t| t.start < gap.end && gap.start < t.end) {
                     return Err(e);
                 }

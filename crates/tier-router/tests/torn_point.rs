@@ -169,3 +169,35 @@ async fn a_torn_point_warm_holds_is_exported_from_warm_not_recorded_lost_in_cold
     drop(topic);
     store.close().await;
 }
+
+/// hot+warm+cold: as above, but the store is closed and opened again before warm goes
+/// down. The open that finds the torn point is not the one that exports it: the WAL's
+/// marker says it is a torn point, and the exporter still waits for warm's copy rather
+/// than record the offsets lost in cold (simulation seed 67000739).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_point_recorded_by_an_earlier_open_still_waits_for_warm() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = Arc::new(ColdTier::open(ColdConfig::local(dir.path().join("cold"))).unwrap());
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    torn_point(dir.path(), Some(warm.clone()), &cold).await;
+    let store = open(dir.path(), Some(warm.clone()), &cold).await;
+    assert!(report(&store).await.is_clean());
+    store.close().await;
+
+    let store = open(dir.path(), Some(warm.clone()), &cold).await;
+    assert_eq!(store.wal().gaps(name()), vec![r(5, 10)]);
+    warm.fail_fraction(1.0);
+    store.wal().rotate(name()).await.unwrap();
+    let err = store.export_sealed(name()).await.unwrap_err();
+    assert_eq!(err.kind(), tier_core::ErrorKind::Unavailable, "{err}");
+    assert_eq!(cold.continuation(&name()).await.unwrap(), 5, "nothing recorded lost in cold");
+    warm.clear();
+    store.export_now(T).await.unwrap();
+    assert_eq!(cold.range(&name()).await.unwrap(), r(0, 20));
+    let topic = store.topic(T).await.unwrap();
+    let mut reader = topic.reader(StartPosition::Offset(5)).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), reader.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!((got.offset, got.payload.as_ref()), (5, b"r5".as_ref()));
+    drop(topic);
+    store.close().await;
+}

@@ -634,4 +634,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNACKED_SERVED,
         generator: 6,
     },
+    Regression {
+        seed: 67000739,
+        keep: &[96, 98, 118, 138, 139],
+        case: "fail, fsync never: a power cut before a seal left a torn point [8, 24) warm held; the open that recorded it was not the one that exported it: after a restart, with warm down, the export recorded [8, 24) lost in cold, since only the open that found a torn point knew it for one (the WAL's gap marker now says it records a torn point, and the export waits for warm's copy)",
+        invariant: model::inv::UNREPORTED,
+        generator: 6,
+    },
 ];
