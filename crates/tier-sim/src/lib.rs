@@ -641,4 +641,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNREPORTED,
         generator: 6,
     },
+    Regression {
+        seed: 67000580,
+        keep: &[72, 74, 75, 141, 145, 147, 152, 161, 162, 163, 164],
+        case: "degrade, fsync interval: a power cut before a seal, warm restarted past the offsets the open skipped (dropping its copy of [12, 20), which cold lacked), the WAL lost while warm was down; an open replaying warm into the lost WAL recorded [12, 1036) lost in cold and failed (cold errors), and the state directory, with its record of the losses, was lost; the next open found the WAL rebuilt and reported nothing of [12, 1036) (cold's trailing gap is now reported again while the WAL is lost or rebuilt)",
+        invariant: model::inv::UNREPORTED,
+        generator: 6,
+    },
 ];

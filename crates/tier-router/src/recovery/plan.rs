@@ -494,6 +494,17 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     {
         next = end;
     }
+    // Cold's trailing gap, recorded by an earlier recovery (or the exporter) as held by no
+    // tier. With the WAL lost or being rebuilt, the open that found those offsets lost may
+    // not have completed and its record of them (the state directory's losses, the WAL's
+    // gap marker) may be gone: cold's is then the only evidence left, and what no tier
+    // holds of it is reported again.
+    if (wal_lost || e.rebuilt.is_some()) && e.cold_continues > cold_r.end {
+        let mut known: Vec<OffsetRange> = vec![hot, warm_r, after.wal];
+        known.extend(lost.iter().chain(&maybe_lost).copied());
+        known.extend(unacked.iter().copied());
+        maybe_lost.extend(outside(OffsetRange::new(cold_r.end, e.cold_continues), &known));
+    }
     // Cold's trailing gap: the log continues after it, never inside it; reported again.
     if e.cold_continues > next {
         maybe_lost.push(OffsetRange::new(next, e.cold_continues));

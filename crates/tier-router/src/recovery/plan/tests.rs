@@ -456,6 +456,33 @@ fn a_wal_cut_back_to_nothing_without_state_files_fences_the_topic() {
     }
 }
 
+/// The shape the simulation found (seed 67000580): an open replaying warm into a lost
+/// WAL recorded [12, 1036) lost in cold and failed; the state directory (its kept losses)
+/// was lost after it. The next open finds the WAL rebuilt from warm's [1036, 1051), no
+/// state file, and cold holding [0, 12) with its trailing gap to 1036: that gap is the
+/// only evidence left of the loss, which no report has carried yet.
+#[test]
+fn cold_trailing_gap_is_reported_again_while_the_wal_is_rebuilt() {
+    let e = Evidence {
+        hot: r(1036, 1051),
+        cut_back: false,
+        wal_gaps: vec![],
+        checkpoint: None,
+        reservation: None,
+        rebuilt: Some(Some(1084)),
+        cold: Some(r(0, 12)),
+        cold_continues: 1036,
+        warm: WarmSeen::Holds(r(1036, 1051)),
+        ..torn_point_evidence(WarmSeen::Disabled, None)
+    };
+    let step = plan_replay(&e).unwrap();
+    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    for o in [12, 500, 1035] {
+        assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
+    }
+    assert!(!covered(&[&p.lost, &p.maybe_lost], 1036), "warm and the WAL hold 1036: {p:?}");
+}
+
 /// Never wedged: a topic with local evidence of its end (a checkpoint or a reservation)
 /// and no fence accepts appends, and the evidence is refused only when it contradicts
 /// itself (a surviving WAL below cold's end, or below warm's start with warm ahead).
