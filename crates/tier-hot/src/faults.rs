@@ -310,7 +310,20 @@ pub fn power_cut(data_dir: &Path) -> PowerCut {
         Some(i) => tracked.swap_remove(i).durable,
         None => HashMap::new(),
     };
-    PowerCut { dir: data_dir.to_owned(), durable }
+    // The records of durable seals as of the cut: a close let finish after it (to release
+    // a held seal) writes a new one, which the cut must not keep.
+    let seal_records = std::fs::read_dir(data_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .map(|topic| topic.path().join(crate::layout::DURABLE_SEALS_FILE))
+        .map(|path| {
+            let text = std::fs::read(&path).ok();
+            (path, text)
+        })
+        .collect();
+    PowerCut { dir: data_dir.to_owned(), durable, seal_records }
 }
 
 /// The durable state of a data directory at a power cut (see [`power_cut`]).
@@ -318,6 +331,8 @@ pub fn power_cut(data_dir: &Path) -> PowerCut {
 pub struct PowerCut {
     dir: PathBuf,
     durable: HashMap<PathBuf, u64>,
+    /// Each topic directory's record of durable seals at the cut (`None`: none).
+    seal_records: Vec<(PathBuf, Option<Vec<u8>>)>,
 }
 
 impl PowerCut {
@@ -328,10 +343,12 @@ impl PowerCut {
 
     /// Cuts every segment file (`*.seg`) in the topic directories of the data directory
     /// back to its durable length, after zeroing what failed fsyncs lost
-    /// ([`drop_page_cache`]). Call it once the tier is closed (or dropped), as the
-    /// machine's restart would find the disk.
+    /// ([`drop_page_cache`]), and puts each record of durable seals back as it was at the
+    /// cut. Call it once the tier is closed (or dropped), as the machine's restart would
+    /// find the disk.
     pub fn apply(&self) -> io::Result<()> {
         drop_page_cache(&self.dir)?;
+        self.restore_seal_records()?;
         for topic in std::fs::read_dir(&self.dir)? {
             let topic = topic?.path();
             if !topic.is_dir() {
@@ -346,6 +363,23 @@ impl PowerCut {
                         file.set_len(keep)?;
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PowerCut {
+    /// Puts each topic's record of durable seals back as it was at the cut (part of
+    /// [`apply`](Self::apply), for a test that shapes the segment files itself).
+    pub fn restore_seal_records(&self) -> io::Result<()> {
+        for (path, text) in &self.seal_records {
+            match text {
+                Some(text) => std::fs::write(path, text)?,
+                None => match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                },
             }
         }
         Ok(())

@@ -44,6 +44,10 @@ pub fn parse_segment_file_name(name: &str) -> Option<Offset> {
     digits.parse().ok()
 }
 
+/// The file in a topic directory recording which sealed segments' seals are durable
+/// (written at a clean close; see [`crate::marker`]).
+pub const DURABLE_SEALS_FILE: &str = "sealed";
+
 /// Extension of gap marker files.
 pub const GAP_EXTENSION: &str = "gap";
 

@@ -15,6 +15,12 @@
 //!   router keeps the same ranges in `<state_dir>/<topic>.unacked`, and recovery takes
 //!   what either copy says.
 //!
+//! - `sealed`: the WAL's own record of which of the newest sealed segments are known
+//!   durable — their seal's fsyncs finished — written at a clean close (one
+//!   `<base> <bytes>` line each, [`write_durable_seals`]). Under `never`/`interval` an open
+//!   checks the batches of the sealed segments whose seals may have been in flight; a
+//!   segment this record names, at that size, is trusted as the older ones are.
+//!
 //! Each is written to a temporary file, fsynced, renamed into place and the directory
 //! fsynced, so a crash leaves the old or the new file.
 
@@ -40,10 +46,14 @@ pub(crate) const CUT: Marker = Marker { file: "cut", tmp: "cut.tmp", what: "cut 
 /// The `unacked` marker.
 pub(crate) const UNACKED: Marker = Marker { file: "unacked", tmp: "unacked.tmp", what: "unacked marker" };
 
+/// The `sealed` record.
+pub(crate) const DURABLE_SEALS: Marker =
+    Marker { file: crate::layout::DURABLE_SEALS_FILE, tmp: "sealed.tmp", what: "record of durable seals" };
+
 /// True for a marker's file name, or that of a write of one a crash cut short: files of
 /// the topic directory that are not segments and not to be warned about.
 pub(crate) fn is_marker(name: &str) -> bool {
-    [&crate::rebuilt::REBUILT, &UNACKED, &CUT].iter().any(|m| name == m.file || name == m.tmp)
+    [&crate::rebuilt::REBUILT, &UNACKED, &CUT, &DURABLE_SEALS].iter().any(|m| name == m.file || name == m.tmp)
 }
 
 impl Marker {
@@ -120,6 +130,31 @@ pub(crate) fn read_unacked(data_dir: &Path, topic: &TopicName) -> Result<Vec<Off
             format!("the unacked marker: {why}"),
         )
     })
+}
+
+/// Records that the seals of `segments` (base offset and file size each) are durable, in
+/// the existing topic directory `dir`.
+pub(crate) fn write_durable_seals(
+    dir: &Path,
+    topic: &TopicName,
+    segments: &[(u64, u64)],
+) -> Result<(), TierError> {
+    let text: String = segments.iter().map(|(base, bytes)| format!("{base} {bytes}\n")).collect();
+    DURABLE_SEALS.write_in(dir, topic, &text)
+}
+
+/// The segments (base offset and file size) the `sealed` record in `dir` names; none
+/// without one, or when it cannot be read or parsed (it only spares an open a check).
+pub(crate) fn read_durable_seals(dir: &Path) -> Vec<(u64, u64)> {
+    let Ok(text) = fs::read_to_string(dir.join(DURABLE_SEALS.file)) else { return Vec::new() };
+    let parsed: Option<Vec<(u64, u64)>> = text
+        .lines()
+        .map(|line| {
+            let (base, bytes) = line.split_once(' ')?;
+            Some((base.parse().ok()?, bytes.parse().ok()?))
+        })
+        .collect();
+    parsed.unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -221,6 +221,7 @@ pub(crate) fn recover_topic(
     let mut torn: Option<PathBuf> = None;
     let mut cut = Cut::of(topic, dir);
     let mut cut_back = false;
+    let durable_seals = crate::marker::read_durable_seals(dir);
     for (i, (base, path)) in older.iter().enumerate() {
         let torn_header = config.recovery == RecoveryPolicy::TruncateTornTail && is_torn_header(path);
         if torn_header || is_empty_leftover(path) {
@@ -246,9 +247,12 @@ pub(crate) fn recover_topic(
         // The seals of the last sealed segments may not have been durable (a rotation
         // fsyncs the sealed file in the background, at most `MAX_SEALS_IN_FLIGHT` at
         // once): under `never`/`interval` a footer may have reached the disk while a page
-        // of the data before it did not, so their batches are checked.
+        // of the data before it did not, so their batches are checked — unless the
+        // record a clean close wrote names the segment at its size (its seal finished).
         let in_flight = crate::writer::MAX_SEALS_IN_FLIGHT;
-        let unproven = i + in_flight >= older.len() && config.fsync != FsyncPolicy::Always;
+        let unproven = i + in_flight >= older.len()
+            && config.fsync != FsyncPolicy::Always
+            && !std::fs::metadata(path).is_ok_and(|m| durable_seals.contains(&(*base, m.len())));
         let (seg, resealed) = match open_or_reseal(topic, path, *base, config, place, unproven, &mut cut)? {
             Some(reopened) => reopened,
             None => {

@@ -190,7 +190,35 @@ impl Writer {
         let mut w = this.lock().await;
         w.sync_if_dirty().await;
         // A failure is logged by the seal itself and reopening finds the segment again.
-        let _ = w.reap_seals(0).await;
+        if w.reap_seals(0).await.is_ok() {
+            w.record_durable_seals().await;
+        }
+    }
+
+    /// At a clean close, every seal having finished: records the newest sealed segments
+    /// (those an open would otherwise check, `MAX_SEALS_IN_FLIGHT`) as durable, so that
+    /// the next open trusts them without reading their batches. Only under
+    /// `never`/`interval` (under `always` no open checks them); a failure only costs the
+    /// next open that check.
+    async fn record_durable_seals(&self) {
+        if self.config.fsync == FsyncPolicy::Always {
+            return;
+        }
+        let segments: Vec<(u64, u64)> = {
+            let state = self.shared.state.read();
+            let published = state.published();
+            let from = published.len().saturating_sub(MAX_SEALS_IN_FLIGHT);
+            published[from..].iter().map(|s| (s.info.range.start, s.info.bytes)).collect()
+        };
+        if segments.is_empty() {
+            return;
+        }
+        let (topic, dir) = (self.topic().clone(), self.shared.dir.clone());
+        let written =
+            blocking(self.topic(), move || crate::marker::write_durable_seals(&dir, &topic, &segments)).await;
+        if let Err(e) = written {
+            warn!(topic = %self.topic(), error = %e.report(), "could not record the durable seals; the next open checks them");
+        }
     }
 
     /// When the active segment is due for rotation by age: `segment_age` after its first

@@ -67,7 +67,10 @@ async fn size_rotation_announces_every_seal_by_close_and_lists_only_synced_segme
     tier.close().await;
 
     // close waited for every background seal: each rotation was announced, in order.
-    let segment_files = std::fs::read_dir(dir.path().join("bg")).unwrap().count();
+    let segment_files = std::fs::read_dir(dir.path().join("bg"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "seg"))
+        .count();
     assert!(segment_files >= 4, "400 records of up to 4 KiB rotate 64 KiB segments");
     let mut announced = Vec::new();
     while let Ok(event) = events.try_recv() {
