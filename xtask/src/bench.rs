@@ -17,7 +17,7 @@ pub(crate) struct BenchArgs {
     /// Smaller data sets and shorter cases (about 3 minutes instead of up to 20).
     #[arg(long)]
     quick: bool,
-    /// Run only these workloads (numbers 1-11, comma-separated).
+    /// Run only these workloads (numbers 1-12, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u32>,
 }

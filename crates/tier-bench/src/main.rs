@@ -13,6 +13,7 @@ mod cold;
 mod hot;
 mod open;
 mod peak;
+mod reopen;
 mod report;
 mod router;
 mod server;
@@ -44,7 +45,7 @@ struct Cli {
     /// Smaller data sets and shorter cases (finishes in about 3 minutes).
     #[arg(long, global = true)]
     quick: bool,
-    /// Run only these workloads (numbers 1-11, comma-separated).
+    /// Run only these workloads (numbers 1-12, comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<u32>,
     /// Directory for the JSON results (default `<workspace>/target/bench`).
@@ -328,6 +329,10 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         note("workload 10: server loopback");
         rows.extend(server::append(settings, dir).await?);
         rows.push(server::live_tail(settings, dir).await?);
+    }
+    if want(12) {
+        note("workload 12: reopening a large WAL");
+        rows.extend(reopen::large_wal(settings, dir).await?);
     }
     if want(11) {
         note("workload 11: server soak (child process: its memory is its own)");
