@@ -161,6 +161,17 @@ pub enum Revert {
     /// left (a cut whose recovery failed is forgotten, and the log it left passes for
     /// whole), and a first segment that lost every batch is removed without a cut.
     ForgetCuts,
+    /// A failed fsync is trusted as Linux makes it look ("fsyncgate"): the active segment
+    /// is not cut back to its durable length after a failed fsync, and an open scans the
+    /// last file as the page cache shows it, without dropping its pages first — so bytes
+    /// a failed writeback never wrote are served and appended after.
+    TrustFailedFsyncs,
+}
+
+/// True when the behaviour before a failed fsync was distrusted is put back for the data
+/// directory holding `path` ([`Revert::TrustFailedFsyncs`]).
+pub(crate) fn trusts_failed_fsyncs(path: &Path) -> bool {
+    reverted(path, Revert::TrustFailedFsyncs)
 }
 
 /// The reverted behaviours of the process, per data directory.

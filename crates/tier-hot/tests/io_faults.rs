@@ -640,3 +640,30 @@ async fn a_writer_poisoned_by_a_failed_age_rotation_still_closes() {
     assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
     within("closing a poisoned writer", tier.close()).await;
 }
+
+/// The switch that puts the trust in a failed fsync back ([`faults::Revert::TrustFailedFsyncs`],
+/// for the simulation's proof that it finds this bug class): the same steps as above serve
+/// the refused records after the reopen, as the WAL did before it distrusted failed fsyncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reverted_wal_trusts_a_failed_fsync_and_serves_what_it_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    faults::revert(dir.path(), faults::Revert::TrustFailedFsyncs);
+    let config = config(dir.path(), FsyncPolicy::Always);
+    let tier = open(config.clone()).await;
+    let t = topic("fsyncgate");
+    let acked = records(0, 4, 2000);
+    append_all(&tier, &t, &acked, 2).await;
+    let refused = records(4, 8, 2000);
+    faults::fail_fsync_losing_pages(dir.path(), 1, IoKind::StorageFull);
+    let err = within("an append", tier.append(&t, batch(&refused))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
+    faults::clear(dir.path());
+    drop(tier);
+
+    let tier = within("open", HotTier::open(config)).await.unwrap();
+    let served = read_all(&tier, &t).await;
+    let both: Vec<Record> = acked.iter().chain(&refused).cloned().collect();
+    assert_records(&served, &both, "the reverted WAL serves the refused records");
+    tier.close().await;
+    faults::restore(dir.path());
+}
