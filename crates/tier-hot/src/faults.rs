@@ -166,6 +166,11 @@ pub enum Revert {
     /// last file as the page cache shows it, without dropping its pages first — so bytes
     /// a failed writeback never wrote are served and appended after.
     TrustFailedFsyncs,
+    /// Holes and unwritten headers are damage: an invalid batch followed by an intact one
+    /// (an unwritten page before written ones) and a segment whose header reads as zeros
+    /// (its size persisted without its data) make the topic refused as damaged, whatever
+    /// the fsync policy says of what a crash may leave.
+    HolesAreDamage,
 }
 
 /// True when the behaviour before a failed fsync was distrusted is put back for the data

@@ -359,7 +359,7 @@ fn open_or_reseal(
     // Not known durable (its seal was cut short): scan what the disk holds.
     crate::page_cache::read_from_disk_next(topic, path)?;
     let bytes = std::fs::read(path).map_err(io("reading a segment"))?;
-    let unsynced = unsynced(config.fsync, false);
+    let unsynced = unsynced(config, false);
     let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced) {
         Ok(outcome) if outcome.sealed.is_none() => outcome,
         // Sealed after all: not a seal cut short; report why it failed to open.
@@ -449,8 +449,11 @@ fn warn_torn_tail(topic: &TopicName, path: &Path, outcome: &ScanOutcome) {
 ///   (only its footer's fsync runs in the background).
 /// - `never`/`interval`: no fsync position is recorded (the timer's, a clean close's), so
 ///   no byte of the data is known to be durable.
-fn unsynced(fsync: FsyncPolicy, last: bool) -> Unsynced {
-    match (fsync, last) {
+fn unsynced(config: &HotConfig, last: bool) -> Unsynced {
+    if holes_are_damage(&config.data_dir) {
+        return Unsynced::Nothing;
+    }
+    match (config.fsync, last) {
         (FsyncPolicy::Always, true) => Unsynced::LastWrite(MAX_GROUP_BYTES),
         (FsyncPolicy::Always, false) => Unsynced::Nothing,
         _ => Unsynced::Anything,
@@ -498,7 +501,21 @@ fn creation_torn(fsync: FsyncPolicy, recovery: RecoveryPolicy, place: Place, hol
 /// that never reached the disk and [`creation_torn`] calls that a torn creation at `place`.
 fn never_written(topic: &TopicName, bytes: &[u8], base: Offset, config: &HotConfig, place: Place) -> bool {
     let holds_more = bytes.len() > HEADER_FIXED_LEN + topic.as_str().len();
-    header_unwritten(bytes, topic, base) && creation_torn(config.fsync, config.recovery, place, holds_more)
+    header_unwritten(bytes, topic, base)
+        && creation_torn(config.fsync, config.recovery, place, holds_more)
+        && !holes_are_damage(&config.data_dir)
+}
+
+/// The behaviour before holes and unwritten headers were told from damage, put back for
+/// a test ([`crate::faults::Revert::HolesAreDamage`]).
+fn holes_are_damage(data_dir: &Path) -> bool {
+    #[cfg(feature = "fault-injection")]
+    return crate::faults::reverted(data_dir, crate::faults::Revert::HolesAreDamage);
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = data_dir;
+        false
+    }
 }
 
 /// True when the bytes after the data (`data_end..`, the last valid batch's end) of a
@@ -563,7 +580,7 @@ fn recover_last(
     // shows, so that nothing a failed fsync left in the cache only is served.
     crate::page_cache::read_from_disk_next(topic, path)?;
     let bytes = std::fs::read(path).map_err(io("reading the active segment"))?;
-    let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced(config.fsync, true)) {
+    let outcome = match scan_unsealed_with(&bytes, config.recovery.into(), unsynced(config, true)) {
         Ok(outcome) => outcome,
         Err(DecodeError::Truncated { .. })
             if config.recovery == RecoveryPolicy::TruncateTornTail && header_torn(&bytes) =>
@@ -639,7 +656,7 @@ fn recover_last(
 /// appended after. `None` under `always` (the seal found every batch fsynced) or
 /// `refuse`, or when the invalid bytes show no unwritten page: damage.
 fn hole_under_a_written_footer(bytes: &[u8], config: &HotConfig) -> Option<ScanOutcome> {
-    let unsynced = unsynced(config.fsync, true);
+    let unsynced = unsynced(config, true);
     if unsynced != Unsynced::Anything || config.recovery != RecoveryPolicy::TruncateTornTail {
         return None;
     }
@@ -745,7 +762,8 @@ mod tests {
             (POLICIES[2], false, Unsynced::Anything),
         ];
         for (fsync, last, expected) in cases {
-            assert_eq!(unsynced(fsync, last), expected, "{fsync:?}, last file: {last}");
+            let config = crate::HotConfig::new("/nonexistent").with_fsync(fsync);
+            assert_eq!(unsynced(&config, last), expected, "{fsync:?}, last file: {last}");
         }
     }
 
@@ -812,10 +830,11 @@ mod tests {
         let mut file = vec![7u8; 9000 + footer];
         file[PAGE as usize..2 * PAGE as usize].fill(0);
         for fsync in POLICIES {
-            let torn = hole_before_trailer(&file, data_end, footer, unsynced(fsync, false));
+            let config = crate::HotConfig::new("/nonexistent").with_fsync(fsync);
+            let torn = hole_before_trailer(&file, data_end, footer, unsynced(&config, false));
             assert_eq!(torn, fsync != POLICIES[0], "{fsync:?}");
         }
-        let never = unsynced(POLICIES[2], false);
+        let never = unsynced(&crate::HotConfig::new("/nonexistent").with_fsync(POLICIES[2]), false);
         let garbage = vec![7u8; 9000 + footer];
         assert!(!hole_before_trailer(&garbage, data_end, footer, never), "no page reads as unwritten");
         let complete = vec![7u8; data_end as usize + footer];

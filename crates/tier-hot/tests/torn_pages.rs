@@ -537,3 +537,30 @@ async fn a_flipped_byte_before_intact_batches_stays_damage_under_every_fsync_pol
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "{fsync:?}: damage is left as found");
     }
 }
+
+/// The switch that puts the old reading of holes and unwritten headers back
+/// ([`faults::Revert::HolesAreDamage`], for the simulation's proof that it finds this bug
+/// class): a hole before written pages, and a rotated segment that reads as zeros, make
+/// the topic refused as damaged, as they did before the fsync policy told them apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reverted_wal_refuses_holes_and_unwritten_headers_as_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = topic("holes");
+    let config = with(small_config(dir.path()), FsyncPolicy::Never);
+    hole_without_fsync(dir.path(), &config, &t).await;
+    faults::revert(dir.path(), faults::Revert::HolesAreDamage);
+    let err = open_damaged(config, &t).await;
+    assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+    faults::restore(dir.path());
+
+    let dir = tempfile::tempdir().unwrap();
+    let t = topic("zeros");
+    let config = interval(dir.path());
+    let (_, last) = rotated(dir.path(), &config, &t, true).await;
+    zero(&last, 0..len(&last));
+    faults::revert(dir.path(), faults::Revert::HolesAreDamage);
+    let err = open_damaged(config, &t).await;
+    assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+    assert!(err.to_string().contains("magic"), "{err}");
+    faults::restore(dir.path());
+}
