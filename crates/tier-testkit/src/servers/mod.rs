@@ -7,6 +7,7 @@
 //!
 //! - [`ValkeyPair`]: a private primary + replica (for tests that stop or restart servers,
 //!   promote the replica, or cut the replication link), or a primary alone.
+//! - [`ValkeySentinel`]: a primary, two replicas and three sentinels that fail it over.
 //! - [`S3Server`]: a private `moto_server`.
 //! - [`AnswerDropProxy`]: a proxy in front of an HTTP server (moto) that forwards a
 //!   request and loses its answer (an ambiguous failure: the server acted, the client
@@ -25,6 +26,7 @@ mod locate;
 mod process;
 mod resp;
 mod s3;
+mod sentinel;
 mod shared;
 mod valkey;
 
@@ -38,6 +40,7 @@ pub use shared::{
     ENV_S3_ENDPOINT, ENV_VALKEY_KIND, ENV_VALKEY_PRIMARY, ENV_VALKEY_REPLICA, SharedS3, SharedServers,
     SharedValkey, start_shared_servers_for_xtask,
 };
+pub use sentinel::{FAILOVER_TIMEOUT, SENTINEL_SERVICE, ValkeySentinel};
 pub use valkey::ValkeyPair;
 
 /// Why a test server could not be found, started or reached.
