@@ -382,6 +382,7 @@ impl TieredStore {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             queued,
+            arrivals: Mutex::new(crate::topic::Arrivals::default()),
             wake,
             hwm,
             task: Mutex::new(Some(task)),
@@ -519,6 +520,12 @@ impl TieredStore {
 pub struct Wal<'a>(&'a HotTier);
 
 impl Wal<'_> {
+    /// The WAL writer's counters of `topic` since the store opened — batches, group writes,
+    /// fsyncs (`None` for a topic the WAL has not seen).
+    pub fn write_stats(&self, topic: impl IntoTopicName) -> Option<tier_hot::WriteStats> {
+        self.0.write_stats(&topic.into_topic_name().ok()?)
+    }
+
     /// The offsets the WAL holds of `topic` (empty at its next offset when it holds none).
     pub async fn range(&self, topic: impl IntoTopicName) -> Result<tier_core::OffsetRange, TierError> {
         self.0.range(&topic.into_topic_name()?).await

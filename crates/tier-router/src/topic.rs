@@ -1,8 +1,12 @@
 //! [`Topic`]: the per-topic handle producers and consumers use, and [`TopicCore`], the
 //! state of one open topic the store keeps.
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -10,8 +14,8 @@ use futures::stream::{BoxStream, StreamExt};
 use parking_lot::Mutex;
 use tier_core::batch::{BATCH_HEADER_LEN, MAX_BATCH_LEN};
 use tier_core::{
-    ErrorContext, Header, Offset, OffsetRange, Record, RecordBatchBuilder, StartPosition, Tier, TierError,
-    TierKind, Timestamp, TopicName,
+    ErrorContext, Header, Offset, OffsetRange, Record, RecordBatch, RecordBatchBuilder, StartPosition, Tier,
+    TierError, TierKind, Timestamp, TopicName,
 };
 use tokio::sync::{Notify, OwnedMutexGuard, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -20,22 +24,24 @@ use crate::metrics;
 use crate::reader::{self, ReadBatch, Source};
 use crate::recovery::RecoveryReport;
 use crate::tiers::Tiers;
-use crate::writer::{Command, Writer};
+use crate::writer::{Command, Reply, Writer};
 
 /// One open topic: its writer's queue, state and commit point.
 #[derive(Debug)]
 pub(crate) struct TopicCore {
     pub(crate) name: TopicName,
     pub(crate) tx: Mutex<Option<mpsc::Sender<Command>>>,
-    /// The writer's state, for an append that finds the writer idle: it does the
-    /// writer's work in its own task ([`Topic::enqueue_batch`]). `None` once the writers
+    /// The writer's state, for the producer that commits the batches of
+    /// [`Topic::append_batch`] in its own task (see [`Arrivals`]). `None` once the writers
     /// stop (taken with `tx`).
     pub(crate) writer: Mutex<Option<Arc<tokio::sync::Mutex<Writer>>>>,
-    /// Commands sent to the writer and not yet handled by it. An append is done directly
-    /// only while it is 0 (under the writer's lock): every command queued before it was
+    /// Commands sent to the writer and not yet handled by it. An awaited append arrives
+    /// for a producer's commit only while it is 0: every command queued before it was
     /// handled, so offsets follow the order appends were enqueued in.
     pub(crate) queued: Arc<AtomicUsize>,
-    /// Makes the writer task look at its retry timer again (a direct append left
+    /// The batches of awaited appends waiting to be committed, in arrival order.
+    pub(crate) arrivals: Mutex<Arrivals>,
+    /// Makes the writer task look at its retry timer again (a producer's commit left
     /// batches to retry).
     pub(crate) wake: Arc<Notify>,
     pub(crate) hwm: watch::Receiver<Offset>,
@@ -122,21 +128,142 @@ impl TopicCore {
         Ok(())
     }
 
-    /// The writer's state, locked, when the writer is idle: nothing queued or being
-    /// handled, and not stopped.
-    fn idle_writer(&self) -> Option<OwnedMutexGuard<Writer>> {
-        if self.queued.load(Ordering::SeqCst) != 0 {
-            return None;
+    /// Adds `batch` to the arrivals; the guard takes it out again unless a commit took it.
+    fn arrive(self: &Arc<Self>, batch: RecordBatch, done: Reply) -> Arrived {
+        let mut arrivals = self.arrivals.lock();
+        let id = arrivals.next_id;
+        arrivals.next_id += 1;
+        arrivals.waiting.push_back(Arrival { id, batch, done });
+        Arrived { core: Arc::clone(self), id }
+    }
+}
+
+/// The batches of awaited appends ([`Topic::append_batch`]) waiting for a commit, in
+/// arrival order. A producer that arrives and then gets the writer's lock takes the
+/// batches from the front as groups (up to `router.max_group_bytes` each) and commits them
+/// in its own task until its own batch is committed; producers whose batches it took find
+/// their answers. Every producer polled in one pass of the runtime (a join of appends)
+/// arrives before any of them takes a group, so which batches meet in a group depends on
+/// what arrived, never on whether a commit that started earlier has finished — which
+/// would depend on when a blocking job ran on a thread of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Arrivals {
+    next_id: u64,
+    waiting: VecDeque<Arrival>,
+}
+
+/// One batch waiting in the [`Arrivals`].
+#[derive(Debug)]
+struct Arrival {
+    id: u64,
+    batch: RecordBatch,
+    done: Reply,
+}
+
+impl Arrivals {
+    /// Whether the batch `id` still waits.
+    fn holds(&self, id: u64) -> bool {
+        self.waiting.iter().any(|a| a.id == id)
+    }
+
+    /// The next group from the front, up to `max_bytes` (at least one batch), and whether
+    /// it holds the batch `id`.
+    fn take_group(&mut self, id: u64, max_bytes: usize) -> (Vec<(RecordBatch, Reply)>, bool) {
+        let (mut group, mut bytes, mut mine) = (Vec::new(), 0, false);
+        while let Some(next) = self.waiting.front() {
+            let len = next.batch.encoded_len();
+            if !group.is_empty() && bytes + len > max_bytes {
+                break;
+            }
+            let Some(arrival) = self.waiting.pop_front() else { break };
+            bytes += len;
+            mine |= arrival.id == id;
+            group.push((arrival.batch, arrival.done));
         }
-        let writer = self.writer.lock().clone()?;
-        let guard = writer.try_lock_owned().ok()?;
-        (self.queued.load(Ordering::SeqCst) == 0 && !guard.is_stopped()).then_some(guard)
+        (group, mine)
+    }
+}
+
+/// A producer's batch in the [`Arrivals`]: dropped while the batch still waits (the
+/// producer stopped waiting before any commit took it), it takes the batch out — it is
+/// not appended and holds no offsets.
+struct Arrived {
+    core: Arc<TopicCore>,
+    id: u64,
+}
+
+impl Drop for Arrived {
+    fn drop(&mut self) {
+        self.core.arrivals.lock().waiting.retain(|a| a.id != self.id);
+    }
+}
+
+/// A commit run in the caller's task that the caller cannot leave half done: dropped
+/// before it finished (the caller stopped waiting), it hands the rest to a task of its
+/// own, which holds the writer's lock until the commit is finished — the producers whose
+/// batches it took get their answers, and the writer's state is never left between two
+/// steps of a commit. Whether a commit runs inline is decided before it starts, never from
+/// whether a poll of it was ready.
+struct Finish {
+    work: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl Future for Finish {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(work) = self.work.as_mut() {
+            std::task::ready!(work.as_mut().poll(cx));
+            self.work = None;
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        let Some(work) = self.work.take() else { return };
+        // Without a runtime (it is shutting down) no task would run it either: every task
+        // of the store stops where it is, as in a crash.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn(work));
+        }
     }
 }
 
 /// `Closed` for `topic`: its writer's queue is gone.
 fn closed(topic: &TopicName) -> TierError {
     TierError::closed(ErrorContext::tier(TierKind::Router).topic(topic), "the store is closed")
+}
+
+/// Commits the [`Arrivals`] of `core` from the front, group by group, under the writer's
+/// `lock`, until the batch `id` is committed (or no batch waits: another commit took it).
+/// Refused with `Closed` once the writer has stopped.
+async fn commit_arrivals(
+    core: Arc<TopicCore>,
+    mut writer: OwnedMutexGuard<Writer>,
+    id: u64,
+    max_group: usize,
+) {
+    loop {
+        let (group, mine) = core.arrivals.lock().take_group(id, max_group);
+        if group.is_empty() {
+            break;
+        }
+        if writer.is_stopped() {
+            for (_, done) in group {
+                let _ = done.send(Err(closed(&core.name)));
+            }
+        } else {
+            writer.append_direct(group).await;
+        }
+        if mine {
+            break;
+        }
+    }
+    if writer.has_retry_work() {
+        core.wake.notify_one();
+    }
 }
 
 /// A batch queued by [`Topic::enqueue_batch`]: resolves to its offsets once every
@@ -217,14 +344,49 @@ impl Topic {
 
     /// Appends the records of `builder` as one batch; see [`append`](Self::append).
     ///
-    /// The batch goes through the writer's queue (the group commit: offset reservation
-    /// first, then the WAL and warm). Committing a batch that finds the writer idle in the
-    /// caller's task (`submit`'s direct path) saves the queue's two task hand-offs, but
-    /// whether it finishes at once or is handed to a task depends on when a blocking job
-    /// ran, which makes the simulation's replays inexact: it is not used until that
-    /// decision no longer depends on thread timing.
+    /// The batch is committed in the caller's task (no hand-off to the writer task and
+    /// back): it arrives among the topic's awaited appends, and the first producer to get
+    /// the writer's lock commits what arrived, as the writer task's group commit would
+    /// (offset reservation first, then the WAL and warm; see `docs/router.md`, "Write
+    /// path"). A caller that stops waiting cannot leave a commit half done: a batch no
+    /// commit took yet is not appended; one a commit took is committed to the end by a
+    /// task of its own. Once polled, the future is to be awaited to the end or dropped:
+    /// held without being polled while it leads a commit, it holds up the topic's
+    /// appends. While batches of [`enqueue_batch`](Self::enqueue_batch) (or a flush) are
+    /// queued, the batch goes through the writer's queue behind them.
     pub async fn append_batch(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
-        self.submit(builder, false).await?.await
+        if self.core.queued.load(Ordering::SeqCst) != 0 {
+            return self.submit(builder).await?.await;
+        }
+        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
+        let result = self.commit_here(builder).await;
+        metrics::appended(&result, records, bytes, started.elapsed());
+        result
+    }
+
+    /// [`append_batch`](Self::append_batch)'s commit in the caller's task.
+    async fn commit_here(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
+        let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
+        self.check_open()?;
+        let writer = self.core.writer.lock().clone().ok_or_else(|| self.closed())?;
+        let (done, mut answer) = oneshot::channel();
+        let arrived = self.core.arrive(batch, done);
+        // Every producer polled in this pass arrives before anyone takes a group.
+        tokio::task::yield_now().await;
+        let lock = tokio::select! {
+            biased;
+            answer = &mut answer => return answer.unwrap_or_else(|_| Err(self.closed())),
+            lock = writer.lock_owned() => lock,
+        };
+        if self.core.arrivals.lock().holds(arrived.id) {
+            let (core, id) = (Arc::clone(&self.core), arrived.id);
+            let max_group = self.tiers.config.max_group_bytes;
+            Finish { work: Some(Box::pin(commit_arrivals(core, lock, id, max_group))) }.await;
+        } else {
+            drop(lock);
+        }
+        drop(arrived);
+        answer.await.unwrap_or_else(|_| Err(self.closed()))
     }
 
     /// [`append_batch`](Self::append_batch) in two steps, for a producer that keeps
@@ -240,35 +402,16 @@ impl Topic {
     /// The batch always goes through the writer's queue, so that batches kept in flight
     /// meet in its group commit (one WAL write, one fsync, one warm round trip per group).
     pub async fn enqueue_batch(&self, builder: RecordBatchBuilder) -> Result<PendingAppend, TierError> {
-        self.submit(builder, false).await
+        self.submit(builder).await
     }
 
-    /// Encodes `builder`'s batch and queues it to the writer — or, with `direct` and the
-    /// writer idle, commits it in this task (see [`append_batch`](Self::append_batch)).
-    async fn submit(&self, builder: RecordBatchBuilder, direct: bool) -> Result<PendingAppend, TierError> {
+    /// Encodes `builder`'s batch and queues it to the writer.
+    async fn submit(&self, builder: RecordBatchBuilder) -> Result<PendingAppend, TierError> {
         let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
         let queued = async {
             let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
             let (done, answer) = oneshot::channel();
-            match direct.then(|| self.core.idle_writer()).flatten() {
-                Some(mut writer) => {
-                    let wake = Arc::clone(&self.core.wake);
-                    let mut work = Box::pin(async move {
-                        writer.append_direct(batch, done).await;
-                        if writer.has_retry_work() {
-                            wake.notify_one();
-                        }
-                    });
-                    // Done at once (a write to the page cache): no hand-off. Else it waits
-                    // (a fsync, warm, the WAL's lock): a task of its own finishes it, so
-                    // that the writer's state is never left half-changed by a caller that
-                    // stops waiting, and the writer's lock is held until then.
-                    if futures::poll!(work.as_mut()).is_pending() {
-                        tokio::spawn(work);
-                    }
-                }
-                None => self.core.send(Command::Append { batch, done }).await?,
-            }
+            self.core.send(Command::Append { batch, done }).await?;
             Ok(answer)
         };
         match queued.await {

@@ -4,11 +4,12 @@
 //! # Design (see also `docs/router.md`, "Write path")
 //!
 //! Producers send encoded batches (built at base offset 0) over an mpsc queue with a
-//! oneshot for the reply — or, for `Topic::append_batch` finding the writer idle (no
-//! command queued or being handled), commit the batch themselves under the writer's lock
-//! ([`Writer::append_direct`]: the group of one the task would have made, without the
-//! queue's two task hand-offs). The writer's state sits behind that lock; the task holds
-//! it only while it handles commands. The task takes the first queued request and drains whatever
+//! oneshot for the reply — or, for `Topic::append_batch` (nothing queued), add them to the
+//! topic's arrivals, and the first producer to get the writer's lock commits the arrivals
+//! in its own task ([`Writer::append_direct`]: the group commit the task would make,
+//! without the queue's two task hand-offs; see `topic.rs`, `Arrivals`). The writer's state
+//! sits behind that lock; the task holds it only while it handles commands. The task takes
+//! the first queued request and drains whatever
 //! else is queued (up to `max_group_bytes`), numbers each batch of the group from the
 //! next offset (only the base offset in the prefix changes, nothing is re-encoded), and
 //! writes the group to the WAL in this task (`HotTier::append_group`: one write, one
@@ -313,18 +314,17 @@ impl Writer {
         self.stopped
     }
 
-    /// Commits one batch appended by a producer that found the writer idle (no command
-    /// queued or being handled, the caller holding the writer's lock): the group of one
-    /// the task would have made of it.
-    pub(crate) async fn append_direct(&mut self, batch: RecordBatch, done: Reply) {
-        self.commit_group(vec![(batch, done)]).await;
+    /// Commits a group of awaited appends in a producer's task, the caller holding the
+    /// writer's lock (`Topic::append_batch`): the same group commit as the task's.
+    pub(crate) async fn append_direct(&mut self, group: Vec<(RecordBatch, Reply)>) {
+        self.commit_group(group).await;
     }
 
     /// The writer task: runs until the queue closes, then makes a last attempt to settle
     /// pending batches. It holds the writer's lock while it handles commands (and only
     /// then), and subtracts the commands it handled from `queued` before letting go of it;
-    /// `wake` makes it look at its retry timer again (an append done directly left
-    /// batches to retry).
+    /// `wake` makes it look at its retry timer again (a producer's commit left batches to
+    /// retry).
     pub(crate) async fn run(
         writer: Arc<tokio::sync::Mutex<Writer>>,
         mut rx: mpsc::Receiver<Command>,

@@ -414,8 +414,15 @@ async fn an_append_whose_producer_stops_waiting_still_commits_in_order() {
     warm.hold(&name);
     {
         let mut first = Box::pin(topic.append_batch(builder("a", 2)));
-        assert!(futures::poll!(first.as_mut()).is_pending(), "A waits for its held warm write");
-        tokio::time::timeout(WAIT, warm.wait_held(1)).await.expect("A's warm write is waiting");
+        tokio::time::timeout(WAIT, async {
+            tokio::select! {
+                biased;
+                _ = first.as_mut() => panic!("A is answered while warm holds its write"),
+                () = warm.wait_held(1) => {}
+            }
+        })
+        .await
+        .expect("A's warm write is waiting");
         // A's producer stops waiting.
     }
     let second = topic.enqueue_batch(builder("b", 3)).await.unwrap();
