@@ -307,7 +307,14 @@ pub(crate) async fn resume_at(
         Some(c) => Some(c.range(topic).await?),
         None => None,
     };
-    for effect in plan::resume(wal, cold, at) {
+    // Warm may hold records below the WAL's first offset that cold lacks (a WAL rebuilt
+    // from warm and then cut by a power cut): they are not skipped. A warm tier that
+    // cannot be asked fails the resume (`Unavailable`): it is retried.
+    let warm = match (&tiers.warm, &tiers.cold) {
+        (Some(w), Some(_)) => Some(w.range(topic).await?),
+        _ => None,
+    };
+    for effect in plan::resume(wal, cold, warm, at) {
         apply(tiers, state_dir, topic, effect, &mut Vec::new(), &mut Vec::new()).await?;
     }
     Ok(())

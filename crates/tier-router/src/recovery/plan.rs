@@ -668,14 +668,27 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
 /// first offset), then in the WAL — last, as its gap marker or segment file at `at` is
 /// itself evidence of the end — and the rebuilt marker is removed: the operator said
 /// where the topic continues.
-pub(crate) fn resume(wal: OffsetRange, cold: Option<OffsetRange>, at: Offset) -> Vec<Effect> {
+pub(crate) fn resume(
+    wal: OffsetRange,
+    cold: Option<OffsetRange>,
+    warm: Option<OffsetRange>,
+    at: Offset,
+) -> Vec<Effect> {
     let mut effects = Vec::new();
     let wal_first = if wal.is_empty() { at } else { wal.start };
     if let Some(c) = cold
         && !c.is_empty()
         && c.end < wal_first
     {
-        effects.push(Effect::RecordGapInCold { cold: c, wal_first });
+        // Not what warm holds below the WAL's first offset (as at recovery): the exporter
+        // stores warm's copy there. Only what no tier holds is skipped.
+        let wal_first = match warm {
+            Some(w) if !w.is_empty() && w.start <= wal_first && w.end > c.end => w.start.max(c.end),
+            _ => wal_first,
+        };
+        if c.end < wal_first {
+            effects.push(Effect::RecordGapInCold { cold: c, wal_first });
+        }
     }
     if wal.end < at {
         effects.push(Effect::SkipWal(at));
