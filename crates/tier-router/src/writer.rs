@@ -277,10 +277,15 @@ impl Writer {
 
     /// Sends the recovered backlog to warm once, before the topic is handed out, so that
     /// what warm confirms (under `fail`, the acknowledged batches after the checkpoint)
-    /// is readable as soon as the topic opens; what it refuses stays queued.
+    /// is readable as soon as the topic opens; what it refuses stays queued. The commit
+    /// point also moves over the holes it reaches (a torn point recovery recorded right
+    /// above it, warm holding nothing there to confirm): a reader from the latest offset
+    /// starts after them, not in offsets recorded lost.
     pub(crate) async fn settle_backlog(&mut self) {
         if !self.pending.is_empty() && !self.warm_is_unknown() {
             self.settle(true).await;
+        } else {
+            self.advance();
         }
     }
 

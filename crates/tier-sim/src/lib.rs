@@ -655,4 +655,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNREPORTED,
         generator: 6,
     },
+    Regression {
+        seed: 73000473,
+        keep: &[0, 1, 3, 5, 6, 23, 25],
+        case: "fail, fsync never: refused batches and a power cut before a seal left a torn point [10, 28) no tier held; the reopened topic kept its commit point at 10, below the gap, with no batch to commit, so a live tail opened from the latest offset started inside the gap and ended NotFound instead of receiving the next append (the commit point now moves over the holes it reaches when the topic opens)",
+        invariant: model::inv::LIVE_TAIL,
+        generator: 6,
+    },
 ];
