@@ -22,7 +22,7 @@ pub mod shrink;
 pub mod warm;
 
 pub use model::Violation;
-pub use run::{Outcome, Stats, run, run_reverting};
+pub use run::{Outcome, Revert, Stats, run, run_reverting};
 pub use schedule::Schedule;
 
 /// Steps per schedule by default.
@@ -661,5 +661,12 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         case: "fail, fsync never: refused batches and a power cut before a seal left a torn point [10, 28) no tier held; the reopened topic kept its commit point at 10, below the gap, with no batch to commit, so a live tail opened from the latest offset started inside the gap and ended NotFound instead of receiving the next append (the commit point now moves over the holes it reaches when the topic opens)",
         invariant: model::inv::LIVE_TAIL,
         generator: 6,
+    },
+    Regression {
+        seed: 9000092,
+        keep: &[40, 41, 42, 43, 44, 48, 50, 54, 88],
+        case: "fail: three batches refused (warm's WAIT fell short, the entries on the primary alone); warm's answers lost dropped the connection, and the writer's identical retry confirmed them on the fresh connection, where a WAIT with no write of its own counts nothing; they were served; a failover lost them, and after a lost data directory recovery from warm handed their offsets out again (the retry's WAIT follows a SET of its own, tier-warm's `confirm_held`; `Revert::WarmWaitAlone` puts WAIT alone back)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 9,
     },
 ];

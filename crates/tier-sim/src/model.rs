@@ -126,6 +126,10 @@ pub struct Model {
     pub wal_cold_end: Vec<Offset>,
     /// Cold objects damaged: their offsets.
     pub cold_damaged: Vec<OffsetRange>,
+    /// (offset, payload) → (whether the WAL held it then, `wal_destroyed.len()` then) of
+    /// each record whose confirmed warm copy a failover to a replica behind took away
+    /// (`SimWarm::fail_over_behind`).
+    pub warm_lost: BTreeMap<(Offset, Bytes), (bool, usize)>,
     /// Violations found.
     pub violations: Vec<Violation>,
     /// Records checked by full checks (for the table).

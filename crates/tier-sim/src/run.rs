@@ -181,17 +181,45 @@ struct World<'a> {
     /// The WAL's directory / the state directory was lost since an open last recorded
     /// the skipped offsets in both (see `Model::skipped_forgotten`).
     lost_since_open: (bool, bool),
+    /// The state directory was lost since a failover to a replica behind took warm's
+    /// confirmed topic marker ([`SimWarm::confirmed_marker_lost`]) and no open has
+    /// succeeded since.
+    state_lost_without_marker: bool,
+    /// (offset, payload) of the acknowledged records whose every copy, and the evidence
+    /// that their offsets were handed out, such a double fault took (see
+    /// [`World::lost_with_the_marker`]).
+    lost_with_marker: std::collections::BTreeSet<(Offset, Bytes)>,
+    /// `model.wal_destroyed.len()` when the store last opened.
+    open_epoch: usize,
 }
 
 /// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
 /// step and what it observed.
 pub fn run(schedule: &Schedule, verbose: bool) -> Outcome {
-    run_reverting(schedule, verbose, &[])
+    run_reverting::<Revert>(schedule, verbose, &[])
 }
 
-/// [`run`] with repaired behaviours of the WAL put back ([`tier_hot::faults::Revert`]):
-/// how a test shows that the simulation finds the bug each repair removed.
-pub fn run_reverting(schedule: &Schedule, verbose: bool, reverts: &[tier_hot::faults::Revert]) -> Outcome {
+/// A repaired behaviour [`run_reverting`] puts back (`sim-runner --revert`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revert {
+    /// A behaviour of the WAL ([`tier_hot::faults::Revert`]).
+    Hot(tier_hot::faults::Revert),
+    /// The warm stand-in's identical retry confirms with `WAIT` alone, with no write of
+    /// its own before it (tier-warm's `confirm_held` without its `SET`): on a fresh
+    /// connection that `WAIT` is met at once, whatever the replica holds.
+    WarmWaitAlone,
+}
+
+impl From<tier_hot::faults::Revert> for Revert {
+    fn from(behaviour: tier_hot::faults::Revert) -> Self {
+        Self::Hot(behaviour)
+    }
+}
+
+/// [`run`] with repaired behaviours put back ([`Revert`]: the WAL's,
+/// [`tier_hot::faults::Revert`], or the warm stand-in's protocol): how a test shows that
+/// the simulation finds the bug each repair removed.
+pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool, reverts: &[R]) -> Outcome {
     let base = if std::path::Path::new("/dev/shm").is_dir() { Some("/dev/shm") } else { None };
     let root = match base {
         Some(b) => tempfile::Builder::new().prefix("tier-sim-").tempdir_in(b),
@@ -232,10 +260,17 @@ pub fn run_reverting(schedule: &Schedule, verbose: bool, reverts: &[tier_hot::fa
         resume_pending: false,
         wal_failed: false,
         lost_since_open: (false, false),
+        state_lost_without_marker: false,
+        lost_with_marker: std::collections::BTreeSet::new(),
+        open_epoch: 0,
     };
+    world.warm.set_group_script(schedule.config.warm_group_script);
     tier_hot::faults::track_durability(&world.hot_dir);
     for behaviour in reverts {
-        tier_hot::faults::revert(&world.hot_dir, *behaviour);
+        match (*behaviour).into() {
+            Revert::Hot(behaviour) => tier_hot::faults::revert(&world.hot_dir, behaviour),
+            Revert::WarmWaitAlone => world.warm.set_wait_alone(true),
+        }
     }
     world.run_all();
     tier_hot::faults::untrack_durability(&world.hot_dir);
@@ -431,6 +466,8 @@ impl World<'_> {
                 }
                 let started = rt.block_on(async { tokio::time::Instant::now() });
                 self.proc = Some(Proc { started, rt, store, topic });
+                self.state_lost_without_marker = false;
+                self.open_epoch = self.model.wal_destroyed.len();
                 // A WAL fsync failure that fired before this open is spent: the reopened
                 // WAL's writer is new. One that fired during it (the timer's fsync under
                 // `interval` after a replay's writes) failed the new writer.
@@ -462,7 +499,7 @@ impl World<'_> {
                     }
                     self.ended = Some(e.to_string());
                 } else {
-                    self.violate(inv::OPEN_FAILED, e.to_string());
+                    self.violate(inv::OPEN_FAILED, e.report().to_string());
                     self.ended = Some(e.to_string());
                 }
                 false
@@ -655,7 +692,7 @@ impl World<'_> {
                 let Some((ack, next)) = got else { return };
                 match ack {
                     Some(Ok(range)) => {
-                        self.model.ack(range, &recs, self.step);
+                        self.ack(range, &recs, self.step);
                         match next {
                             Some(Ok(r)) => self.served(r.offset, r.payload),
                             _ if self.transient_faults() => {}
@@ -785,6 +822,40 @@ impl World<'_> {
             Step::WarmFailover => {
                 let lost = self.warm.fail_over();
                 self.note(format!("  warm lost {lost:?}"));
+            }
+            Step::WarmAnswersLost { every } => self.warm.set_answers_lost(Some(every)),
+            Step::WarmReconnect => self.warm.reconnect(),
+            Step::WarmFailoverBehind { writes } => {
+                // A WAL fsync that failed since (losing its pages under generator 7) took
+                // the WAL's copies before this failover: note it first.
+                self.wal_failing();
+                let marker_lost = self.warm.confirmed_marker_lost();
+                let (lost, confirmed) = self.warm.fail_over_behind(writes);
+                if self.warm.confirmed_marker_lost() && !marker_lost {
+                    self.note("  the confirmed topic marker is lost");
+                }
+                self.note(format!(
+                    "  warm lost {lost:?}, {} confirmed record(s) among them",
+                    confirmed.len()
+                ));
+                // Whether the WAL held each then: if it did, the store must give warm its
+                // copy again; if not, warm's was the last copy (beyond what `WAIT`
+                // promises, `docs/warm.md`). With no process to look through, what the
+                // last open's WAL held unless the schedule destroyed it since.
+                let view = self.view();
+                let epoch = self.model.wal_destroyed.len();
+                let destroyed_since_open = self.model.wal_destroyed[self.open_epoch.min(epoch)..].to_vec();
+                for (offset, payload) in confirmed {
+                    let wal_held = match &view {
+                        Some(v) => v.hot.contains(offset) && !v.hot_gaps.iter().any(|g| g.contains(offset)),
+                        None => !destroyed_since_open.iter().any(|r| r.contains(offset)),
+                    } && self
+                        .model
+                        .acked
+                        .get(&offset)
+                        .is_none_or(|a| !self.model.wal_copy_destroyed(offset, a));
+                    self.model.warm_lost.insert((offset, payload), (wal_held, epoch));
+                }
             }
             Step::ColdErrors(every) => {
                 self.cold_errors = every.is_some();
@@ -941,7 +1012,7 @@ impl World<'_> {
         match ack {
             Some(Ok(range)) => {
                 self.note(format!("  acked {range}"));
-                self.model.ack(range, &recs, self.step);
+                self.ack(range, &recs, self.step);
             }
             Some(Err(e)) => {
                 self.note(format!("  refused: {:?}", e.kind()));
@@ -969,6 +1040,7 @@ impl World<'_> {
         tier_hot::faults::clear(&self.hot_dir);
         self.warm.set_outage(false);
         self.warm.set_wait_short(false);
+        self.warm.set_answers_lost(None);
         self.cold_errors = false;
         self.bucket.faulty.set_faults(tier_cold::testing::Faults::default());
     }
@@ -995,7 +1067,7 @@ impl World<'_> {
             match result {
                 Ok(range) => {
                     self.note(format!("  acked {range}"));
-                    self.model.ack(range, recs, self.step);
+                    self.ack(range, recs, self.step);
                 }
                 Err(e) => {
                     self.note(format!("  refused: {:?}", e.kind()));
@@ -1011,6 +1083,22 @@ impl World<'_> {
     fn lost(&mut self, wal: bool, state: bool) {
         self.lost_since_open.0 |= wal;
         self.lost_since_open.1 |= state;
+        if (state || self.state_lost_without_marker) && self.warm.confirmed_marker_lost() {
+            // With the WAL's copy and the state directory gone, the marker was the only
+            // evidence that these offsets were handed out.
+            self.state_lost_without_marker = true;
+            let gone: Vec<(Offset, Bytes)> = self
+                .model
+                .acked
+                .iter()
+                .filter(|(o, a)| {
+                    self.model.wal_copy_destroyed(**o, a)
+                        && self.warm.holds(&self.topic_name, **o).is_none_or(|(p, _)| p != a.rec.payload)
+                })
+                .map(|(o, a)| (*o, a.rec.payload.clone()))
+                .collect();
+            self.lost_with_marker.extend(gone);
+        }
         if self.lost_since_open == (true, true) {
             self.model.skipped_forgotten = self.model.skipped.len();
         }
@@ -1018,7 +1106,32 @@ impl World<'_> {
 
     // ---- reads and checks --------------------------------------------------------------
 
+    /// An append answered `Ok(range)` for `recs` (see [`Model::ack`]), after forgetting
+    /// the acknowledged records it replaces that were lost beyond the guarantee.
+    fn ack(&mut self, range: OffsetRange, recs: &[Rec], step: Option<u32>) {
+        for (i, rec) in recs.iter().enumerate() {
+            self.forget_lost_beyond_guarantee(range.start + i as u64, &rec.payload);
+        }
+        self.model.ack(range, recs, step);
+    }
+
+    /// Forgets the record acknowledged or served at `offset` when `payload` now takes its
+    /// place and it was lost beyond the guarantee ([`Self::lost_beyond_warm_guarantee`]):
+    /// once every copy and the evidence of them are gone, the offset may be handed out
+    /// again.
+    fn forget_lost_beyond_guarantee(&mut self, offset: Offset, payload: &Bytes) {
+        let replaced = self.model.seen.get(&offset).is_some_and(|prev| prev != payload);
+        if replaced && (self.lost_beyond_warm_guarantee(offset) || self.lost_with_the_marker(offset)) {
+            self.note(format!(
+                "  offset {offset} holds another record: the one before was lost beyond the guarantee"
+            ));
+            self.model.seen.remove(&offset);
+            self.model.acked.remove(&offset);
+        }
+    }
+
     fn served(&mut self, offset: Offset, payload: Bytes) {
+        self.forget_lost_beyond_guarantee(offset, &payload);
         let m = &self.model;
         let problem = if let Some(prev) = m.seen.get(&offset)
             && *prev != payload
@@ -1267,6 +1380,31 @@ impl World<'_> {
         out
     }
 
+    /// True when the record acknowledged or served at `offset` lost every copy to a double
+    /// fault beyond the store's guarantee: a failover to a replica behind took warm's
+    /// confirmed copy (one the replica `WAIT` counts held), no `WAIT` has confirmed it
+    /// again since, and the WAL did not hold it at that failover or lost its copy after
+    /// it. (Where the WAL held it, the store must give warm its copy again: not excused.)
+    fn lost_beyond_warm_guarantee(&self, offset: Offset) -> bool {
+        let Some(payload) = self.model.seen.get(&offset) else { return false };
+        let Some(&(wal_held, epoch)) = self.model.warm_lost.get(&(offset, payload.clone())) else {
+            return false;
+        };
+        self.warm.confirmed_copy_lost(offset, payload)
+            && (!wal_held || self.model.wal_destroyed.iter().skip(epoch).any(|r| r.contains(offset)))
+    }
+
+    /// True when the acknowledged record at `offset` lost its WAL copy, warm did not hold
+    /// it, and the evidence that its offset was handed out went with a double fault beyond
+    /// the guarantee: a failover to a replica behind took warm's confirmed topic marker,
+    /// and the state directory was lost after it, before an open recorded the topic again
+    /// (with the WAL and the state directory gone, the marker is the only evidence,
+    /// `docs/router.md`, "Topic markers").
+    fn lost_with_the_marker(&self, offset: Offset) -> bool {
+        let Some(a) = self.model.acked.get(&offset) else { return false };
+        self.lost_with_marker.contains(&(offset, a.rec.payload.clone()))
+    }
+
     /// True when the loss of the record at `offset` is a damage the store could not know
     /// of before reading (a flipped byte in the only copies), rather than a lost disk.
     fn lost_to_damage(&self, offset: Offset) -> bool {
@@ -1362,7 +1500,12 @@ impl World<'_> {
                 Some(false) => {}
                 Some(true) => {
                     let expired = !cold_on && offset < first;
-                    if !(expired || self.model.reported(offset) || self.lost_to_damage(offset)) {
+                    if !(expired
+                        || self.model.reported(offset)
+                        || self.lost_to_damage(offset)
+                        || self.lost_beyond_warm_guarantee(offset)
+                        || self.lost_with_the_marker(offset))
+                    {
                         unreported.push(offset);
                     }
                 }
@@ -1399,7 +1542,7 @@ impl World<'_> {
         let new: Vec<NewRecord> =
             recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
         match self.on_proc(async |_: &TieredStore, topic: &Topic| topic.append(new).await) {
-            Some(Ok(range)) => self.model.ack(range, &recs, None),
+            Some(Ok(range)) => self.ack(range, &recs, None),
             Some(Err(_)) => {
                 let wal_failing = self.wal_failing();
                 self.model.refuse(&recs, wal_failing);

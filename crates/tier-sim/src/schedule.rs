@@ -90,6 +90,10 @@ pub struct SimConfig {
     /// A failed WAL fsync loses the pages it could not write (generator 7,
     /// [`tier_hot::faults::fail_fsync_losing_pages`]); otherwise the bytes stay in the file.
     pub fsync_loses_pages: bool,
+    /// Warm takes a group of batches as tier-warm's script does, every batch on the primary
+    /// before the one `WAIT` (generator 9, `SimWarm::set_group_script`); otherwise one
+    /// batch at a time, stopping at the first refusal.
+    pub warm_group_script: bool,
 }
 
 impl fmt::Display for SimConfig {
@@ -199,6 +203,20 @@ pub enum Step {
     WarmWaitShort(bool),
     /// Warm fails over to its lagging replica (the primary's newer entries vanish).
     WarmFailover,
+    /// Every `every`th write pipeline warm receives (`XADD` + `WAIT`, the group script +
+    /// `WAIT`, `SET` + `WAIT`) is applied by the server and its answer lost (generator 9,
+    /// [`SimWarm::set_answers_lost`](crate::warm::SimWarm::set_answers_lost)): the caller
+    /// gets `Unavailable` and the connection is dropped, the next call opens a fresh one.
+    /// Lasts until a heal.
+    WarmAnswersLost { every: u8 },
+    /// Warm's connection is reset between calls (generator 9): the next call opens a
+    /// fresh connection, whose `WAIT` counts no write of its own.
+    WarmReconnect,
+    /// Warm fails over to a replica lacking the primary's last `writes` writes, writes a
+    /// met `WAIT` confirmed among them (generator 9,
+    /// [`SimWarm::fail_over_behind`](crate::warm::SimWarm::fail_over_behind)): with two
+    /// replicas and `WAIT 1` the promoted one need not be the one that acknowledged.
+    WarmFailoverBehind { writes: u8 },
     /// Every `n`th object-store request fails (`None`: no more failures).
     ColdErrors(Option<u8>),
     /// Every object-store request takes this many milliseconds.
@@ -242,6 +260,9 @@ impl Step {
             Step::WarmOutage(true) => "warm outage",
             Step::WarmWaitShort(true) => "warm WAIT short",
             Step::WarmFailover => "warm entry loss",
+            Step::WarmAnswersLost { .. } => "warm answers lost",
+            Step::WarmReconnect => "warm reconnect",
+            Step::WarmFailoverBehind { .. } => "warm failover losing confirmed writes",
             Step::ColdErrors(Some(_)) => "cold errors",
             Step::ColdLatency(ms) if *ms > 0 => "cold latency",
             Step::ColdAmbiguous { applied: true, .. } => "cold answers lost",
@@ -288,8 +309,15 @@ impl Step {
 ///   under 7 where cold is deployed, drawing no randomness:
 ///   [`Step::ColdAmbiguous`] (answers lost after the store acted, or writes refused
 ///   before it did) and [`Step::ColdListLag`] (listings that lag writes). Every other
-///   step of every seed, and the configuration, are version 7's. Not the default:
-///   [`LATEST`].
+///   step of every seed, and the configuration, are version 7's. Not the default.
+/// - 9: warm as Valkey really fails, taken from rolls that made [`Step::Heal`] under 8
+///   where warm is deployed, drawing no randomness: [`Step::WarmAnswersLost`] (a
+///   pipeline applied, its answer lost, the connection dropped),
+///   [`Step::WarmReconnect`] (a fresh connection between calls) and
+///   [`Step::WarmFailoverBehind`] (a replica promoted that lacks writes a `WAIT`
+///   confirmed); and warm takes a group in one script + `WAIT`, as tier-warm does
+///   ([`SimConfig::warm_group_script`]). Every other step of every seed, and the rest of
+///   the configuration, are version 8's. Not the default: [`LATEST`].
 ///
 /// The default stays 5 while versions 6 and 7 still find open recovery bugs (torn points
 /// whose loss goes unreported in shapes the router does not cover yet; see
@@ -297,8 +325,8 @@ impl Step {
 /// `--generator 6` / `--generator 7`; their regression schedules run with every test.
 pub const GENERATOR: u32 = 5;
 
-/// The newest generator version (`--generator 8`); [`GENERATOR`] is the default.
-pub const LATEST: u32 = 8;
+/// The newest generator version (`--generator 9`); [`GENERATOR`] is the default.
+pub const LATEST: u32 = 9;
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
@@ -326,6 +354,7 @@ impl Schedule {
             page_scale(&mut config, seed);
         }
         config.fsync_loses_pages = generator >= 7;
+        config.warm_group_script = generator >= 9;
         let mut out = Vec::with_capacity(steps as usize);
         // The rest of a burst: one step per index, as any other.
         let mut burst = std::collections::VecDeque::new();
@@ -364,6 +393,8 @@ impl Schedule {
                     | Step::WarmOutage(_)
                     | Step::WarmWaitShort(_)
                     | Step::WarmFailover
+                    | Step::WarmAnswersLost { .. }
+                    | Step::WarmFailoverBehind { .. }
             )
         });
         self
@@ -408,6 +439,7 @@ fn gen_config(rng: &mut Rng) -> SimConfig {
         background: rng.chance(2, 3),
         cuts: CutModel::Bytes,
         fsync_loses_pages: false,
+        warm_group_script: false,
     }
 }
 
@@ -500,6 +532,15 @@ fn gen_step(
             941..=945 if generator >= 8 && config.deployment.cold() => {
                 Step::ColdListLag { lists: u8::try_from(1 + (roll - 941) % 3).unwrap_or(1) }
             }
+            // Version 9: taken from `Heal`'s rolls where warm is deployed, drawing no
+            // randomness (where warm is not, the roll stays a `Heal`).
+            946..=951 if generator >= 9 && config.deployment.warm() => {
+                Step::WarmAnswersLost { every: u8::try_from(2 + (roll - 946) % 3).unwrap_or(2) }
+            }
+            952..=957 if generator >= 9 && config.deployment.warm() => Step::WarmReconnect,
+            958..=961 if generator >= 9 && config.deployment.warm() => {
+                Step::WarmFailoverBehind { writes: u8::try_from(1 + (roll - 958) % 4).unwrap_or(1) }
+            }
             // Version 5: taken from `Heal`'s rolls where warm is deployed.
             911..=920 if generator >= 5 && config.deployment.warm() => {
                 burst.extend(warm_outage_burst(rng));
@@ -508,9 +549,13 @@ fn gen_step(
             _ => Step::Heal,
         };
         let fits = match step {
-            Step::TrimWarm | Step::WarmOutage(_) | Step::WarmWaitShort(_) | Step::WarmFailover => {
-                config.deployment.warm()
-            }
+            Step::TrimWarm
+            | Step::WarmOutage(_)
+            | Step::WarmWaitShort(_)
+            | Step::WarmFailover
+            | Step::WarmAnswersLost { .. }
+            | Step::WarmReconnect
+            | Step::WarmFailoverBehind { .. } => config.deployment.warm(),
             Step::Export
             | Step::ColdErrors(_)
             | Step::ColdLatency(_)

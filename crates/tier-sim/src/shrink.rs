@@ -3,12 +3,24 @@
 //! mentions a given text, to keep a shrunk schedule on one cause), within a budget of
 //! runs.
 
-use crate::run::run;
+use crate::run::{Revert, run_reverting};
 use crate::schedule::Schedule;
 
 /// The shortest schedule found that still breaks `invariant` (with `text` in its log,
 /// when given; `a && b` asks for both), and the runs it took.
 pub fn shrink(schedule: &Schedule, invariant: &str, budget: usize, text: Option<&str>) -> (Schedule, usize) {
+    shrink_reverting(schedule, invariant, budget, text, &[])
+}
+
+/// [`shrink`], each run with `reverts` put back ([`run_reverting`]).
+pub fn shrink_reverting(
+    schedule: &Schedule,
+    invariant: &str,
+    budget: usize,
+    text: Option<&str>,
+    reverts: &[Revert],
+) -> (Schedule, usize) {
+    let run = |s: &Schedule, verbose: bool| run_reverting(s, verbose, reverts);
     let fails = |s: &Schedule| {
         let outcome = run(s, text.is_some());
         outcome.violations.iter().any(|v| v.invariant == invariant)

@@ -1,28 +1,53 @@
-//! The warm stand-in: an in-process model of a Valkey primary with one replica, with
-//! the faults the simulation injects.
+//! The warm stand-in: an in-process model of a Valkey primary with its replicas and the
+//! connection tier-warm talks to it through, with the faults the simulation injects.
 //!
-//! Appends land on the primary. Normally the replica confirms at once (`WAIT` is met)
-//! and the append is `Ok`. Faults:
+//! **Replication.** Every write the primary takes — a stream entry, a trim that removes
+//! entries, the topic marker's `SET`, the `SET` an identical retry sends before its
+//! `WAIT` — advances the primary's replication offset by one. The replica `WAIT` counts
+//! has an offset of its own, the writes it applied: while its link is up it applies
+//! every write as it is made; while the link is down (*WAIT short*) it applies nothing,
+//! and it catches up on everything at the first write or `WAIT` after the link is back
+//! (replication is asynchronous: until then a failover loses what it lacks).
 //!
-//! - **WAIT short**: the append lands on the primary but the replica does not confirm;
-//!   the caller gets `Unavailable` (tier-warm's answer when `WAIT` falls short). The
-//!   replica stays behind until an append is confirmed again (it then catches up on
-//!   everything, as real replication does).
-//! - **Entry loss**: failover to the lagging replica — every primary entry beyond what
-//!   the replica holds vanishes, and so does a topic marker the replica never confirmed.
-//! - **Outage**: every call is `Unavailable`.
+//! **Connections.** Calls go through one connection, opened by the first call after
+//! there was none. It remembers the replication offset of its last write. `WAIT` on it
+//! is met iff the replica's applied offset is at least that: it counts acknowledgements
+//! of *this connection's* writes, so on a fresh connection, whose last write offset is 0,
+//! it is met at once whatever the replica holds — it confirms nothing. An outage, a lost
+//! answer, a reset ([`SimWarm::reconnect`]) and a failover drop the connection.
 //!
-//! The contract is tier-warm's: an identical re-append of a held batch is `Ok` (and, when
-//! the replica answers, confirms it), a different batch at a held offset is `Fenced`,
-//! `trim_before` never drops the newest batch, and `batches_from` returns the batches as
-//! appended.
+//! **The protocol** is tier-warm's (`tier-warm/src/tier.rs`), step by step, each step
+//! named after the function it mirrors: an append decides on the stream's range
+//! (`append_checked`), sends `XADD` + `WAIT` in one pipeline (`xadd_and_wait`), and an
+//! append at a held offset reads the entry there (`resolve_existing`): the same batch is
+//! confirmed by `SET <marker>` + `WAIT` (`confirm_held`), a different one is `Fenced`.
+//! A group continuing the stream goes in one script + `WAIT` (`xadd_group_and_wait`;
+//! from generator 9, [`SimWarm::set_group_script`] — before it one batch at a time, as the
+//! stand-in older regression schedules were found with did). `trim_before` never drops
+//! the newest batch and `batches_from` returns the batches as appended.
+//!
+//! **Faults.**
+//! - *WAIT short*: the replica's link is down; writes land on the primary, their `WAIT`
+//!   falls short and the caller gets `Unavailable`.
+//! - *Failover* ([`SimWarm::fail_over`]): the replica `WAIT` counts is promoted; every
+//!   write it did not apply vanishes (entries, markers).
+//! - *Failover to a replica behind* ([`SimWarm::fail_over_behind`]): a replica lacking the
+//!   primary's last writes is promoted, writes a met `WAIT` confirmed among them — with two
+//!   replicas and `WAIT 1` the one that did not acknowledge, or one replicated
+//!   asynchronously.
+//! - *Answers lost* ([`SimWarm::set_answers_lost`]): every n-th write pipeline is applied
+//!   by the server and its answer lost (a timeout, a reset): the caller gets
+//!   `Unavailable`, the connection is dropped.
+//! - *Outage*: every call is `Unavailable`.
 //!
 //! For the model, the stand-in also remembers every batch it ever *confirmed* (an `Ok`
 //! answer): under `warm_failure_policy = "fail"` only those may be served as committed.
-//! And every batch the primary ever *took*: under `degrade` a batch the WAL refused while
-//! warm took it may be committed from warm by recovery.
+//! Every batch the primary ever *took*: under `degrade` a batch the WAL refused while
+//! warm took it may be committed from warm by recovery. And the confirmed records (and
+//! topic marker) a failover to a replica behind took away that a `WAIT` had legitimately
+//! confirmed (the replica `WAIT` counts held them), until a `WAIT` confirms them again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -33,13 +58,23 @@ use tier_core::{
 };
 use tier_router::WarmBackend;
 
+/// A stream entry and the replication offset of the write that added it.
+#[derive(Debug, Clone)]
+struct Entry {
+    batch: RecordBatch,
+    written: u64,
+}
+
 #[derive(Debug, Default)]
 struct TopicLog {
-    batches: Vec<RecordBatch>,
+    entries: Vec<Entry>,
     start: Offset,
     end: Offset,
-    /// The end of what the replica holds (`<= end`).
-    replica_end: Offset,
+    /// After each `XADD`: its replication offset and the stream's end.
+    ends: Vec<(u64, Offset)>,
+    /// The end a replica knows of the stream without any `XADD` of its own: the base of
+    /// the first entry of a stream holding none (its start, as an emptied stream keeps).
+    floor: Offset,
 }
 
 impl TopicLog {
@@ -48,23 +83,148 @@ impl TopicLog {
     }
 
     fn batch_index(&self, offset: Offset) -> usize {
-        self.batches.partition_point(|b| b.end_offset() <= offset)
+        self.entries.partition_point(|e| e.batch.end_offset() <= offset)
+    }
+
+    /// tier-warm's `append_allowed`: a batch continues the stream's range.
+    fn continues(&self, base: Offset) -> bool {
+        base == self.end || (self.start == self.end && base > self.end)
+    }
+
+    /// The stream as a replica that applied the writes up to `applied` holds it: drops
+    /// the entries it lacks and returns their offsets.
+    fn roll_back(&mut self, applied: u64) -> Option<OffsetRange> {
+        let known = self.ends.iter().rev().find(|(w, _)| *w <= applied).map_or(0, |(_, e)| *e);
+        let end = known.max(self.floor).min(self.end);
+        self.ends.retain(|(w, _)| *w <= applied);
+        if end >= self.end {
+            return None;
+        }
+        let lost = OffsetRange::new(end.max(self.start), self.end);
+        // A replica holds whole entries, in the order they were written.
+        self.entries.retain(|e| e.written <= applied && e.batch.end_offset() <= end);
+        self.end = self.entries.last().map_or(end, |e| e.batch.end_offset());
+        if self.entries.is_empty() {
+            // An empty stream: like a Valkey stream whose entries are all gone.
+            self.start = self.end;
+        }
+        self.floor = self.floor.min(self.end);
+        Some(lost)
     }
 }
 
 #[derive(Debug, Default)]
 struct State {
     topics: BTreeMap<TopicName, TopicLog>,
+    /// Topic markers on the primary, each with the replication offset of its first `SET`.
+    markers: BTreeMap<TopicName, u64>,
+    /// The primary's replication offset: writes so far.
+    primary_offset: u64,
+    /// The replication offset the replica `WAIT` counts has applied.
+    replica_offset: u64,
+    /// The open connection's last write offset (0: it wrote nothing); `None`: no
+    /// connection, the next call opens one.
+    conn: Option<u64>,
     outage: bool,
-    wait_short: bool,
+    /// The replica's link is down (`WAIT` falls short).
+    link_down: bool,
+    /// Every n-th write pipeline loses its answer.
+    answers_lost: Option<u64>,
+    /// Write pipelines sent while answers are lost.
+    pipelines: u64,
+    /// The identical retry sends `WAIT` alone, with no write of its own (the reverted
+    /// protocol, `Revert::WarmWaitAlone`).
+    wait_alone: bool,
+    /// A group continuing the stream goes in one script + `WAIT` (tier-warm's
+    /// `xadd_group_and_wait`); otherwise one batch at a time.
+    group_script: bool,
     /// Offset → (payload, timestamp) of every record of a batch this tier confirmed.
     confirmed: BTreeMap<Offset, (bytes::Bytes, Timestamp)>,
     /// Offset → payload of every record of a batch the primary ever took (confirmed or
     /// not).
     landed: BTreeMap<Offset, bytes::Bytes>,
-    /// Topic markers on the primary, each with whether the replica holds it.
-    markers: BTreeMap<TopicName, bool>,
+    /// (offset, payload) of each confirmed record a failover to a replica behind took
+    /// away while the replica `WAIT` counts held it, until confirmed again.
+    confirmed_lost: BTreeSet<(Offset, bytes::Bytes)>,
+    /// A failover to a replica behind took a topic marker the replica `WAIT` counts held,
+    /// and no `WAIT` has confirmed a marker since.
+    marker_lost: bool,
     calls: u64,
+}
+
+impl State {
+    /// A write on the open connection: the primary's offset advances, the connection
+    /// remembers it, and a replica whose link is up applies it (and everything before).
+    fn write(&mut self) -> u64 {
+        self.primary_offset += 1;
+        self.conn = Some(self.primary_offset);
+        if !self.link_down {
+            self.replica_offset = self.primary_offset;
+        }
+        self.primary_offset
+    }
+
+    /// `WAIT 1`: met iff the replica applied the connection's last write. While its link
+    /// is up the replica catches up within the `WAIT`'s timeout, so the `WAIT` is met.
+    fn wait(&mut self) -> bool {
+        if !self.link_down {
+            self.replica_offset = self.primary_offset;
+        }
+        self.replica_offset >= self.conn.unwrap_or(0)
+    }
+
+    /// The answer of a write pipeline the server applied: lost (`Unavailable`, the
+    /// connection dropped) every n-th time while answers are lost.
+    fn answer(&mut self, ctx: ErrorContext) -> Result<(), TierError> {
+        let Some(every) = self.answers_lost else { return Ok(()) };
+        self.pipelines += 1;
+        if !self.pipelines.is_multiple_of(every) {
+            return Ok(());
+        }
+        self.conn = None;
+        Err(TierError::unavailable(
+            ctx,
+            "simulated lost answer: the server applied the pipeline, the connection broke before its reply",
+        ))
+    }
+
+    /// A `WAIT` was met and answered: the batches of `topic` the replica holds count as
+    /// confirmed (a met `WAIT` confirms every earlier write too), and so does `batch`
+    /// (the one the caller is told is confirmed).
+    fn confirm_topic(&mut self, topic: &TopicName, batch: Option<&RecordBatch>) {
+        let applied = self.replica_offset;
+        let held: Vec<RecordBatch> = self
+            .topics
+            .get(topic)
+            .map(|log| log.entries.iter().filter(|e| e.written <= applied).map(|e| e.batch.clone()).collect())
+            .unwrap_or_default();
+        for b in held.iter().chain(batch) {
+            confirm(self, b);
+        }
+        self.confirm_marker(topic);
+    }
+
+    /// A met `WAIT` confirms the topic's marker if the replica holds it.
+    fn confirm_marker(&mut self, topic: &TopicName) {
+        if self.markers.get(topic).is_some_and(|w| *w <= self.replica_offset) {
+            self.marker_lost = false;
+        }
+    }
+
+    /// Promotes a replica that applied the writes up to `applied`: every later write
+    /// vanishes, the clients' connections are closed, and the other replica resyncs to
+    /// it. Returns the offsets of the entries that vanished.
+    fn promote(&mut self, applied: u64) -> Vec<OffsetRange> {
+        let mut lost = Vec::new();
+        for log in self.topics.values_mut() {
+            lost.extend(log.roll_back(applied));
+        }
+        self.markers.retain(|_, written| *written <= applied);
+        self.primary_offset = applied;
+        self.replica_offset = applied;
+        self.conn = None;
+        lost
+    }
 }
 
 /// The warm stand-in (see the module docs). Shared by the simulation (which injects the
@@ -78,50 +238,110 @@ fn ctx(topic: &TopicName) -> ErrorContext {
     ErrorContext::tier(TierKind::Warm).topic(topic)
 }
 
+fn wait_short(ctx: ErrorContext, what: &str) -> TierError {
+    TierError::unavailable(
+        ctx,
+        format!("simulated WAIT short: {what} is on the primary, the replica did not acknowledge it"),
+    )
+}
+
 impl SimWarm {
     /// An empty primary and replica, no fault.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Starts or ends an outage.
+    /// Starts or ends an outage (the connection breaks).
     pub fn set_outage(&self, on: bool) {
-        self.state.lock().outage = on;
+        let mut s = self.state.lock();
+        s.outage = on;
+        if on {
+            s.conn = None;
+        }
     }
 
-    /// Starts or ends the replica's silence (`WAIT` falls short).
+    /// Cuts or restores the replica's link (`WAIT` falls short while it is cut).
     pub fn set_wait_short(&self, on: bool) {
-        self.state.lock().wait_short = on;
+        self.state.lock().link_down = on;
     }
 
-    /// True while an outage or a short `WAIT` lasts.
+    /// Loses the answer of every `every`-th write pipeline from now on (`None`: no more).
+    pub fn set_answers_lost(&self, every: Option<u8>) {
+        let mut s = self.state.lock();
+        s.answers_lost = every.map(|n| u64::from(n.max(1)));
+        s.pipelines = 0;
+    }
+
+    /// Resets the connection: the next call opens a fresh one.
+    pub fn reconnect(&self) {
+        self.state.lock().conn = None;
+    }
+
+    /// Takes a group continuing the stream as tier-warm does, in one script + `WAIT`
+    /// (every batch lands on the primary before the `WAIT`), or (`false`, the stand-in of
+    /// generators before 9) one batch at a time, stopping at the first refusal.
+    pub fn set_group_script(&self, on: bool) {
+        self.state.lock().group_script = on;
+    }
+
+    /// Puts back the protocol in which an identical retry confirms with `WAIT` alone.
+    pub fn set_wait_alone(&self, on: bool) {
+        self.state.lock().wait_alone = on;
+    }
+
+    /// True while an outage, a short `WAIT` or lost answers last.
     pub fn faulty(&self) -> bool {
         let s = self.state.lock();
-        s.outage || s.wait_short
+        s.outage || s.link_down || s.answers_lost.is_some()
     }
 
-    /// Fails over to the replica: the primary's entries beyond the replica's end vanish.
-    /// Returns the offsets that vanished.
+    /// Fails over to the replica `WAIT` counts: the primary's writes it did not apply
+    /// vanish. Returns the offsets that vanished.
     pub fn fail_over(&self) -> Vec<OffsetRange> {
         let mut s = self.state.lock();
-        let mut lost = Vec::new();
-        for log in s.topics.values_mut() {
-            if log.replica_end >= log.end {
-                continue;
+        let applied = s.replica_offset;
+        s.promote(applied)
+    }
+
+    /// Fails over to a replica that lacks the primary's last `writes` writes (and what the
+    /// replica `WAIT` counts lacks), confirmed ones among them. Returns the offsets that
+    /// vanished and the records among them a met `WAIT` had confirmed while the replica it
+    /// counts held them.
+    pub fn fail_over_behind(&self, writes: u8) -> (Vec<OffsetRange>, Vec<(Offset, bytes::Bytes)>) {
+        let mut s = self.state.lock();
+        let applied = s.replica_offset.min(s.primary_offset.saturating_sub(u64::from(writes)));
+        let counted = s.replica_offset;
+        let mut taken = Vec::new();
+        for log in s.topics.values() {
+            for e in log.entries.iter().filter(|e| e.written > applied && e.written <= counted) {
+                taken.extend(e.batch.records().map(|r| (r.offset, r.payload)));
             }
-            lost.push(OffsetRange::new(log.replica_end.max(log.start), log.end));
-            log.batches.retain(|b| b.end_offset() <= log.replica_end);
-            // A batch straddling the replica's end cannot exist: the replica holds whole
-            // entries. The end goes back to the replica's.
-            log.end = log.batches.last().map_or(log.replica_end.min(log.end), RecordBatch::end_offset);
-            if log.batches.is_empty() {
-                // An empty stream: like a Valkey stream whose entries are all gone.
-                log.start = log.end;
-            }
-            log.replica_end = log.end;
         }
-        s.markers.retain(|_, on_replica| *on_replica);
-        lost
+        if s.markers.values().any(|w| *w > applied && *w <= counted) {
+            s.marker_lost = true;
+        }
+        let mut confirmed_lost = Vec::new();
+        for (offset, payload) in taken {
+            if s.confirmed.get(&offset).is_some_and(|(p, _)| *p == payload) {
+                let payload = bytes::Bytes::copy_from_slice(&payload);
+                s.confirmed_lost.insert((offset, payload.clone()));
+                confirmed_lost.push((offset, payload));
+            }
+        }
+        (s.promote(applied), confirmed_lost)
+    }
+
+    /// True when a failover to a replica behind took away the confirmed record `payload`
+    /// at `offset` (see [`fail_over_behind`](Self::fail_over_behind)) and no `WAIT` has
+    /// confirmed it again since.
+    pub fn confirmed_copy_lost(&self, offset: Offset, payload: &[u8]) -> bool {
+        self.state.lock().confirmed_lost.contains(&(offset, bytes::Bytes::copy_from_slice(payload)))
+    }
+
+    /// True when a failover to a replica behind took a topic marker the replica `WAIT`
+    /// counts held (a confirmed one) and no `WAIT` has confirmed a marker since.
+    pub fn confirmed_marker_lost(&self) -> bool {
+        self.state.lock().marker_lost
     }
 
     /// The record the primary holds at `offset` of `topic` now (payload and timestamp).
@@ -131,8 +351,8 @@ impl SimWarm {
         if !log.range().contains(offset) {
             return None;
         }
-        let batch = log.batches.get(log.batch_index(offset))?;
-        batch.records().find(|r| r.offset == offset).map(|r| (r.payload, r.timestamp))
+        let entry = log.entries.get(log.batch_index(offset))?;
+        entry.batch.records().find(|r| r.offset == offset).map(|r| (r.payload, r.timestamp))
     }
 
     /// What the tier confirmed at `offset` (payload and timestamp), ever.
@@ -150,16 +370,115 @@ impl SimWarm {
         self.state.lock().calls
     }
 
+    /// A call: refused during an outage, else on the open connection (a fresh one, whose
+    /// last write offset is 0, when there is none).
     fn enter(&self, topic: &TopicName) -> Result<parking_lot::MutexGuard<'_, State>, TierError> {
         let mut s = self.state.lock();
         s.calls += 1;
         if s.outage {
+            s.conn = None;
             return Err(TierError::unavailable(
                 ctx(topic),
                 "simulated warm outage: the primary does not answer",
             ));
         }
+        s.conn.get_or_insert(0);
         Ok(s)
+    }
+
+    /// tier-warm's `append_checked` (through `Tier::append`): decides on the stream's
+    /// range — the stand-in has no cache, its range is always the server's, so the `XADD`
+    /// is sent only for a batch that continues it and is never refused.
+    fn append_checked(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let log = s.topics.entry(topic.clone()).or_default();
+        if log.range().contains(base) {
+            // A retry of something already held, or a conflict.
+            return Self::resolve_existing(s, topic, batch);
+        }
+        if !log.continues(base) {
+            return Err(TierError::invalid(
+                ctx(topic).offset(base),
+                format!("batch base offset {base} does not continue the held range {}", log.range()),
+            ));
+        }
+        Self::xadd_and_wait(s, topic, batch)
+    }
+
+    /// tier-warm's `xadd_and_wait`: `XADD` + `WAIT` in one pipeline on one connection.
+    fn xadd_and_wait(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        Self::xadd(s, topic, batch);
+        let met = s.wait();
+        // `send_with_wait`: the answer of the pipeline the server applied.
+        s.answer(ctx(topic).offset(base))?;
+        // `check_wait`.
+        if !met {
+            return Err(wait_short(ctx(topic).offset(base), "the entry"));
+        }
+        s.confirm_topic(topic, Some(batch));
+        Ok(())
+    }
+
+    /// The `XADD` of a batch continuing the stream: one write.
+    fn xadd(s: &mut State, topic: &TopicName, batch: &RecordBatch) {
+        let written = s.write();
+        let log = s.topics.entry(topic.clone()).or_default();
+        let base = batch.base_offset();
+        if log.start == log.end {
+            log.start = base;
+            if log.entries.is_empty() {
+                log.floor = log.floor.max(base);
+            }
+        }
+        log.end = batch.end_offset();
+        log.entries.push(Entry { batch: owned_copy(batch), written });
+        log.ends.push((written, log.end));
+        for r in batch.records() {
+            s.landed.insert(r.offset, bytes::Bytes::copy_from_slice(&r.payload));
+        }
+    }
+
+    /// tier-warm's `resolve_existing`: the entry at the batch's base (a read) is the same
+    /// batch → `confirm_held`; anything else → `Fenced`.
+    fn resolve_existing(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let log = s.topics.entry(topic.clone()).or_default();
+        let held = &log.entries[log.batch_index(base)].batch;
+        if held != batch {
+            return Err(TierError::fenced(
+                ctx(topic).offset(base),
+                format!(
+                    "a different batch already holds offset {base} (held {:?}, offered {:?})",
+                    held.offset_range(),
+                    batch.offset_range()
+                ),
+            ));
+        }
+        Self::confirm_held(s, topic, batch)
+    }
+
+    /// tier-warm's `confirm_held`: `SET <marker> 1` + `WAIT` in one pipeline, so that the
+    /// `WAIT` counts a write of its own connection made after the entry. Reverted
+    /// (`wait_alone`): `WAIT` alone, which on a fresh connection is met at once.
+    fn confirm_held(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        if !s.wait_alone {
+            Self::set_marker(s, topic);
+        }
+        let met = s.wait();
+        s.answer(ctx(topic).offset(base))?;
+        if !met {
+            return Err(wait_short(ctx(topic).offset(base), "the entry"));
+        }
+        s.confirm_topic(topic, Some(batch));
+        Ok(())
+    }
+
+    /// `SET <marker> 1`: one write (the marker exists from its first).
+    fn set_marker(s: &mut State, topic: &TopicName) {
+        let written = s.write();
+        s.markers.entry(topic.clone()).or_insert(written);
     }
 }
 
@@ -168,6 +487,9 @@ impl SimWarm {
 /// in place, and the model would see what warm confirmed change under it.
 fn confirm(s: &mut State, batch: &RecordBatch) {
     for r in batch.records() {
+        // Confirmed again: held by the replica `WAIT` counts once more (another record
+        // confirmed at its offset leaves it lost).
+        s.confirmed_lost.remove(&(r.offset, bytes::Bytes::copy_from_slice(&r.payload)));
         s.confirmed.insert(r.offset, (bytes::Bytes::copy_from_slice(&r.payload), r.timestamp));
     }
 }
@@ -188,61 +510,8 @@ impl Tier for SimWarm {
     }
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
-        let mut guard = self.enter(topic)?;
-        let s = &mut *guard;
-        let wait_short = s.wait_short;
-        let base = batch.base_offset();
-        let log = s.topics.entry(topic.clone()).or_default();
-        if base == log.end || (log.start == log.end && base > log.end) {
-            if log.start == log.end {
-                log.start = base;
-                if log.batches.is_empty() {
-                    log.replica_end = log.replica_end.max(base);
-                }
-            }
-            log.end = batch.end_offset();
-            log.batches.push(owned_copy(&batch));
-            for r in batch.records() {
-                s.landed.insert(r.offset, bytes::Bytes::copy_from_slice(&r.payload));
-            }
-        } else if log.range().contains(base) {
-            let held = &log.batches[log.batch_index(base)];
-            if *held != batch {
-                return Err(TierError::fenced(
-                    ctx(topic).offset(base),
-                    format!(
-                        "a different batch already holds offset {base} (held {:?}, offered {:?})",
-                        held.offset_range(),
-                        batch.offset_range()
-                    ),
-                ));
-            }
-        } else {
-            return Err(TierError::invalid(
-                ctx(topic).offset(base),
-                format!("batch base offset {base} does not continue the held range {}", log.range()),
-            ));
-        }
-        if wait_short {
-            return Err(TierError::unavailable(
-                ctx(topic).offset(base),
-                "simulated WAIT short: the entry is on the primary, the replica did not confirm it",
-            ));
-        }
-        // The replica confirms, catching up on everything the primary holds up to here:
-        // a met `WAIT` confirms every earlier write too, so earlier batches the replica
-        // had not confirmed count as confirmed now.
-        let upto = batch.end_offset().max(log.replica_end).min(log.end);
-        log.replica_end = upto;
-        let caught_up: Vec<RecordBatch> =
-            log.batches.iter().filter(|b| b.end_offset() <= upto).cloned().collect();
-        for b in &caught_up {
-            confirm(s, b);
-        }
-        // The met `WAIT` confirms the markers written before it too.
-        s.markers.values_mut().for_each(|on_replica| *on_replica = true);
-        confirm(s, &batch);
-        Ok(())
+        let mut s = self.enter(topic)?;
+        Self::append_checked(&mut s, topic, &batch)
     }
 
     async fn read_batches(
@@ -259,11 +528,11 @@ impl Tier for SimWarm {
         }
         let mut collector = BatchCollector::new(from, to.min(range.end), max_bytes);
         if let Some(log) = s.topics.get(topic) {
-            for batch in log.batches.iter().skip(log.batch_index(from)) {
+            for entry in log.entries.iter().skip(log.batch_index(from)) {
                 if collector.is_full() {
                     break;
                 }
-                collector.push_batch(batch);
+                collector.push_batch(&entry.batch);
             }
         }
         Ok(collector.into_batches())
@@ -277,8 +546,8 @@ impl Tier for SimWarm {
         let s = self.enter(topic)?;
         let Some(log) = s.topics.get(topic) else { return Ok(None) };
         let mut running = Timestamp::MIN;
-        for batch in &log.batches {
-            for record in batch.records() {
+        for entry in &log.entries {
+            for record in entry.batch.records() {
                 running = running.max(record.timestamp);
                 if running >= timestamp {
                     return Ok(Some(record.offset));
@@ -291,31 +560,74 @@ impl Tier for SimWarm {
 
 #[async_trait]
 impl WarmBackend for SimWarm {
-    /// Each batch as [`Tier::append`] (so with its faults): the real tier's script adds
-    /// the same batches and stops where an append would be refused.
+    /// tier-warm's `append_group`: a group of several contiguous batches continuing the
+    /// stream goes in one script + `WAIT` (`xadd_group_and_wait`); the rest, and every
+    /// other case, one batch at a time as [`Tier::append`].
     async fn append_group(
         &self,
         topic: &TopicName,
         batches: Vec<RecordBatch>,
     ) -> (usize, Result<(), TierError>) {
-        tier_core::position::append_each(self, topic, batches).await
+        let contiguous = batches.windows(2).all(|w| w[0].end_offset() == w[1].base_offset());
+        let mut held = 0;
+        let script = self.state.lock().group_script;
+        if script && batches.len() > 1 && contiguous {
+            let mut guard = match self.enter(topic) {
+                Ok(s) => s,
+                Err(e) => return (0, Err(e)),
+            };
+            let s = &mut *guard;
+            let continues = s.topics.get(topic).is_none_or(|log| log.continues(batches[0].base_offset()));
+            if continues {
+                // `xadd_group_and_wait`: the script's `XADD`s (none refused: each
+                // continues the one before) and the `WAIT` after them, one pipeline.
+                for batch in &batches {
+                    Self::xadd(s, topic, batch);
+                }
+                let met = s.wait();
+                let base = batches[0].base_offset();
+                if let Err(e) = s.answer(ctx(topic).offset(base)) {
+                    return (0, Err(e));
+                }
+                if !met {
+                    return (0, Err(wait_short(ctx(topic).offset(base), "the group")));
+                }
+                s.confirm_topic(topic, None);
+                held = batches.len();
+            }
+        }
+        for batch in batches.into_iter().skip(held) {
+            if let Err(e) = self.append(topic, batch).await {
+                return (held, Err(e));
+            }
+            held += 1;
+        }
+        (held, Ok(()))
     }
 
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
-        let mut s = self.enter(topic)?;
+        let mut guard = self.enter(topic)?;
+        let s = &mut *guard;
         let Some(log) = s.topics.get_mut(topic) else { return Ok(()) };
         // Never the newest batch: the stream keeps remembering where the log ends.
         let keep_from = log
-            .batches
-            .partition_point(|b| b.end_offset() <= offset)
-            .min(log.batches.len().saturating_sub(1));
-        log.batches.drain(..keep_from);
-        log.start = log.batches.first().map_or(log.end, RecordBatch::base_offset);
+            .entries
+            .partition_point(|e| e.batch.end_offset() <= offset)
+            .min(log.entries.len().saturating_sub(1));
+        if keep_from == 0 {
+            return Ok(());
+        }
+        log.entries.drain(..keep_from);
+        log.start = log.entries.first().map_or(log.end, |e| e.batch.base_offset());
+        // `XTRIM` that removed entries: a write (which a failover does not undo: the
+        // stand-in keeps no copy of what a trim removed).
+        s.write();
         Ok(())
     }
 
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
-        let mut s = self.enter(topic)?;
+        let mut guard = self.enter(topic)?;
+        let s = &mut *guard;
         let Some(log) = s.topics.get_mut(topic) else { return Ok(()) };
         if log.end > offset {
             return Err(TierError::invalid(
@@ -324,22 +636,26 @@ impl WarmBackend for SimWarm {
             ));
         }
         // Like `XTRIM MINID <offset>-1`: every entry goes, the stream stays.
-        log.batches.clear();
+        let removed = !log.entries.is_empty();
+        log.entries.clear();
         log.start = log.end;
+        if removed {
+            s.write();
+        }
         Ok(())
     }
 
+    /// tier-warm's `record_topic`: `SET <marker> 1` + `WAIT` in one pipeline.
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
-        let mut s = self.enter(topic)?;
-        let wait_short = s.wait_short;
-        let on_replica = s.markers.entry(topic.clone()).or_insert(false);
-        if wait_short {
-            return Err(TierError::unavailable(
-                ctx(topic),
-                "simulated WAIT short: the topic marker is on the primary, the replica did not confirm it",
-            ));
+        let mut guard = self.enter(topic)?;
+        let s = &mut *guard;
+        Self::set_marker(s, topic);
+        let met = s.wait();
+        s.answer(ctx(topic))?;
+        if !met {
+            return Err(wait_short(ctx(topic), "the topic marker"));
         }
-        *on_replica = true;
+        s.confirm_marker(topic);
         Ok(())
     }
 
@@ -352,7 +668,13 @@ impl WarmBackend for SimWarm {
             Ok(s) => Ok(s
                 .topics
                 .get(topic)
-                .map(|log| log.batches.iter().filter(|b| b.end_offset() > from).cloned().collect::<Vec<_>>())
+                .map(|log| {
+                    log.entries
+                        .iter()
+                        .filter(|e| e.batch.end_offset() > from)
+                        .map(|e| e.batch.clone())
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default()),
             Err(e) => Err(e),
         };

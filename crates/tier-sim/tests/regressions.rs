@@ -20,12 +20,14 @@ fn every_regression_schedule_passes() {
     assert!(failing.is_empty(), "{} regression schedule(s) fail:\n{}", failing.len(), failing.join("\n"));
 }
 
-/// A repaired behaviour put back behind its switch (`tier_hot::faults::Revert`) is found
-/// again by the regression schedule that found it: the simulation sees that bug class.
+/// A repaired behaviour put back behind its switch (`tier_sim::Revert`: the WAL's
+/// `tier_hot::faults::Revert`, or the warm stand-in's protocol) is found again by the
+/// regression schedule that found it: the simulation sees that bug class.
 #[test]
 fn each_reverted_repair_is_found_by_its_regression_schedule() {
-    use tier_hot::faults::Revert;
-    let cases = [(64000015, Revert::ForgetCuts)];
+    use tier_sim::Revert;
+    let cases =
+        [(64000015, Revert::Hot(tier_hot::faults::Revert::ForgetCuts)), (9000092, Revert::WarmWaitAlone)];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
         assert!(run(&r.schedule(), false).violations.is_empty(), "seed {seed} passes with the repair");
@@ -63,7 +65,9 @@ fn three_hundred_short_benign_schedules_pass() {
 /// replaces a `Heal`); version 6 from version 5 where a `Heal` became a
 /// `PowerCutBeforeSeal`, in its power-cut model and, for half the seeds, its segment size
 /// and age; version 7 from version 6 only in failed fsyncs losing their pages; version 8
-/// from version 7 where a `Heal` became an object-store fault (cold deployed). Regression
+/// from version 7 where a `Heal` became an object-store fault (cold deployed); version 9
+/// from version 8 where a `Heal` became a warm connection or failover fault (warm
+/// deployed). Regression
 /// schedules replay with the version they were found with, so their steps and power cuts
 /// never change.
 #[test]
@@ -207,10 +211,35 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         }
     }
     assert!(cold_faults > 0, "version 8 generates object-store faults");
+    // Version 9 is version 8 where a heal became a warm fault of a connection or a
+    // failover (warm deployed).
+    let mut warm_faults = 0;
+    for seed in 0..200 {
+        let (v8, v9) = (Schedule::generate_with(8, seed, 200), Schedule::generate_with(9, seed, 200));
+        assert_eq!(v8.config.to_string(), v9.config.to_string(), "seed {seed}");
+        assert!(!v8.config.warm_group_script && v9.config.warm_group_script, "seed {seed}");
+        for ((i, a), (_, b)) in v8.steps.iter().zip(&v9.steps) {
+            if a != b {
+                assert!(
+                    *a == Step::Heal
+                        && v9.config.deployment.warm()
+                        && matches!(
+                            b,
+                            Step::WarmAnswersLost { every: 2..=4 }
+                                | Step::WarmReconnect
+                                | Step::WarmFailoverBehind { writes: 1..=4 }
+                        ),
+                    "seed {seed} step {i}: {a:?} became {b:?}"
+                );
+                warm_faults += 1;
+            }
+        }
+    }
+    assert!(warm_faults > 0, "version 9 generates warm connection and failover faults");
     assert_eq!(
         (GENERATOR, LATEST),
-        (5, 8),
-        "version 5 is the default (6 to 8 have open findings), 8 the newest"
+        (5, 9),
+        "version 5 is the default (6 to 9 have open findings), 9 the newest"
     );
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);

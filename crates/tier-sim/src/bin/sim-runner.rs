@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use parking_lot::Mutex;
 use tier_sim::{
-    DEFAULT_STEPS, REGRESSION_SEEDS, Schedule, Stats, Violation, run, run_reverting, shrink::shrink,
+    DEFAULT_STEPS, REGRESSION_SEEDS, Revert, Schedule, Stats, Violation, run, run_reverting,
+    shrink::shrink_reverting,
 };
 
 #[derive(Debug, Parser)]
@@ -65,23 +66,26 @@ struct Args {
     /// Print every violation as it is found (`seed<TAB>invariant<TAB>detail`).
     #[arg(long)]
     list: bool,
-    /// With --seed: put a repaired behaviour of the WAL back (to see the simulation find
-    /// the bug it was): `forget-cuts`.
+    /// Put a repaired behaviour back (to see the simulation find the bug it was):
+    /// `forget-cuts` (the WAL), `wait-alone` (the warm stand-in's protocol).
     #[arg(long, value_enum)]
     revert: Vec<Reverted>,
 }
 
-/// A repaired behaviour `--revert` puts back (`tier_hot::faults::Revert`).
+/// A repaired behaviour `--revert` puts back (`tier_sim::Revert`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Reverted {
     /// An open ignores the cut an earlier open made (its `cut` marker).
     ForgetCuts,
+    /// Warm's identical retry confirms with `WAIT` alone (no write of its own before it).
+    WaitAlone,
 }
 
 impl Reverted {
-    fn behaviour(self) -> tier_hot::faults::Revert {
+    fn behaviour(self) -> Revert {
         match self {
-            Self::ForgetCuts => tier_hot::faults::Revert::ForgetCuts,
+            Self::ForgetCuts => Revert::Hot(tier_hot::faults::Revert::ForgetCuts),
+            Self::WaitAlone => Revert::WarmWaitAlone,
         }
     }
 }
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
         return replay(seed, &args);
     }
     let generator = args.generator.unwrap_or(tier_sim::schedule::GENERATOR);
+    let reverts: Vec<Revert> = args.revert.iter().map(|r| r.behaviour()).collect();
     let mut total = Stats::default();
     let mut failures: BTreeMap<&'static str, Vec<(u64, Violation)>> = BTreeMap::new();
     let started = Instant::now();
@@ -128,6 +133,7 @@ fn main() -> ExitCode {
             let limit = args.seeds;
             let list = args.list;
             let benign = args.benign;
+            let reverts = &reverts;
             scope.spawn(move || {
                 loop {
                     let n = next.fetch_add(1, Ordering::SeqCst);
@@ -139,7 +145,7 @@ fn main() -> ExitCode {
                     if benign {
                         schedule = schedule.benign();
                     }
-                    let outcome = run(&schedule, false);
+                    let outcome = run_reverting(&schedule, false, reverts);
                     stats.lock().add(&outcome.stats);
                     let mut f = fail.lock();
                     for v in outcome.violations {
@@ -188,8 +194,9 @@ fn main() -> ExitCode {
                     let Some((invariant, seed, _, _)) = jobs.get(i) else { return };
                     let schedule = Schedule::generate_with(generator, *seed, args.steps);
                     // Replayed twice: a failing seed must reproduce exactly.
-                    let exact = run(&schedule, false).trace == run(&schedule, false).trace;
-                    let shrunk = shrink(&schedule, invariant, args.shrink_budget, None);
+                    let exact = run_reverting(&schedule, false, &reverts).trace
+                        == run_reverting(&schedule, false, &reverts).trace;
+                    let shrunk = shrink_reverting(&schedule, invariant, args.shrink_budget, None, &reverts);
                     results.lock().push((i, shrunk, exact));
                 }
             });
@@ -273,7 +280,8 @@ fn replay(seed: u64, args: &Args) -> ExitCode {
         println!("VIOLATION {v}");
     }
     if let Some(invariant) = &args.shrink_invariant {
-        let (short, runs) = shrink(&schedule, invariant, args.shrink_budget, args.shrink_text.as_deref());
+        let (short, runs) =
+            shrink_reverting(&schedule, invariant, args.shrink_budget, args.shrink_text.as_deref(), &reverts);
         println!("\nshrunk for {invariant:?} to {} steps ({runs} runs):", short.steps.len());
         for line in short.to_string().lines() {
             println!("    {line}");
