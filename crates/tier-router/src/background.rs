@@ -682,6 +682,10 @@ impl TieredStore {
                     }
                 }
             }
+            // Never past the commit point: under `fail` a batch warm holds but never
+            // confirmed (its `WAIT` fell short) waits above it to be confirmed, and the
+            // trim would take warm's copy of it, the one the next recovery confirms again.
+            point = point.min(*core.hwm.borrow());
             if point == 0 {
                 continue;
             }

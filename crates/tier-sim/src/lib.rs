@@ -669,4 +669,18 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::TWO_CONTENTS,
         generator: 9,
     },
+    Regression {
+        seed: 91003425,
+        keep: &[170, 171, 172, 183, 184, 191, 193, 199],
+        case: "fail: a group whose WAIT fell short (on warm's primary, unconfirmed, above the commit point); the warm trim, bounded by the sealed segments and cold's end only, removed warm's copy of it, and a restart served the refused records (the warm trim never passes the commit point)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 9,
+    },
+    Regression {
+        seed: 92004736,
+        keep: &[14, 16, 18, 20, 24, 32, 33, 34, 39],
+        case: "fail: as 91003425 in another shape: refused batches trimmed from warm by the warm trim, then served after a restart (the warm trim never passes the commit point)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 9,
+    },
 ];
