@@ -25,9 +25,14 @@ fn every_regression_schedule_passes() {
 /// regression schedule that found it: the simulation sees that bug class.
 #[test]
 fn each_reverted_repair_is_found_by_its_regression_schedule() {
+    use tier_hot::faults::Revert as Hot;
     use tier_sim::Revert;
-    let cases =
-        [(64000015, Revert::Hot(tier_hot::faults::Revert::ForgetCuts)), (9000092, Revert::WarmWaitAlone)];
+    let cases = [
+        (64000015, Revert::Hot(Hot::ForgetCuts)),
+        (9000092, Revert::WarmWaitAlone),
+        (1796426533093494512, Revert::Hot(Hot::TrustFailedFsyncs)),
+        (60000000, Revert::Hot(Hot::HolesAreDamage)),
+    ];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
         assert!(run(&r.schedule(), false).violations.is_empty(), "seed {seed} passes with the repair");

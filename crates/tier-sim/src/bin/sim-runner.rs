@@ -67,7 +67,8 @@ struct Args {
     #[arg(long)]
     list: bool,
     /// Put a repaired behaviour back (to see the simulation find the bug it was):
-    /// `forget-cuts` (the WAL), `wait-alone` (the warm stand-in's protocol).
+    /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`
+    /// (the warm stand-in's protocol).
     #[arg(long, value_enum)]
     revert: Vec<Reverted>,
 }
@@ -79,6 +80,10 @@ enum Reverted {
     ForgetCuts,
     /// Warm's identical retry confirms with `WAIT` alone (no write of its own before it).
     WaitAlone,
+    /// A failed WAL fsync is trusted: the file is not cut back, an open reads the page cache.
+    TrustFailedFsyncs,
+    /// Holes before written pages and unwritten headers are damage (the topic refused).
+    HolesAreDamage,
 }
 
 impl Reverted {
@@ -86,6 +91,8 @@ impl Reverted {
         match self {
             Self::ForgetCuts => Revert::Hot(tier_hot::faults::Revert::ForgetCuts),
             Self::WaitAlone => Revert::WarmWaitAlone,
+            Self::TrustFailedFsyncs => Revert::Hot(tier_hot::faults::Revert::TrustFailedFsyncs),
+            Self::HolesAreDamage => Revert::Hot(tier_hot::faults::Revert::HolesAreDamage),
         }
     }
 }
