@@ -36,11 +36,11 @@ pub use answer::AnswerDropProxy;
 
 pub use locate::{ENV_MOTO_SERVER, ENV_VALKEY_SERVER, MotoBinary, ValkeyBinary, workspace_root};
 pub use s3::{S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server, S3Settings};
+pub use sentinel::{FAILOVER_TIMEOUT, SENTINEL_SERVICE, ValkeySentinel};
 pub use shared::{
     ENV_S3_ENDPOINT, ENV_VALKEY_KIND, ENV_VALKEY_PRIMARY, ENV_VALKEY_REPLICA, SharedS3, SharedServers,
     SharedValkey, start_shared_servers_for_xtask,
 };
-pub use sentinel::{FAILOVER_TIMEOUT, SENTINEL_SERVICE, ValkeySentinel};
 pub use valkey::ValkeyPair;
 
 /// Why a test server could not be found, started or reached.

@@ -114,7 +114,10 @@ impl ValkeySentinel {
         match slot.and_then(|(_, process)| process.take()) {
             Some(process) => process.kill(),
             None => {
-                return Err(HarnessError::request("killing the primary", format!("no server runs on {port}")));
+                return Err(HarnessError::request(
+                    "killing the primary",
+                    format!("no server runs on {port}"),
+                ));
             }
         }
         Ok(port)
