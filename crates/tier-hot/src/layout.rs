@@ -45,7 +45,7 @@ pub fn parse_segment_file_name(name: &str) -> Option<Offset> {
 }
 
 /// The file in a topic directory recording which sealed segments' seals are durable
-/// (written at a clean close; see [`crate::marker`]).
+/// (written at a clean close; see `docs/hot.md`, "Layout and file naming").
 pub const DURABLE_SEALS_FILE: &str = "sealed";
 
 /// Extension of gap marker files.
