@@ -407,12 +407,17 @@ impl SimWarm {
 
     /// tier-warm's `xadd_and_wait`: `XADD` + `WAIT` in one pipeline on one connection.
     fn xadd_and_wait(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
-        let base = batch.base_offset();
         Self::xadd(s, topic, batch);
+        Self::wait_and_confirm(s, topic, batch)
+    }
+
+    /// The `WAIT` closing a pipeline that wrote `batch` (or a write of its own after it):
+    /// tier-warm's `send_with_wait` (the answer of the pipeline the server applied) and
+    /// `check_wait`; met, the batch is confirmed.
+    fn wait_and_confirm(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
         let met = s.wait();
-        // `send_with_wait`: the answer of the pipeline the server applied.
         s.answer(ctx(topic).offset(base))?;
-        // `check_wait`.
         if !met {
             return Err(wait_short(ctx(topic).offset(base), "the entry"));
         }
@@ -462,17 +467,10 @@ impl SimWarm {
     /// `WAIT` counts a write of its own connection made after the entry. Reverted
     /// (`wait_alone`): `WAIT` alone, which on a fresh connection is met at once.
     fn confirm_held(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
-        let base = batch.base_offset();
         if !s.wait_alone {
             Self::set_marker(s, topic);
         }
-        let met = s.wait();
-        s.answer(ctx(topic).offset(base))?;
-        if !met {
-            return Err(wait_short(ctx(topic).offset(base), "the entry"));
-        }
-        s.confirm_topic(topic, Some(batch));
-        Ok(())
+        Self::wait_and_confirm(s, topic, batch)
     }
 
     /// `SET <marker> 1`: one write (the marker exists from its first).
