@@ -173,12 +173,6 @@ pub enum Revert {
     HolesAreDamage,
 }
 
-/// True when the behaviour before a failed fsync was distrusted is put back for the data
-/// directory holding `path` ([`Revert::TrustFailedFsyncs`]).
-pub(crate) fn trusts_failed_fsyncs(path: &Path) -> bool {
-    reverted(path, Revert::TrustFailedFsyncs)
-}
-
 /// The reverted behaviours of the process, per data directory.
 static REVERTED: Mutex<Vec<(PathBuf, Revert)>> = Mutex::new(Vec::new());
 

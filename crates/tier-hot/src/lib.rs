@@ -65,6 +65,22 @@ macro_rules! synced {
     }};
 }
 
+/// Whether the repaired behaviour `faults::Revert::$behaviour` is put back for the data
+/// directory holding `$path` (for the simulation's proof that it finds the bug class;
+/// see `faults::revert`). Without the feature, `false`.
+macro_rules! reverted {
+    ($path:expr, $behaviour:ident) => {{
+        #[cfg(feature = "fault-injection")]
+        let reverted = crate::faults::reverted($path, crate::faults::Revert::$behaviour);
+        #[cfg(not(feature = "fault-injection"))]
+        let reverted = {
+            let _ = $path;
+            false
+        };
+        reverted
+    }};
+}
+
 /// The durability hook after a seal's fsync of the next segment `$path`: its header is
 /// durable (see `faults::synced_header`). Without the feature it is nothing.
 macro_rules! synced_header {

@@ -34,7 +34,7 @@ use crate::layout::io_err;
 /// the pages are the storage and are never dropped (nor ever fail a writeback); on a
 /// system without `posix_fadvise` (not Linux) only step 1 runs.
 pub(crate) fn read_from_disk_next(topic: &TopicName, path: &Path) -> Result<(), TierError> {
-    if crate::writer::trusts_failed_fsyncs(path) {
+    if reverted!(path, TrustFailedFsyncs) {
         return Ok(());
     }
     let io = |what| move |e| io_err(topic, path, what, e);

@@ -164,7 +164,7 @@ struct Cut<'a> {
 impl<'a> Cut<'a> {
     /// The topic directory's cut, noted already when an earlier open left its marker.
     fn of(topic: &'a TopicName, dir: &'a Path) -> Self {
-        let noted = dir.join(crate::marker::CUT.file).exists() && !forgets_cuts(dir);
+        let noted = dir.join(crate::marker::CUT.file).exists() && !reverted!(dir, ForgetCuts);
         Self { topic, dir, noted }
     }
 
@@ -176,17 +176,6 @@ impl<'a> Cut<'a> {
             self.noted = true;
         }
         Ok(())
-    }
-}
-
-/// The behaviour before the `cut` marker, put back for a test ([`crate::faults::Revert`]).
-fn forgets_cuts(dir: &Path) -> bool {
-    #[cfg(feature = "fault-injection")]
-    return crate::faults::reverted(dir, crate::faults::Revert::ForgetCuts);
-    #[cfg(not(feature = "fault-injection"))]
-    {
-        let _ = dir;
-        false
     }
 }
 
@@ -231,7 +220,7 @@ pub(crate) fn recover_topic(
             // `never`/`interval` what it held — batches a power cut took, or nothing,
             // after a take-over — is the router's to judge: a cut (under `always` its
             // batches were fsynced by its seal: a take-over's leftover).
-            if !sealed.is_empty() || (config.fsync != FsyncPolicy::Always && !forgets_cuts(dir)) {
+            if !sealed.is_empty() || (config.fsync != FsyncPolicy::Always && !reverted!(dir, ForgetCuts)) {
                 cut.note()?;
                 cut_back = true;
             }
@@ -450,7 +439,7 @@ fn warn_torn_tail(topic: &TopicName, path: &Path, outcome: &ScanOutcome) {
 /// - `never`/`interval`: no fsync position is recorded (the timer's, a clean close's), so
 ///   no byte of the data is known to be durable.
 fn unsynced(config: &HotConfig, last: bool) -> Unsynced {
-    if holes_are_damage(&config.data_dir) {
+    if reverted!(&config.data_dir, HolesAreDamage) {
         return Unsynced::Nothing;
     }
     match (config.fsync, last) {
@@ -503,19 +492,7 @@ fn never_written(topic: &TopicName, bytes: &[u8], base: Offset, config: &HotConf
     let holds_more = bytes.len() > HEADER_FIXED_LEN + topic.as_str().len();
     header_unwritten(bytes, topic, base)
         && creation_torn(config.fsync, config.recovery, place, holds_more)
-        && !holes_are_damage(&config.data_dir)
-}
-
-/// The behaviour before holes and unwritten headers were told from damage, put back for
-/// a test ([`crate::faults::Revert::HolesAreDamage`]).
-fn holes_are_damage(data_dir: &Path) -> bool {
-    #[cfg(feature = "fault-injection")]
-    return crate::faults::reverted(data_dir, crate::faults::Revert::HolesAreDamage);
-    #[cfg(not(feature = "fault-injection"))]
-    {
-        let _ = data_dir;
-        false
-    }
+        && !reverted!(&config.data_dir, HolesAreDamage)
 }
 
 /// True when the bytes after the data (`data_end..`, the last valid batch's end) of a

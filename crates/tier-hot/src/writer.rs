@@ -600,7 +600,7 @@ pub(crate) fn write_and_sync(
         if let (Some(first), Some(last)) = (batches.first(), batches.last()) {
             *shared.unsynced.lock() = Some(OffsetRange::new(first.base_offset(), last.end_offset()));
         }
-        if trusts_failed_fsyncs(&active.path) {
+        if reverted!(&active.path, TrustFailedFsyncs) {
             return Err(io_err(topic, &active.path, "fsyncing the WAL", e));
         }
         if let Err(cut) = active.cut_back_to_durable() {
@@ -610,18 +610,6 @@ pub(crate) fn write_and_sync(
         return Err(io_err(topic, &active.path, "fsyncing the WAL", e));
     }
     Ok(())
-}
-
-/// The behaviour before a failed fsync was distrusted, put back for a test
-/// ([`crate::faults::Revert::TrustFailedFsyncs`]).
-pub(crate) fn trusts_failed_fsyncs(path: &std::path::Path) -> bool {
-    #[cfg(feature = "fault-injection")]
-    return crate::faults::trusts_failed_fsyncs(path);
-    #[cfg(not(feature = "fault-injection"))]
-    {
-        let _ = path;
-        false
-    }
 }
 
 /// The answer to a write the failure `e` refused: its kind, with `e` as the source.
