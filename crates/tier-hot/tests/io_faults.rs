@@ -199,6 +199,23 @@ async fn a_wal_reopened_under_always_serves_only_what_is_durable() {
     tier.close().await;
 }
 
+/// Under `always`, records 0..4 acknowledged, then 4..12 refused `Unavailable` by an fsync
+/// that fails losing its pages (batches of several pages, so that the lost bytes fill
+/// whole pages). Returns the tier, its configuration, the topic, the acknowledged records
+/// and the refusal.
+async fn refused_by_a_failed_fsync(dir: &Path) -> (HotTier, HotConfig, TopicName, Vec<Record>, TierError) {
+    let config = config(dir, FsyncPolicy::Always);
+    let tier = open(config.clone()).await;
+    let t = topic("fsyncgate");
+    let acked = records(0, 4, 2000);
+    append_all(&tier, &t, &acked, 2).await;
+    let refused = records(4, 8, 2000);
+    faults::fail_fsync_losing_pages(dir, 1, IoKind::StorageFull);
+    let err = within("an append", tier.append(&t, batch(&refused))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
+    (tier, config, t, acked, err)
+}
+
 /// A failed fsync as Linux fails it ("fsyncgate"): the pages the writeback could not
 /// write are marked clean, the page cache keeps showing them, and every later fsync
 /// succeeds without writing them. The WAL must not vouch for them: the append is refused
@@ -208,16 +225,7 @@ async fn a_wal_reopened_under_always_serves_only_what_is_durable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_fsync_that_loses_its_pages_is_never_vouched_for_after_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), FsyncPolicy::Always);
-    let tier = open(config.clone()).await;
-    let t = topic("fsyncgate");
-    // Batches of several pages, so that the lost bytes fill whole pages.
-    let acked = records(0, 4, 2000);
-    append_all(&tier, &t, &acked, 2).await;
-    let refused = records(4, 8, 2000);
-    faults::fail_fsync_losing_pages(dir.path(), 1, IoKind::StorageFull);
-    let err = within("an append", tier.append(&t, batch(&refused))).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
+    let (tier, config, t, acked, err) = refused_by_a_failed_fsync(dir.path()).await;
     assert_eq!(faults::fired(dir.path(), FaultPoint::Fsync), 1);
     faults::clear(dir.path());
     // A crash, and a restart in the same boot: the page cache survives.
@@ -648,15 +656,8 @@ async fn a_writer_poisoned_by_a_failed_age_rotation_still_closes() {
 async fn the_reverted_wal_trusts_a_failed_fsync_and_serves_what_it_refused() {
     let dir = tempfile::tempdir().unwrap();
     faults::revert(dir.path(), faults::Revert::TrustFailedFsyncs);
-    let config = config(dir.path(), FsyncPolicy::Always);
-    let tier = open(config.clone()).await;
-    let t = topic("fsyncgate");
-    let acked = records(0, 4, 2000);
-    append_all(&tier, &t, &acked, 2).await;
+    let (tier, config, t, acked, _) = refused_by_a_failed_fsync(dir.path()).await;
     let refused = records(4, 8, 2000);
-    faults::fail_fsync_losing_pages(dir.path(), 1, IoKind::StorageFull);
-    let err = within("an append", tier.append(&t, batch(&refused))).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
     faults::clear(dir.path());
     drop(tier);
 
