@@ -489,17 +489,21 @@ impl TieredStore {
     pub async fn abort(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         let _ = self.inner.shutdown.send(true);
+        // The tasks stop first, where they are: a writer task whose queue closed first
+        // would run its shutdown (lowering the offset reservation), which a killed
+        // process never does.
+        let cores = self.cores().await;
         let mut tasks: Vec<_> = self.inner.background.lock().drain(..).collect();
-        for core in self.cores().await {
-            core.tx.lock().take();
-            core.writer.lock().take();
-            tasks.extend(core.task.lock().take());
-        }
+        tasks.extend(cores.iter().filter_map(|core| core.task.lock().take()));
         for task in &tasks {
             task.abort();
         }
         for task in tasks {
             let _ = task.await;
+        }
+        for core in cores {
+            core.tx.lock().take();
+            core.writer.lock().take();
         }
         self.inner.tiers.hot.close().await;
         drop(self.inner.state_lock.lock().take());
