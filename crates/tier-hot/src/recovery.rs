@@ -58,8 +58,11 @@ pub(crate) struct Recovered {
     pub(crate) active: Option<ActiveSegment>,
     /// Recorded gaps between consecutive segments, in order.
     pub(crate) gaps: Vec<Gap>,
-    /// Recovery cut the log back: it truncated a torn tail, re-sealed a segment whose seal
-    /// was cut short, or removed a segment none of whose batches reached the disk.
+    /// Recovery cut offsets off the log: it truncated a torn tail of the last file or
+    /// batches of a segment whose seal was cut short, recorded a torn point, or removed a
+    /// first segment none of whose batches reached the disk. Re-sealing a segment whose
+    /// batches are all there (only its footer was cut short, as a kill during the seal
+    /// leaves it) cuts nothing.
     pub(crate) cut_back: bool,
 }
 
@@ -219,8 +222,10 @@ pub(crate) fn recover_topic(
             // point. As the first file the topic starts at the next one; under
             // `never`/`interval` what it held — batches a power cut took, or nothing,
             // after a take-over — is the router's to judge: a cut (under `always` its
-            // batches were fsynced by its seal: a take-over's leftover).
-            if !sealed.is_empty() || (config.fsync != FsyncPolicy::Always && !reverted!(dir, ForgetCuts)) {
+            // batches were fsynced by its seal: a take-over's leftover). After a sealed
+            // segment, what it held is the gap to the next file: a cut when there is one
+            // (`check_continues`).
+            if sealed.is_empty() && config.fsync != FsyncPolicy::Always && !reverted!(dir, ForgetCuts) {
                 cut.note()?;
                 cut_back = true;
             }
@@ -258,11 +263,10 @@ pub(crate) fn recover_topic(
                 continue;
             }
         };
-        cut_back |= resealed;
         check_name(topic, path, *base, seg.info.range.start)?;
         let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
         let next = (path.as_path(), seg.info.range.start);
-        check_continues(topic, dir, prev, next, torn.take().as_deref(), config, &mut markers)?;
+        check_continues(topic, dir, prev, next, torn.take().as_deref(), config, (&mut markers, &mut cut))?;
         sealed.push(Arc::new(seg));
         torn = resealed.then(|| path.clone());
     }
@@ -276,14 +280,13 @@ pub(crate) fn recover_topic(
         (&mut sealed, &mut torn, &mut markers),
         &mut cut,
     )?;
-    // The last file lost bytes (a torn tail), or went (a torn header), or was re-sealed.
+    // The last file lost bytes (a torn tail), or went (a torn header); a torn point
+    // before it notes the cut.
     let last_len_now = std::fs::metadata(last_path).map(|m| m.len()).ok();
-    cut_back |= torn.is_some()
-        || last_len_now.is_none_or(|now| last_len.is_some_and(|before| now < before))
-        || cut.noted;
     let prev = sealed.last().map(|s| (&s.info.path, s.info.range.end));
     let next = (active.path.as_path(), active.state.offset_range().start);
-    check_continues(topic, dir, prev, next, torn.as_deref(), config, &mut markers)?;
+    check_continues(topic, dir, prev, next, torn.as_deref(), config, (&mut markers, &mut cut))?;
+    cut_back |= last_len_now.is_none_or(|now| last_len.is_some_and(|before| now < before)) || cut.noted;
     markers.remove_unused(topic, dir)?;
     Ok(Recovered { sealed, active: Some(active), gaps: markers.used, cut_back })
 }
@@ -340,7 +343,7 @@ fn open_or_reseal(
                 warn_torn_tail(topic, path, &outcome);
                 return Ok(None);
             }
-            return reseal(topic, path, &outcome, cut).map(Some);
+            return reseal(topic, path, &outcome, true, cut).map(Some);
         }
         Err(e) if e.kind() == ErrorKind::Corruption => e,
         Err(e) => return Err(e),
@@ -386,22 +389,29 @@ fn open_or_reseal(
         );
         return Ok(None);
     }
-    reseal(topic, path, &outcome, cut).map(Some)
+    // Batch bytes dropped with the footer (a torn batch, a hole): offsets cut off.
+    // Nothing but a cut-short footer after the data: every batch is there.
+    let dropped = !footer_cut_short(&bytes, outcome.data_end, &footer);
+    reseal(topic, path, &outcome, dropped, cut).map(Some)
 }
 
 /// Seals again, at the end of its last valid batch, a segment whose seal was cut short
-/// (`outcome` is its scan): truncated there, the footer written and fsynced. Returns the
-/// segment, and `true` (it was sealed again).
+/// (`outcome` is its scan): truncated there, the footer written and fsynced. `dropped`:
+/// the truncation drops bytes of batches (the cut is noted first), not only a footer cut
+/// short. Returns the segment, and `true` (it was sealed again).
 fn reseal(
     topic: &TopicName,
     path: &Path,
     outcome: &ScanOutcome,
+    dropped: bool,
     cut: &mut Cut<'_>,
 ) -> Result<(SealedFile, bool), TierError> {
     let io = |what| move |e| io_err(topic, path, what, e);
     let footer = outcome.state.footer_bytes();
     warn!(topic = %topic, file = ?path, range = %outcome.state.offset_range(), "sealing a segment whose seal was cut short");
-    cut.note()?;
+    if dropped {
+        cut.note()?;
+    }
     let mut file = OpenOptions::new().write(true).open(path).map_err(io("opening a segment to seal it"))?;
     warn_torn_tail(topic, path, outcome);
     file.set_len(outcome.data_end).map_err(io("truncating a torn footer"))?;
@@ -605,7 +615,7 @@ fn recover_last(
             (path, seg.info.range.start),
             torn.take().as_deref(),
             config,
-            markers,
+            (markers, cut),
         )?;
         let end = seg.info.range.end;
         sealed.push(Arc::new(seg));
@@ -675,7 +685,7 @@ fn check_continues(
     (path, start): (&Path, Offset),
     torn: Option<&Path>,
     config: &HotConfig,
-    markers: &mut Markers,
+    (markers, cut): (&mut Markers, &mut Cut<'_>),
 ) -> Result<(), TierError> {
     let bridged = match prev {
         Some((_, end)) if end < start => {
@@ -692,6 +702,7 @@ fn check_continues(
             if end < start && torn.is_some() && config.recovery == RecoveryPolicy::TruncateTornTail =>
         {
             let lost = OffsetRange::new(end, start);
+            cut.note()?;
             let marker = write_gap_marker(topic, dir, lost, true)?;
             warn!(
                 topic = %topic, lost = %lost, cut_short = ?torn, after = ?prev_path, next = ?path, marker = ?marker,
