@@ -581,6 +581,22 @@ impl TieredStore {
         self.retention_of(vec![Arc::clone(&topic.core)], now).await
     }
 
+    /// Without cold, the end of what warm holds now, asked at each retention pass: the
+    /// WAL deletes only what warm still holds. A failover to a replica behind can take
+    /// batches warm confirmed; the writer learns of it only at its next batch, and the
+    /// WAL's copy is then the only one. 0 (delete nothing) when warm does not answer;
+    /// `Offset::MAX` (no bound) without warm.
+    async fn warm_end_now(&self, topic: &TopicName) -> Offset {
+        let Some(warm) = &self.inner.tiers.warm else { return Offset::MAX };
+        match warm.range(topic).await {
+            Ok(held) => held.end,
+            Err(e) => {
+                warn!(topic = %topic, error = %e.report(), "WAL retention keeps the topic's segments: warm does not answer");
+                0
+            }
+        }
+    }
+
     /// WAL retention over the segments of `cores` only.
     #[tracing::instrument(name = "wal_retention", skip_all, fields(deleted = tracing::field::Empty))]
     async fn retention_of(
@@ -588,7 +604,7 @@ impl TieredStore {
         cores: Vec<Arc<TopicCore>>,
         now: SystemTime,
     ) -> Result<Vec<SegmentInfo>, TierError> {
-        type Allowed = (Offset, Option<OffsetRange>, Vec<OffsetRange>);
+        type Allowed = (Offset, Offset, Option<OffsetRange>, Vec<OffsetRange>);
         let mut allowed: HashMap<TopicName, Allowed> = HashMap::new();
         for core in cores {
             let cold = match &self.inner.tiers.cold {
@@ -600,22 +616,27 @@ impl TieredStore {
             // lacks (0 while warm's end is unknown); with cold, cold, which must hold
             // every segment deleted.
             let committed = *core.hwm.borrow();
-            let deletable_below = match cold {
-                Some(_) => committed,
-                None => committed.min(core.warm_floor.load(std::sync::atomic::Ordering::Acquire)),
+            let (deletable_below, warm_end) = match cold {
+                Some(_) => (committed, Offset::MAX),
+                None => (
+                    committed.min(core.warm_floor.load(std::sync::atomic::Ordering::Acquire)),
+                    self.warm_end_now(&core.name).await,
+                ),
             };
-            allowed.insert(core.name.clone(), (deletable_below, cold, gaps));
+            allowed.insert(core.name.clone(), (deletable_below, warm_end, cold, gaps));
         }
         let hot = self.hot().clone();
         let deleted = tokio::task::spawn_blocking(move || {
             let can_delete = |info: &SegmentInfo| match allowed.get(&info.topic) {
                 None => false,
-                Some((committed, cold, gaps)) => {
+                Some((committed, warm_end, cold, gaps)) => {
                     // A gap after the segment goes with it, and the WAL then starts past
                     // the gap: never past the commit point, which recovery takes the WAL's
                     // start to be below (a torn point's gap holds records warm may not
-                    // have confirmed yet).
+                    // have confirmed yet). Without cold, the segment's records must be in
+                    // warm now; a gap holds none.
                     info.range.end <= *committed
+                        && info.range.end <= *warm_end
                         && gaps.iter().all(|g| g.start != info.range.end || g.end <= *committed)
                         && cold.is_none_or(|c| {
                             c.start <= info.range.start

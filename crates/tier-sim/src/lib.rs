@@ -683,4 +683,25 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::UNACKED_SERVED,
         generator: 9,
     },
+    Regression {
+        seed: 9001117,
+        keep: &[90, 91, 93, 115, 117, 118, 119],
+        case: "hot+warm: a failover to a replica behind took batches warm had confirmed; WAL retention, bounded by what the writer last knew warm held, deleted their segment: 18 acknowledged records gone, nothing reported (retention asks warm's range at each pass)",
+        invariant: model::inv::UNREPORTED,
+        generator: 9,
+    },
+    Regression {
+        seed: 90006350,
+        keep: &[56, 58, 98, 99],
+        case: "as 9001117 in another shape: WAL retention deleted what a failover behind took from warm",
+        invariant: model::inv::UNREPORTED,
+        generator: 9,
+    },
+    Regression {
+        seed: 91000153,
+        keep: &[106, 113, 114, 117, 119],
+        case: "as 9001117 in another shape: WAL retention deleted what a failover behind took from warm",
+        invariant: model::inv::UNREPORTED,
+        generator: 9,
+    },
 ];

@@ -60,6 +60,20 @@ impl MemoryTier {
         log.range()
     }
 
+    /// Drops every batch of `topic` that ends past `offset`, as a failover to a replica
+    /// behind takes the writes the replica never got: the end moves back to the end of
+    /// the last batch kept (to the start when none is). Returns the range held afterwards.
+    pub fn lose_after(&self, topic: &TopicName, offset: Offset) -> OffsetRange {
+        let mut topics = self.topics.write();
+        let Some(log) = topics.get_mut(topic) else {
+            return OffsetRange::default();
+        };
+        let keep = log.batches.partition_point(|b| b.end_offset() <= offset);
+        log.batches.truncate(keep);
+        log.end = log.batches.last().map_or(log.start, RecordBatch::end_offset);
+        log.range()
+    }
+
     /// Makes `topic` known (listed by [`topics`](Self::topics)) while it holds nothing.
     pub fn create_topic(&self, topic: &TopicName) {
         self.topics.write().entry(topic.clone()).or_default();
