@@ -8,6 +8,10 @@
 //! - [`ValkeyPair`]: a private primary + replica (for tests that stop or restart servers,
 //!   promote the replica, or cut the replication link), or a primary alone.
 //! - [`ValkeySentinel`]: a primary, two replicas and three sentinels that fail it over.
+//! - [`ValkeyCluster`]: a Valkey Cluster of three primaries with a replica each, which
+//!   fails a killed primary over to its replica.
+//! - [`ValkeyTls`]: a primary (and optionally a replica) listening with TLS only, with a
+//!   private CA, server and client certificates the harness generates, and ACL users.
 //! - [`S3Server`]: a private `moto_server`.
 //! - [`AnswerDropProxy`]: a proxy in front of an HTTP server (moto) that forwards a
 //!   request and loses its answer (an ambiguous failure: the server acted, the client
@@ -20,6 +24,7 @@
 //! fail loudly with it and are never skipped.
 
 mod answer;
+mod cluster;
 mod http;
 mod link;
 mod locate;
@@ -28,11 +33,13 @@ mod resp;
 mod s3;
 mod sentinel;
 mod shared;
+mod tls;
 mod valkey;
 
 use std::{path::PathBuf, time::Duration};
 
 pub use answer::AnswerDropProxy;
+pub use cluster::{CLUSTER_NODE_TIMEOUT, ValkeyCluster};
 
 pub use locate::{ENV_MOTO_SERVER, ENV_VALKEY_SERVER, MotoBinary, ValkeyBinary, workspace_root};
 pub use s3::{S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server, S3Settings};
@@ -41,6 +48,7 @@ pub use shared::{
     ENV_S3_ENDPOINT, ENV_VALKEY_KIND, ENV_VALKEY_PRIMARY, ENV_VALKEY_REPLICA, SharedS3, SharedServers,
     SharedValkey, start_shared_servers_for_xtask,
 };
+pub use tls::{TlsFiles, TlsOptions, ValkeyTls};
 pub use valkey::ValkeyPair;
 
 /// Why a test server could not be found, started or reached.

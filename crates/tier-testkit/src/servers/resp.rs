@@ -1,10 +1,11 @@
 //! A minimal RESP2 client for readiness checks (PING, INFO), so the harness needs no
 //! Redis client crate. One command per connection; replies are bounded in size.
+//! [`exchange`] speaks it over any stream (the TLS server's readiness goes over rustls).
 
 use std::{net::Ipv4Addr, time::Duration};
 
 use tokio::{
-    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader},
     net::TcpStream,
 };
 
@@ -50,9 +51,17 @@ pub(crate) async fn pipeline(port: u16, commands: &[&[&str]]) -> Result<Vec<Repl
 }
 
 async fn pipeline_inner(port: u16, commands: &[&[&str]]) -> Result<Vec<Reply>, String> {
-    let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+    let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
         .await
         .map_err(|e| format!("connecting to 127.0.0.1:{port}: {e}"))?;
+    exchange(stream, commands).await
+}
+
+/// Sends `commands` on `stream` and reads their replies in order (no timeout of its own).
+pub(crate) async fn exchange<S>(mut stream: S, commands: &[&[&str]]) -> Result<Vec<Reply>, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut request = Vec::new();
     for args in commands {
         request.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
@@ -87,7 +96,7 @@ pub(crate) async fn ping(port: u16) -> Result<(), String> {
     }
 }
 
-async fn read_line(reader: &mut BufReader<TcpStream>) -> Result<String, String> {
+async fn read_line(reader: &mut (impl AsyncBufRead + Unpin)) -> Result<String, String> {
     let mut line = Vec::new();
     // Bounded read: a status line is short.
     let n = (&mut *reader).take(64 << 10).read_until(b'\n', &mut line).await.map_err(|e| e.to_string())?;
@@ -98,7 +107,7 @@ async fn read_line(reader: &mut BufReader<TcpStream>) -> Result<String, String> 
     String::from_utf8(line).map_err(|_| "non-UTF-8 reply line".to_string())
 }
 
-async fn read_reply(reader: &mut BufReader<TcpStream>, depth: usize) -> Result<Reply, String> {
+async fn read_reply<R: AsyncBufRead + Unpin>(reader: &mut R, depth: usize) -> Result<Reply, String> {
     if depth > 8 {
         return Err("reply nested too deeply".into());
     }
