@@ -1,5 +1,6 @@
 //! The router's behavioural suite, run under every deployment: hot; hot+cold (local
-//! directory and moto S3); hot+warm (Valkey with a replica); hot+warm+cold (local and S3).
+//! directory and moto S3); hot+warm (Valkey with a replica); hot+warm+cold (local and S3);
+//! hot+warm and hot+warm+cold (local) with warm on a Valkey Cluster.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
@@ -319,6 +320,32 @@ deployment_tests! {
         live_tail_slow_consumer, background_exporter
     ];
     hot_warm_cold_s3 => (Tiers::HotWarmCold, ColdOn::S3), [
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer, background_exporter
+    ];
+}
+
+/// The suite with warm on a private Valkey Cluster (three primaries, a replica each).
+macro_rules! cluster_deployment_tests {
+    ($($module:ident => ($tiers:expr, $cold:expr), [$($test:ident),*];)*) => {$(
+        mod $module {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(Deployment::on_cluster($tiers, $cold).await).await;
+                }
+            )*
+        }
+    )*};
+}
+
+cluster_deployment_tests! {
+    hot_warm_cluster => (Tiers::HotWarm, ColdOn::Local), [
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer
+    ];
+    hot_warm_cluster_cold_local => (Tiers::HotWarmCold, ColdOn::Local), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer, background_exporter
     ];

@@ -5,12 +5,12 @@ use std::{future::Future, time::Duration};
 
 use fred::{
     error::{Error as FredError, ErrorKind as FredErrorKind},
-    prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig, TlsConnector},
+    prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, ServerConfig},
     types::config::Server,
 };
 use tier_core::{ErrorContext, TierError};
 
-use crate::config::{Mode, WarmConfig, redact_url};
+use crate::config::{Mode, WarmConfig, redact_url, without_tls_scheme};
 
 /// Builds and connects a client; fails with `Unavailable` within
 /// `config.connect_timeout` when no server answers.
@@ -51,8 +51,10 @@ pub(crate) async fn connect(config: &WarmConfig, ctx: &ErrorContext) -> Result<C
 }
 
 /// Why `connect` failed, naming the servers (passwords redacted): a refused connection
-/// as "connection refused" rather than the socket error's debug form, and a wrong
-/// password or user as an authentication failure (`InvalidInput`: retrying will not help).
+/// as "connection refused" rather than the socket error's debug form, a wrong password
+/// or user as an authentication failure, and a refused TLS certificate (the server's or
+/// ours) naming the `warm.tls_*` setting to look at (`InvalidInput`: retrying will not
+/// help).
 fn connect_error(ctx: ErrorContext, config: &WarmConfig, e: FredError) -> TierError {
     let urls = describe_urls(config);
     let details = e.details().to_owned();
@@ -62,6 +64,10 @@ fn connect_error(ctx: ErrorContext, config: &WarmConfig, e: FredError) -> TierEr
             .any(|m| details.contains(m));
     if auth {
         let message = format!("authentication failed at {urls} (check warm.username and warm.password)");
+        return TierError::invalid(ctx, message).with_source(e);
+    }
+    if let Some(message) = crate::tls::handshake_refusal(&details, &urls) {
+        // A certificate refused either way: retrying will not help.
         return TierError::invalid(ctx, message).with_source(e);
     }
     if matches!(e.kind(), FredErrorKind::IO) && details.contains("ConnectionRefused") {
@@ -92,7 +98,8 @@ fn fred_config(config: &WarmConfig, ctx: &ErrorContext) -> Result<Config, TierEr
         return Err(invalid("warm tier configuration lists no server URL".into()));
     };
     let parse = |url: &str| {
-        Config::from_url_centralized(url)
+        // TLS is set up below from the whole configuration, not by the URL parser.
+        Config::from_url_centralized(&without_tls_scheme(url).0)
             .map_err(|e| invalid(format!("bad warm tier URL {}: {}", redact_url(url), e.details())))
     };
     let mut out = parse(first)?;
@@ -113,10 +120,9 @@ fn fred_config(config: &WarmConfig, ctx: &ErrorContext) -> Result<Config, TierEr
     if let Some(password) = &config.password {
         out.password = Some(password.expose().to_owned());
     }
-    if config.tls && out.tls.is_none() {
-        let connector = TlsConnector::default_rustls()
-            .map_err(|e| invalid(format!("cannot set up rustls: {}", e.details())))?;
-        out.tls = Some(connector.into());
+    if config.uses_tls() {
+        out.tls = Some(crate::tls::fred_tls(config, ctx)?);
+        crate::tls::apply_server_name(config, &mut out.server);
     }
     // Return connection errors from `init` instead of retrying forever behind it.
     out.fail_fast = true;
@@ -135,8 +141,12 @@ fn seed_hosts(
 }
 
 /// Maps a `fred` error: connection, timeout and cancellation problems are
-/// `Unavailable` (retryable); anything else is `Internal`.
+/// `Unavailable` (retryable); a command the server's ACL refuses (`NOPERM`) is
+/// `InvalidInput` naming the command to grant; anything else is `Internal`.
 pub(crate) fn map_fred(ctx: ErrorContext, doing: &str, e: FredError) -> TierError {
+    if let Some(message) = crate::tls::acl_refusal(doing, e.details()) {
+        return TierError::invalid(ctx, message).with_source(e);
+    }
     let message = doing;
     let error = match e.kind() {
         FredErrorKind::IO

@@ -7,7 +7,8 @@
 //!
 //! # Stream layout
 //!
-//! - One stream per topic, key `<key_prefix><topic>` (default prefix `tierlog:`).
+//! - One stream per topic, key `<key_prefix><topic>` (default prefix `tierlog:`); in
+//!   cluster mode `<key_prefix>{<topic>}`, whose hash tag keeps a topic's keys in one slot.
 //! - One entry per [`RecordBatch`](tier_core::RecordBatch), with ID
 //!   `<base_offset>-1` (sequence 1 because Valkey refuses the ID `0-0`) and a single
 //!   field `b` holding the batch's full encoding, CRC included.
@@ -25,7 +26,10 @@ mod position;
 mod read;
 mod replicas;
 mod tier;
+mod tls;
 
-pub use config::{DEFAULT_KEY_PREFIX, Mode, ReconnectConfig, Secret, WarmConfig};
+pub use config::{
+    ACL_COMMANDS, DEFAULT_KEY_PREFIX, Mode, ReconnectConfig, Secret, WarmConfig, acl_setuser_line,
+};
 pub use replicas::{ReplicaCheck, WithoutReplicas};
 pub use tier::WarmTier;

@@ -136,6 +136,15 @@ impl WarmTier {
     /// `config.connect_timeout` when none answers, `InvalidInput` for a bad URL.
     pub async fn connect(config: WarmConfig) -> Result<Self, TierError> {
         let ctx = ErrorContext::tier(TierKind::Warm);
+        if config.mode == Mode::Cluster && !topic_keys_share_a_slot(&config.key_prefix) {
+            return Err(TierError::invalid(
+                ctx,
+                format!(
+                    "warm.key_prefix {:?} holds an empty hash tag `{{}}`: in cluster mode a topic's keys would not share a hash slot; remove the braces",
+                    config.key_prefix
+                ),
+            ));
+        }
         let client = connect(&config, &ctx).await?;
         // Subscribed after the first connection: only later reconnections are events.
         let ranges = Ranges {
@@ -194,15 +203,22 @@ impl WarmTier {
         &self.config
     }
 
-    /// The stream key of `topic`: `<key_prefix><topic>`.
+    /// The stream key of `topic`: `<key_prefix><topic>`, or in cluster mode
+    /// `<key_prefix>{<topic>}`, whose hash tag puts every key of the topic in the
+    /// stream's hash slot (see [`topic_key`](Self::topic_key)).
     pub fn stream_key(&self, topic: &TopicName) -> String {
-        format!("{}{}", self.config.key_prefix, topic)
+        match self.config.mode {
+            Mode::Cluster => format!("{}{{{}}}", self.config.key_prefix, topic),
+            Mode::Standalone | Mode::Sentinel { .. } => format!("{}{}", self.config.key_prefix, topic),
+        }
     }
 
-    /// The key of `topic`'s marker: `<key_prefix><topic>:topic` (a topic name holds no
-    /// `:`, so no stream key is ever a marker key).
+    /// The key of `topic`'s marker: the [stream key](Self::stream_key) followed by
+    /// `:topic` (a topic name holds no `:`, so no stream key is ever a marker key). In
+    /// cluster mode it carries the stream key's hash tag, so it lives in the stream's slot,
+    /// on the stream's primary.
     pub fn topic_key(&self, topic: &TopicName) -> String {
-        format!("{}{}:topic", self.config.key_prefix, topic)
+        format!("{}:topic", self.stream_key(topic))
     }
 
     /// Records that `topic` exists (`SET <topic_key> 1`, then `WAIT` like an append): the
@@ -582,8 +598,10 @@ impl WarmTier {
             args.push(Value::Bytes(batch.to_bytes()));
         }
         let pipeline = self.client.pipeline();
-        // The key is the third argument of EVAL: route by its slot in cluster mode.
-        let eval = CustomCommand::new("EVAL", ClusterHash::Offset(2), false);
+        // Routed by the key's slot in cluster mode. fred honours only a `Custom` slot in a
+        // `CustomCommand`: any other policy falls back to the first string argument, the
+        // script, whose slot is not the key's (a `MOVED`, then a failed write).
+        let eval = CustomCommand::new("EVAL", ClusterHash::Custom(redis_keyslot(key.as_bytes())), false);
         let queued: Result<(), FredError> = pipeline.custom(eval, args).await;
         queued.map_err(|e| crate::client::map_fred(ctx.clone(), "EVAL (group XADD)", e))?;
         let (reply, wait) = self.send_with_wait(&handle.ctx, "EVAL+WAIT", &key, pipeline).await?;
@@ -636,7 +654,7 @@ impl WarmTier {
         match existing {
             Some(entry) => {
                 if entry.batch_bytes(&handle.ctx, &handle.key)? == bytes {
-                    self.confirm_held(ctx, topic, &handle.key).await
+                    self.confirm_held(ctx, topic).await
                 } else {
                     Err(TierError::fenced(
                         ctx,
@@ -662,54 +680,23 @@ impl WarmTier {
     /// connection (every connected replica, at once). A `SET` always advances the
     /// replication offset, even when the value is unchanged, and replicas apply the
     /// stream in order: one that acknowledged the `SET` holds the entry written before it.
-    async fn confirm_held(
-        &self,
-        ctx: ErrorContext,
-        topic: &TopicName,
-        stream_key: &str,
-    ) -> Result<(), TierError> {
+    /// The key written is the topic's marker ([`topic_key`](Self::topic_key); the stream
+    /// holds a batch, so the topic exists), which lives on the stream's primary: the one
+    /// server outside cluster mode, the stream's hash slot (its hash tag) in cluster mode.
+    async fn confirm_held(&self, ctx: ErrorContext, topic: &TopicName) -> Result<(), TierError> {
         if self.config.wait_replicas == 0 {
             return Ok(());
         }
-        let key = self.confirm_key(topic)?;
+        let key = self.topic_key(topic);
         let pipeline = self.client.pipeline();
         let queued: Result<(), FredError> = pipeline.set(key.as_str(), 1, None, None, false).await;
         queued.map_err(|e| crate::client::map_fred(ctx.clone(), "SET", e))?;
-        let (reply, wait) = self.send_with_wait(&ctx, "SET+WAIT", stream_key, pipeline).await?;
+        let (reply, wait) = self.send_with_wait(&ctx, "SET+WAIT", &key, pipeline).await?;
         reply.map_err(|e| crate::client::map_fred(ctx.clone(), "SET (before WAIT)", e))?;
         match wait {
             Some(reply) => self.check_wait(ctx, reply),
             None => Ok(()),
         }
-    }
-
-    /// The key [`confirm_held`](Self::confirm_held) writes: the topic's marker
-    /// ([`topic_key`](Self::topic_key); the stream holds a batch, so the topic exists),
-    /// which must live on the stream's primary. In cluster mode, when the marker hashes
-    /// to another slot than the stream, `{<stream key>}:confirm`, whose hash tag is the
-    /// stream key and so hashes to its slot; a key prefix holding a `}` outside a hash
-    /// tag leaves no such key (`InvalidInput`).
-    fn confirm_key(&self, topic: &TopicName) -> Result<String, TierError> {
-        let marker = self.topic_key(topic);
-        if self.config.mode != Mode::Cluster {
-            return Ok(marker);
-        }
-        let stream = self.stream_key(topic);
-        let slot = redis_keyslot(stream.as_bytes());
-        if redis_keyslot(marker.as_bytes()) == slot {
-            return Ok(marker);
-        }
-        let tagged = format!("{{{stream}}}:confirm");
-        if redis_keyslot(tagged.as_bytes()) == slot {
-            return Ok(tagged);
-        }
-        Err(TierError::invalid(
-            self.ctx(topic),
-            format!(
-                "warm.key_prefix {:?} holds a '}}' outside a hash tag: no key shares the hash slot of stream {stream}, so an identical retry cannot be confirmed in cluster mode",
-                self.config.key_prefix
-            ),
-        ))
     }
 
     fn check_wait(&self, ctx: ErrorContext, reply: Result<Value, FredError>) -> Result<(), TierError> {
@@ -737,14 +724,32 @@ impl WarmTier {
         i64::try_from(self.config.wait_timeout.as_millis()).unwrap_or(i64::MAX).max(1)
     }
 
-    /// In cluster mode, `WAIT` must run on the primary that took the write: route it by
-    /// the stream key's hash slot.
+    /// In cluster mode, `WAIT` must run on the primary that took the write, on the
+    /// connection that took it: `WAIT` has no key, and fred sends a keyless command to an
+    /// arbitrary node (whose answer would count another primary's replicas). Routed by the
+    /// hash slot of the written key, it goes where fred's slot map sends that write, in
+    /// the same pipeline. A write its node answers `MOVED` (the slot moved since fred
+    /// read the map) is not re-sent to the new owner, where the `WAIT` would not follow
+    /// it: with one attempt per command (`max_command_attempts = 1`, set where the client
+    /// is built), fred fails the redirected write ("Too many failed write attempts") after
+    /// re-reading the map, so the caller's retry goes to the new owner.
     fn wait_options(&self, key: &str) -> Options {
         let mut options = Options::default();
         if self.config.mode == Mode::Cluster {
             options.cluster_hash = Some(ClusterHash::Custom(redis_keyslot(key.as_bytes())));
         }
         options
+    }
+}
+
+/// True when every key `<prefix>{<topic>}…` of one topic hashes to one slot: the
+/// server hashes the text between a key's first `{` and the next `}`, which lies within
+/// `<prefix>{<topic>}` unless that text is empty (a prefix whose first `{` is followed
+/// at once by `}`): then it hashes the whole key, and a topic's keys spread over slots.
+fn topic_keys_share_a_slot(prefix: &str) -> bool {
+    match prefix.find('{') {
+        None => true,
+        Some(open) => !prefix[open + 1..].starts_with('}'),
     }
 }
 

@@ -13,8 +13,8 @@ use tier_cold::{BackendConfig, ColdConfig, ColdTier, Secret};
 use tier_core::{OffsetRange, Record, TierError, TopicName};
 use tier_hot::{FsyncPolicy, HotConfig};
 use tier_router::{ColdBackend, NewRecord, RouterConfig, Source, TieredStore, Topic, WarmBackend};
-use tier_testkit::servers::{SharedS3, SharedValkey};
-use tier_warm::{WarmConfig, WarmTier};
+use tier_testkit::servers::{SharedS3, SharedValkey, ValkeyCluster};
+use tier_warm::{Mode, WarmConfig, WarmTier};
 
 /// Which tiers a deployment enables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,7 @@ pub struct Deployment {
     pub router: RouterConfig,
     pub hot: HotConfig,
     _valkey: Option<SharedValkey>,
+    _cluster: Option<ValkeyCluster>,
     _s3: Option<SharedS3>,
 }
 
@@ -113,7 +114,35 @@ impl Deployment {
         };
         let mut hot = HotConfig::new(dir.path().join("hot")).with_fsync(FsyncPolicy::Never);
         hot.segment_age = Duration::from_secs(3600);
-        Self { tiers, dir, warm, cold, router: RouterConfig::default(), hot, _valkey: valkey, _s3: s3 }
+        Self {
+            tiers,
+            dir,
+            warm,
+            cold,
+            router: RouterConfig::default(),
+            hot,
+            _valkey: valkey,
+            _cluster: None,
+            _s3: s3,
+        }
+    }
+
+    /// [`new`](Self::new) with warm on a private Valkey Cluster (three primaries, a
+    /// replica each) in cluster mode instead of the shared server.
+    pub async fn on_cluster(tiers: Tiers, cold_on: ColdOn) -> Self {
+        assert!(tiers.warm(), "a cluster deployment has a warm tier");
+        let without_warm = if tiers.cold() { Tiers::HotCold } else { Tiers::Hot };
+        let mut d = Self::new(without_warm, cold_on).await;
+        let cluster = ValkeyCluster::start().await.expect("a Valkey Cluster (install valkey-server)");
+        let urls = cluster.urls();
+        let mut config = warm_config(&urls[0], "suite:");
+        config.urls = urls;
+        config.mode = Mode::Cluster;
+        let tier = WarmTier::connect(config).await.expect("connect to the Valkey Cluster");
+        d.tiers = tiers;
+        d.warm = Some(Arc::new(tier));
+        d._cluster = Some(cluster);
+        d
     }
 
     /// The WAL directory.

@@ -135,7 +135,15 @@ fn docs_configuration_lists_every_key() {
     let mut all = BTreeSet::new();
     keys(&Value::try_from(&config).expect("serializes"), "", &mut all);
     // Optional keys that are absent by default.
-    for k in ["warm.username", "warm.password", "cold.expiry"] {
+    for k in [
+        "warm.username",
+        "warm.password",
+        "warm.tls_ca_file",
+        "warm.tls_cert_file",
+        "warm.tls_key_file",
+        "warm.tls_server_name",
+        "cold.expiry",
+    ] {
         all.insert(k.to_owned());
     }
     let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
