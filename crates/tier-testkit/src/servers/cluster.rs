@@ -1,19 +1,15 @@
 //! [`ValkeyCluster`]: a Valkey Cluster of three primaries with one replica each, which
 //! fails a primary over to its replica.
 
-use std::{
-    collections::HashMap,
-    future::Future,
-    path::{Path, PathBuf},
-    time::{Duration, Instant},
-};
+use std::{collections::HashMap, future::Future, path::PathBuf, time::Duration};
 
 use tempfile::TempDir;
 
 use super::{
-    FAILOVER_TIMEOUT, HarnessError, POLL_INTERVAL, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
+    FAILOVER_TIMEOUT, HarnessError, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
     locate::ValkeyBinary,
-    process::{ServerProcess, free_port, log_shows_port_clash, log_tail},
+    poll::{file_name, labelled_tails, poll_until, wait_until_answering},
+    process::{ServerProcess, free_port, log_shows_port_clash, spawn_valkey, temp_dir, valkey_args},
     resp::{self, Reply},
 };
 
@@ -79,10 +75,7 @@ impl ValkeyCluster {
     /// acknowledges its writes (`WAIT 1`).
     pub async fn start() -> Result<Self, HarnessError> {
         let binary = ValkeyBinary::locate()?;
-        let dir = tempfile::Builder::new()
-            .prefix("tierlog-cluster-")
-            .tempdir()
-            .map_err(|e| HarnessError::io("creating a temporary directory for Valkey Cluster", e))?;
+        let dir = temp_dir("tierlog-cluster-", "Valkey Cluster")?;
         let mut this = Self { binary, nodes: Vec::new(), killed_slots: HashMap::new(), dir };
         for name in ["primary-1", "primary-2", "primary-3", "replica-1", "replica-2", "replica-3"] {
             let node = this.launch(name).await?;
@@ -262,8 +255,6 @@ impl ValkeyCluster {
                 HarnessError::request("waiting for a failover", format!("no primary on {old} was killed"))
             })?;
         let running = self.running_ports();
-        let promoted = std::cell::Cell::new(0);
-        let found = &promoted;
         self.poll("a cluster failover", FAILOVER_TIMEOUT, || {
             let running = running.clone();
             async move {
@@ -282,12 +273,10 @@ impl ValkeyCluster {
                 if !info.lines().any(|l| l.trim() == "role:master") {
                     return Err(format!("the promoted node {named} is not a primary yet"));
                 }
-                found.set(named);
-                Ok(())
+                Ok(named)
             }
         })
-        .await?;
-        Ok(promoted.get())
+        .await
     }
 
     /// Waits until every running node says `cluster_state:ok` and sees every slot served
@@ -374,7 +363,8 @@ impl ValkeyCluster {
             attempt += 1;
             let (port, bus) = (free_port()?, free_port()?);
             let mut process = self.spawn(name, port, bus)?;
-            match wait_ping(&mut process, name, port).await {
+            let what = format!("valkey cluster node {name} on port {port}");
+            match wait_until_answering(&mut process, what, VALKEY_READY_TIMEOUT, || resp::ping(port)).await {
                 Ok(()) => {
                     return Ok(Node { name: name.to_owned(), port, bus_port: bus, process: Some(process) });
                 }
@@ -390,22 +380,8 @@ impl ValkeyCluster {
     }
 
     fn spawn(&self, name: &str, port: u16, bus: u16) -> Result<ServerProcess, HarnessError> {
-        let data_dir = self.dir.path().join(name);
-        std::fs::create_dir_all(&data_dir)
-            .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--repl-diskless-sync-delay",
-            "0",
-            "--daemonize",
-            "no",
+        let mut args = valkey_args(port, self.dir.path(), name)?;
+        let cluster = [
             "--cluster-enabled",
             "yes",
             "--cluster-port",
@@ -416,66 +392,34 @@ impl ValkeyCluster {
             // heard from it (the harness kills primaries at any moment).
             "--cluster-replica-validity-factor",
             "0",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(["--dir".into(), data_dir.to_string_lossy().into_owned()]);
-        args.extend([
-            "--cluster-config-file".into(),
-            data_dir.join("nodes.conf").to_string_lossy().into_owned(),
-        ]);
-        ServerProcess::spawn(
-            format!("{} {name}", self.binary.flavor),
-            &self.binary.path,
-            &args,
-            self.dir.path(),
-            self.log_path(name),
-        )
+        ];
+        args.extend(cluster.iter().map(|s| s.to_string()));
+        let nodes_conf = self.dir.path().join(name).join("nodes.conf");
+        args.extend(["--cluster-config-file".into(), nodes_conf.to_string_lossy().into_owned()]);
+        spawn_valkey(&self.binary, name, &args, self.dir.path())
     }
 
     fn log_path(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("{name}.log"))
     }
 
-    /// Runs `probe` every [`POLL_INTERVAL`] until it succeeds, for at most `limit`; the
-    /// error names what was awaited and ends with the tail of every node's log.
-    async fn poll<F, Fut>(&self, what: &str, limit: Duration, mut probe: F) -> Result<(), HarnessError>
+    /// Runs `probe` until it succeeds, for at most `limit` ([`poll_until`]); the error
+    /// names what was awaited and ends with the tail of every node's log.
+    async fn poll<T, F, Fut>(&self, what: &str, limit: Duration, probe: F) -> Result<T, HarnessError>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(), String>>,
+        Fut: Future<Output = Result<T, String>>,
     {
-        let start = Instant::now();
-        loop {
-            let reason = match probe().await {
-                Ok(()) => return Ok(()),
-                Err(why) => why,
-            };
-            if start.elapsed() > limit {
-                return Err(HarnessError::NotReady {
-                    what: what.to_owned(),
-                    waited: limit,
-                    reason,
-                    log: self.dir.path().to_owned(),
-                    log_tail: self.log_tails(),
-                });
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        poll_until(what, limit, probe, self.dir.path(), || self.log_tails()).await
     }
 
     fn log_tails(&self) -> String {
-        let mut out = String::new();
-        for node in &self.nodes {
+        let logs = self.nodes.iter().map(|node| {
             let path = self.log_path(&node.name);
-            out.push_str(&format!("[{} on {}]\n{}\n", file_name(&path), node.port, log_tail(&path, 10)));
-        }
-        out
+            (format!("{} on {}", file_name(&path), node.port), path)
+        });
+        labelled_tails(logs, 10)
     }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 async fn expect_ok(port: u16, args: &[&str]) -> Result<(), HarnessError> {
@@ -570,32 +514,6 @@ fn parse_cluster_nodes(text: &str) -> Result<Vec<NodeView>, String> {
         });
     }
     Ok(out)
-}
-
-async fn wait_ping(process: &mut ServerProcess, name: &str, port: u16) -> Result<(), HarnessError> {
-    let start = Instant::now();
-    let mut reason;
-    loop {
-        if let Some(exit) = process.exited() {
-            reason = exit;
-            break;
-        }
-        reason = match resp::ping(port).await {
-            Ok(()) => return Ok(()),
-            Err(why) => why,
-        };
-        if start.elapsed() > VALKEY_READY_TIMEOUT {
-            break;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-    Err(HarnessError::NotReady {
-        what: format!("valkey cluster node {name} on port {port}"),
-        waited: start.elapsed(),
-        reason,
-        log: process.log().to_owned(),
-        log_tail: log_tail(process.log(), 30),
-    })
 }
 
 #[cfg(test)]

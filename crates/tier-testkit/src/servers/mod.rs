@@ -28,6 +28,7 @@ mod cluster;
 mod http;
 mod link;
 mod locate;
+mod poll;
 mod process;
 mod resp;
 mod s3;

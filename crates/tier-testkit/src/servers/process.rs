@@ -8,7 +8,9 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use super::HarnessError;
+use tempfile::TempDir;
+
+use super::{HarnessError, locate::ValkeyBinary};
 
 /// A running server. Dropping it kills the process (SIGKILL to its PID) and waits for it.
 #[derive(Debug)]
@@ -79,6 +81,58 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill_in_place();
     }
+}
+
+/// Starts `binary` with `args` in `dir` as the server `<flavor> <name>`, logging to
+/// `dir/<name>.log`.
+pub(crate) fn spawn_valkey(
+    binary: &ValkeyBinary,
+    name: &str,
+    args: &[String],
+    dir: &Path,
+) -> Result<ServerProcess, HarnessError> {
+    let log = dir.join(format!("{name}.log"));
+    ServerProcess::spawn(format!("{} {name}", binary.flavor), &binary.path, args, dir, log)
+}
+
+/// The arguments of every `valkey-server` the harness starts: listen on
+/// `127.0.0.1:<port>` (`0`: on no plain TCP port), keep nothing on disk (`--save ""`,
+/// `--appendonly no`), sync a replica without delay, stay in the foreground, and use
+/// `dir/<name>` (created here) as `--dir`.
+pub(crate) fn valkey_args(port: u16, dir: &Path, name: &str) -> Result<Vec<String>, HarnessError> {
+    let data_dir = dir.join(name);
+    std::fs::create_dir_all(&data_dir)
+        .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
+    let port = port.to_string();
+    let mut args: Vec<String> = [
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--daemonize",
+        "no",
+        "--dir",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(data_dir.to_string_lossy().into_owned());
+    Ok(args)
+}
+
+/// A new temporary directory named `<prefix>…` for the data directories and logs of
+/// `what`'s processes; removed when dropped.
+pub(crate) fn temp_dir(prefix: &str, what: &str) -> Result<TempDir, HarnessError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| HarnessError::io(format!("creating a temporary directory for {what}"), e))
 }
 
 /// A port that was free a moment ago: bound on 127.0.0.1:0, read, released.

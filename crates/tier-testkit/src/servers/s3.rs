@@ -1,13 +1,12 @@
 //! [`S3Server`]: a private moto S3 server, and [`S3Settings`] to reach any S3 endpoint.
 
-use std::time::Instant;
-
 use tempfile::TempDir;
 
 use super::{
-    HarnessError, MOTO_READY_TIMEOUT, POLL_INTERVAL, PORT_CLASH_RETRIES, http,
+    HarnessError, MOTO_READY_TIMEOUT, PORT_CLASH_RETRIES, http,
     locate::MotoBinary,
-    process::{ServerProcess, free_port, log_shows_port_clash, log_tail},
+    poll::wait_until_answering,
+    process::{ServerProcess, free_port, log_shows_port_clash, temp_dir},
 };
 
 /// The region moto is addressed with.
@@ -74,10 +73,7 @@ impl S3Server {
     /// it answers HTTP.
     pub async fn start() -> Result<Self, HarnessError> {
         let binary = MotoBinary::locate()?;
-        let dir = tempfile::Builder::new()
-            .prefix("tierlog-moto-")
-            .tempdir()
-            .map_err(|e| HarnessError::io("creating a temporary directory for moto", e))?;
+        let dir = temp_dir("tierlog-moto-", "moto")?;
         let mut server = Self { binary, process: None, port: 0, dir };
         let mut attempt = 0;
         loop {
@@ -161,29 +157,14 @@ impl S3Server {
         let mut process =
             ServerProcess::spawn("moto_server", &self.binary.path, &args, self.dir.path(), self.log_path())?;
         let authority = format!("127.0.0.1:{port}");
-        let start = Instant::now();
-        let mut reason;
-        loop {
-            if let Some(exit) = process.exited() {
-                reason = exit;
-                break;
+        let answers = || async {
+            match http::request(&authority, "GET", "/").await? {
+                r if r.status < 500 => Ok(()),
+                r => Err(format!("GET / answered HTTP {}", r.status)),
             }
-            reason = match http::request(&authority, "GET", "/").await {
-                Ok(r) if r.status < 500 => return Ok(process),
-                Ok(r) => format!("GET / answered HTTP {}", r.status),
-                Err(why) => why,
-            };
-            if start.elapsed() > MOTO_READY_TIMEOUT {
-                break;
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-        Err(HarnessError::NotReady {
-            what: format!("moto_server on port {port}"),
-            waited: start.elapsed(),
-            reason,
-            log: self.log_path(),
-            log_tail: log_tail(&self.log_path(), 30),
-        })
+        };
+        let what = format!("moto_server on port {port}");
+        wait_until_answering(&mut process, what, MOTO_READY_TIMEOUT, answers).await?;
+        Ok(process)
     }
 }

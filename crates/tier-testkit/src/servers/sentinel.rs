@@ -1,18 +1,15 @@
 //! [`ValkeySentinel`]: a Valkey primary with two replicas, watched by three sentinels
 //! that fail it over.
 
-use std::{
-    future::Future,
-    path::{Path, PathBuf},
-    time::{Duration, Instant},
-};
+use std::{future::Future, time::Duration};
 
 use tempfile::TempDir;
 
 use super::{
-    HarnessError, POLL_INTERVAL, VALKEY_READY_TIMEOUT,
+    HarnessError, VALKEY_READY_TIMEOUT,
     locate::ValkeyBinary,
-    process::{ServerProcess, free_port, log_tail},
+    poll::{file_name, labelled_tails, poll_until},
+    process::{ServerProcess, free_port, spawn_valkey, temp_dir, valkey_args},
     resp::{self, Reply},
 };
 
@@ -49,10 +46,7 @@ impl ValkeySentinel {
     /// sentinels (so that a failover can be agreed on).
     pub async fn start() -> Result<Self, HarnessError> {
         let binary = ValkeyBinary::locate()?;
-        let dir = tempfile::Builder::new()
-            .prefix("tierlog-sentinel-")
-            .tempdir()
-            .map_err(|e| HarnessError::io("creating a temporary directory for Valkey sentinel", e))?;
+        let dir = temp_dir("tierlog-sentinel-", "Valkey sentinel")?;
         let mut this = Self { binary, servers: Vec::new(), sentinels: Vec::new(), dir };
         let primary = this.spawn_server("primary", None)?;
         for name in ["replica-1", "replica-2"] {
@@ -127,8 +121,6 @@ impl ValkeySentinel {
     /// (`role:master`); returns its port. Within [`FAILOVER_TIMEOUT`].
     pub async fn wait_failover(&self, old: u16) -> Result<u16, HarnessError> {
         let ports: Vec<u16> = self.sentinels.iter().map(|(p, _)| *p).collect();
-        let promoted = std::cell::Cell::new(0);
-        let found = &promoted;
         self.poll("a sentinel failover", FAILOVER_TIMEOUT, || {
             let ports = ports.clone();
             async move {
@@ -137,16 +129,14 @@ impl ValkeySentinel {
                     if named != old {
                         let info = resp::info(named, "replication").await?;
                         if info.lines().any(|l| l.trim() == "role:master") {
-                            found.set(named);
-                            return Ok(());
+                            return Ok(named);
                         }
                     }
                 }
                 Err(format!("the sentinels still name {old}, or the promoted replica is not a primary yet"))
             }
         })
-        .await?;
-        Ok(promoted.get())
+        .await
     }
 
     /// Waits until `n` replicas acknowledge a write on the primary on `port` (`WAIT n`).
@@ -166,28 +156,12 @@ impl ValkeySentinel {
     }
 
     fn spawn_server(&mut self, name: &str, replica_of: Option<u16>) -> Result<u16, HarnessError> {
-        let data_dir = self.dir.path().join(name);
-        std::fs::create_dir_all(&data_dir)
-            .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
         let port = free_port()?;
-        let mut args: Vec<String> =
-            ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-        args.extend(["--repl-diskless-sync-delay".into(), "0".into(), "--daemonize".into(), "no".into()]);
-        args.extend(["--dir".into(), data_dir.to_string_lossy().into_owned()]);
+        let mut args = valkey_args(port, self.dir.path(), name)?;
         if let Some(primary) = replica_of {
             args.extend(["--replicaof".into(), "127.0.0.1".into(), primary.to_string()]);
         }
-        let log = self.log_path(name);
-        let process = ServerProcess::spawn(
-            format!("{} {name}", self.binary.flavor),
-            &self.binary.path,
-            &args,
-            self.dir.path(),
-            log,
-        )?;
+        let process = spawn_valkey(&self.binary, name, &args, self.dir.path())?;
         self.servers.push((port, Some(process)));
         Ok(port)
     }
@@ -206,62 +180,31 @@ impl ValkeySentinel {
         );
         std::fs::write(&conf, text).map_err(|e| HarnessError::io("writing a sentinel configuration", e))?;
         let args = vec![conf.to_string_lossy().into_owned(), "--sentinel".to_owned()];
-        let name = format!("sentinel-{i}");
-        let process = ServerProcess::spawn(
-            format!("{} {name}", self.binary.flavor),
-            &self.binary.path,
-            &args,
-            self.dir.path(),
-            self.log_path(&name),
-        )?;
+        let process = spawn_valkey(&self.binary, &format!("sentinel-{i}"), &args, self.dir.path())?;
         self.sentinels.push((port, process));
         Ok(())
     }
 
-    fn log_path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    /// Runs `probe` every [`POLL_INTERVAL`] until it succeeds, for at most `limit`; the
-    /// error names what was awaited and ends with the tail of every log.
-    async fn poll<F, Fut>(&self, what: &str, limit: Duration, mut probe: F) -> Result<(), HarnessError>
+    /// Runs `probe` until it succeeds, for at most `limit` ([`poll_until`]); the error
+    /// names what was awaited and ends with the tail of every log.
+    async fn poll<T, F, Fut>(&self, what: &str, limit: Duration, probe: F) -> Result<T, HarnessError>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(), String>>,
+        Fut: Future<Output = Result<T, String>>,
     {
-        let start = Instant::now();
-        loop {
-            let reason = match probe().await {
-                Ok(()) => return Ok(()),
-                Err(why) => why,
-            };
-            if start.elapsed() > limit {
-                return Err(HarnessError::NotReady {
-                    what: what.to_owned(),
-                    waited: limit,
-                    reason,
-                    log: self.dir.path().to_owned(),
-                    log_tail: self.log_tails(),
-                });
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        poll_until(what, limit, probe, self.dir.path(), || self.log_tails()).await
     }
 
     fn log_tails(&self) -> String {
-        let mut out = String::new();
-        for entry in std::fs::read_dir(self.dir.path()).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.extension().is_some_and(|e| e == "log") {
-                out.push_str(&format!("[{}]\n{}\n", file_name(&path), log_tail(&path, 10)));
-            }
-        }
-        out
+        let logs = std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "log"))
+            .map(|path| (file_name(&path), path));
+        labelled_tails(logs, 10)
     }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 fn array_len(reply: Reply) -> usize {

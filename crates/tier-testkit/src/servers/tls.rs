@@ -5,7 +5,6 @@ use std::{
     net::Ipv4Addr,
     path::{Path, PathBuf},
     sync::Arc,
-    time::Instant,
 };
 
 use rcgen::{
@@ -18,9 +17,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::{
-    HarnessError, POLL_INTERVAL, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
+    HarnessError, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
     locate::ValkeyBinary,
-    process::{ServerProcess, free_port, log_shows_port_clash, log_tail},
+    poll::{poll_until, primary_and_replica_tails, wait_until_answering},
+    process::{ServerProcess, free_port, log_shows_port_clash, temp_dir, valkey_args},
     resp::{self, Reply},
 };
 
@@ -98,10 +98,7 @@ impl ValkeyTls {
     /// answers `PING` over TLS and, with a replica, acknowledges a write (`WAIT 1`).
     pub async fn start(options: TlsOptions) -> Result<Self, HarnessError> {
         let binary = ValkeyBinary::locate()?;
-        let dir = tempfile::Builder::new()
-            .prefix("tierlog-valkey-tls-")
-            .tempdir()
-            .map_err(|e| HarnessError::io("creating a temporary directory for Valkey over TLS", e))?;
+        let dir = temp_dir("tierlog-valkey-tls-", "Valkey over TLS")?;
         let files = write_certificates(dir.path())?;
         let client = harness_client(&files)?;
         let connector = TlsConnector::from(Arc::clone(&client));
@@ -189,30 +186,17 @@ impl ValkeyTls {
     /// Waits until the replica acknowledges a write on the primary (`SET` + `WAIT 1`
     /// on one connection): `state=online` comes before its first `REPLCONF ACK`.
     async fn wait_replica_acknowledges(&self) -> Result<(), HarnessError> {
-        let start = Instant::now();
-        let probe: &[&str] = &["SET", "tierlog-harness:probe", "1"];
-        loop {
-            let reason = match self.command(self.primary_port, &[probe, &["WAIT", "1", "100"]]).await {
-                Ok(replies) => match replies.as_slice() {
-                    [_, Reply::Integer(n)] if *n >= 1 => return Ok(()),
-                    other => format!("a probe write was not acknowledged by the replica: {other:?}"),
-                },
-                Err(e) => e,
-            };
-            if start.elapsed() > VALKEY_READY_TIMEOUT {
-                let log = self.dir.path().join("replica.log");
-                let mut tail = format!("[primary]\n{}", log_tail(&self.dir.path().join("primary.log"), 20));
-                tail.push_str(&format!("\n[replica]\n{}", log_tail(&log, 20)));
-                return Err(HarnessError::NotReady {
-                    what: format!("{} replication link over TLS", self.binary.kind()),
-                    waited: VALKEY_READY_TIMEOUT,
-                    reason,
-                    log,
-                    log_tail: tail,
-                });
+        let what = format!("{} replication link over TLS", self.binary.kind());
+        let dir = self.dir.path();
+        let probe = || async {
+            let write: &[&str] = &["SET", "tierlog-harness:probe", "1"];
+            match self.command(self.primary_port, &[write, &["WAIT", "1", "100"]]).await?.as_slice() {
+                [_, Reply::Integer(n)] if *n >= 1 => Ok(()),
+                other => Err(format!("a probe write was not acknowledged by the replica: {other:?}")),
             }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        };
+        let log = dir.join("replica.log");
+        poll_until(&what, VALKEY_READY_TIMEOUT, probe, &log, || primary_and_replica_tails(dir)).await
     }
 }
 
@@ -238,7 +222,9 @@ impl Launch<'_> {
             attempt += 1;
             let port = free_port()?;
             let mut process = self.spawn(name, port, replica_of)?;
-            match wait_tls_ping(&mut process, name, port, connector).await {
+            let what = format!("valkey {name} on TLS port {port}");
+            let ping = || tls_ping(connector, port);
+            match wait_until_answering(&mut process, what, VALKEY_READY_TIMEOUT, ping).await {
                 Ok(()) => return Ok((process, port)),
                 Err(e) => {
                     let clash = log_shows_port_clash(process.log());
@@ -252,22 +238,14 @@ impl Launch<'_> {
     }
 
     fn spawn(&self, name: &str, port: u16, replica_of: Option<u16>) -> Result<ServerProcess, HarnessError> {
-        let data_dir = self.dir.join(name);
-        std::fs::create_dir_all(&data_dir)
-            .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
         let path = |p: &Path| p.to_string_lossy().into_owned();
-        let mut args: Vec<String> = ["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut args = valkey_args(0, self.dir, name)?;
+        args.extend(["--tls-port".into(), port.to_string()]);
         args.extend(["--tls-cert-file".into(), path(&self.files.server_cert)]);
         args.extend(["--tls-key-file".into(), path(&self.files.server_key)]);
         args.extend(["--tls-ca-cert-file".into(), path(&self.files.ca)]);
         let auth = if self.options.auth_clients { "yes" } else { "no" };
         args.extend(["--tls-auth-clients".into(), auth.into(), "--tls-replication".into(), "yes".into()]);
-        args.extend(["--save".into(), String::new(), "--appendonly".into(), "no".into()]);
-        args.extend(["--repl-diskless-sync-delay".into(), "0".into(), "--daemonize".into(), "no".into()]);
-        args.extend(["--dir".into(), path(&data_dir)]);
         if let Some(primary) = replica_of {
             args.extend(["--replicaof".into(), "127.0.0.1".into(), primary.to_string()]);
         }
@@ -281,36 +259,12 @@ impl Launch<'_> {
     }
 }
 
-async fn wait_tls_ping(
-    process: &mut ServerProcess,
-    name: &str,
-    port: u16,
-    connector: &TlsConnector,
-) -> Result<(), HarnessError> {
-    let start = Instant::now();
-    let mut reason;
-    loop {
-        if let Some(exit) = process.exited() {
-            reason = exit;
-            break;
-        }
-        reason = match tls_exchange(connector, port, &[&["PING"]]).await {
-            Ok(replies) if matches!(replies.as_slice(), [Reply::Simple(s)] if s == "PONG") => return Ok(()),
-            Ok(other) => format!("PING answered {other:?}"),
-            Err(why) => why,
-        };
-        if start.elapsed() > VALKEY_READY_TIMEOUT {
-            break;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
+/// `Ok` when the server on TLS port `port` answers `PING` with `PONG`.
+async fn tls_ping(connector: &TlsConnector, port: u16) -> Result<(), String> {
+    match tls_exchange(connector, port, &[&["PING"]]).await?.as_slice() {
+        [Reply::Simple(s)] if s == "PONG" => Ok(()),
+        other => Err(format!("PING answered {other:?}")),
     }
-    Err(HarnessError::NotReady {
-        what: format!("valkey {name} on TLS port {port}"),
-        waited: start.elapsed(),
-        reason,
-        log: process.log().to_owned(),
-        log_tail: log_tail(process.log(), 30),
-    })
 }
 
 /// One TLS connection to `127.0.0.1:port` carrying `commands`, bounded by the probe

@@ -1,14 +1,15 @@
 //! [`ValkeyPair`]: a private Valkey (or Redis) primary with one replica.
 
-use std::{path::PathBuf, time::Instant};
+use std::path::PathBuf;
 
 use tempfile::TempDir;
 
 use super::{
-    HarnessError, POLL_INTERVAL, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
+    HarnessError, PORT_CLASH_RETRIES, VALKEY_READY_TIMEOUT,
     link::LinkProxy,
     locate::ValkeyBinary,
-    process::{ServerProcess, free_port, log_shows_port_clash, log_tail},
+    poll::{poll_until, primary_and_replica_tails, retry, wait_until_answering},
+    process::{ServerProcess, free_port, log_shows_port_clash, spawn_valkey, temp_dir, valkey_args},
     resp,
 };
 
@@ -66,14 +67,7 @@ impl ValkeyPair {
     /// [`start_replica`](Self::start_replica) adds one.
     pub async fn start_primary_only() -> Result<Self, HarnessError> {
         let binary = ValkeyBinary::locate()?;
-        let dir = tempfile::Builder::new()
-            .prefix("tierlog-valkey-")
-            .tempdir()
-            .map_err(|e| HarnessError::io("creating a temporary directory for Valkey", e))?;
-        for role in [Role::Primary, Role::Replica] {
-            std::fs::create_dir_all(dir.path().join(role.name()))
-                .map_err(|e| HarnessError::io("creating a Valkey data directory", e))?;
-        }
+        let dir = temp_dir("tierlog-valkey-", "Valkey")?;
         let mut pair =
             Self { binary, primary: None, replica: None, primary_port: 0, replica_port: 0, link: None, dir };
         let (primary, port) = pair.launch(Role::Primary, None).await?;
@@ -164,27 +158,16 @@ impl ValkeyPair {
         .await
     }
 
-    /// Runs `probe` every [`POLL_INTERVAL`] until it succeeds, for at most
-    /// [`VALKEY_READY_TIMEOUT`].
-    async fn poll<F, Fut>(&self, what: &str, mut probe: F) -> Result<(), HarnessError>
+    /// [`retry`] for at most [`VALKEY_READY_TIMEOUT`]; the error names what was awaited
+    /// and the last probe's reason.
+    async fn poll<F, Fut>(&self, what: &str, probe: F) -> Result<(), HarnessError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), String>>,
     {
-        let start = Instant::now();
-        loop {
-            let reason = match probe().await {
-                Ok(()) => return Ok(()),
-                Err(why) => why,
-            };
-            if start.elapsed() > VALKEY_READY_TIMEOUT {
-                return Err(HarnessError::request(
-                    what,
-                    format!("not done within {VALKEY_READY_TIMEOUT:?}: {reason}"),
-                ));
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        retry(VALKEY_READY_TIMEOUT, probe).await.map_err(|reason| {
+            HarnessError::request(what, format!("not done within {VALKEY_READY_TIMEOUT:?}: {reason}"))
+        })
     }
 
     /// `redis://127.0.0.1:<primary port>`.
@@ -289,7 +272,9 @@ impl ValkeyPair {
                 None => free_port()?,
             };
             let mut process = self.spawn(role, chosen)?;
-            match wait_ping(&mut process, role, chosen).await {
+            let what = format!("valkey {} on port {chosen}", role.name());
+            let ping = || resp::ping(chosen);
+            match wait_until_answering(&mut process, what, VALKEY_READY_TIMEOUT, ping).await {
                 Ok(()) => return Ok((process, chosen)),
                 Err(e) => {
                     let clash = log_shows_port_clash(process.log());
@@ -303,37 +288,12 @@ impl ValkeyPair {
     }
 
     fn spawn(&self, role: Role, port: u16) -> Result<ServerProcess, HarnessError> {
-        let data_dir = self.dir.path().join(role.name());
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--repl-diskless-sync-delay",
-            "0",
-            "--daemonize",
-            "no",
-            "--dir",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.push(data_dir.to_string_lossy().into_owned());
+        let mut args = valkey_args(port, self.dir.path(), role.name())?;
         if role == Role::Replica {
             let upstream = self.link.as_ref().map_or(self.primary_port, LinkProxy::port);
             args.extend(["--replicaof".into(), "127.0.0.1".into(), upstream.to_string()]);
         }
-        ServerProcess::spawn(
-            format!("{} {}", self.binary.flavor, role.name()),
-            &self.binary.path,
-            &args,
-            self.dir.path(),
-            self.log_path(role),
-        )
+        spawn_valkey(&self.binary, role.name(), &args, self.dir.path())
     }
 
     fn log_path(&self, role: Role) -> PathBuf {
@@ -341,85 +301,48 @@ impl ValkeyPair {
     }
 
     /// Waits until the replica reports `master_link_status:up` and the primary lists it
-    /// as an online replica.
+    /// as an online replica. A server that exited fails the probe (its exit is the
+    /// reason) without ending the wait.
     async fn wait_link_up(&mut self) -> Result<(), HarnessError> {
-        let start = Instant::now();
-        let mut reason;
-        loop {
-            let exited = self.primary.as_mut().and_then(ServerProcess::exited);
-            let exited = exited.or_else(|| self.replica.as_mut().and_then(ServerProcess::exited));
-            reason = match exited {
-                Some(exit) => exit,
-                None => match self.link_state().await {
-                    Ok(()) => return Ok(()),
-                    Err(why) => why,
-                },
-            };
-            if start.elapsed() > VALKEY_READY_TIMEOUT {
-                break;
+        let what = format!("{} replication link", self.binary.kind());
+        let log = self.log_path(Role::Replica);
+        let dir = self.dir.path();
+        let (primary, replica) = (&mut self.primary, &mut self.replica);
+        let (primary_port, replica_port) = (self.primary_port, self.replica_port);
+        let probe = || {
+            let exited = primary.as_mut().and_then(ServerProcess::exited);
+            let exited = exited.or_else(|| replica.as_mut().and_then(ServerProcess::exited));
+            async move {
+                match exited {
+                    Some(exit) => Err(exit),
+                    None => link_state(primary_port, replica_port).await,
+                }
             }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-        let mut tail = format!("[primary]\n{}", log_tail(&self.log_path(Role::Primary), 20));
-        tail.push_str(&format!("\n[replica]\n{}", log_tail(&self.log_path(Role::Replica), 20)));
-        Err(HarnessError::NotReady {
-            what: format!("{} replication link", self.binary.kind()),
-            waited: VALKEY_READY_TIMEOUT,
-            reason,
-            log: self.log_path(Role::Replica),
-            log_tail: tail,
-        })
-    }
-
-    async fn link_state(&self) -> Result<(), String> {
-        let replica = resp::info(self.replica_port, "replication").await?;
-        if !replica.lines().any(|l| l.trim() == "master_link_status:up") {
-            return Err("replica's master_link_status is not up".into());
-        }
-        let primary = resp::info(self.primary_port, "replication").await?;
-        let online = primary.lines().any(|l| {
-            l.starts_with("slave")
-                && l.contains(&format!("port={}", self.replica_port))
-                && l.contains("state=online")
-        });
-        if !online {
-            return Err("primary does not list the replica as online".into());
-        }
-        // `state=online` comes before the replica's first `REPLCONF ACK`, and `WAIT`
-        // counts a replica only after it: prove a write is acknowledged.
-        let probe = ["SET", "tierlog-harness:probe", "1"];
-        match resp::pipeline(self.primary_port, &[&probe, &["WAIT", "1", "100"]]).await?.as_slice() {
-            [_, resp::Reply::Integer(n)] if *n >= 1 => Ok(()),
-            [_, other] => {
-                Err(format!("a probe write was not acknowledged by the replica (WAIT said {other:?})"))
-            }
-            other => Err(format!("unexpected replies to SET+WAIT: {other:?}")),
-        }
+        };
+        poll_until(&what, VALKEY_READY_TIMEOUT, probe, &log, || primary_and_replica_tails(dir)).await
     }
 }
 
-async fn wait_ping(process: &mut ServerProcess, role: Role, port: u16) -> Result<(), HarnessError> {
-    let start = Instant::now();
-    let mut reason;
-    loop {
-        if let Some(exit) = process.exited() {
-            reason = exit;
-            break;
-        }
-        reason = match resp::ping(port).await {
-            Ok(()) => return Ok(()),
-            Err(why) => why,
-        };
-        if start.elapsed() > VALKEY_READY_TIMEOUT {
-            break;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
+/// `Ok` when the replica on `replica_port` reports its link up, the primary on
+/// `primary_port` lists it online, and it acknowledges a write.
+async fn link_state(primary_port: u16, replica_port: u16) -> Result<(), String> {
+    let replica = resp::info(replica_port, "replication").await?;
+    if !replica.lines().any(|l| l.trim() == "master_link_status:up") {
+        return Err("replica's master_link_status is not up".into());
     }
-    Err(HarnessError::NotReady {
-        what: format!("valkey {} on port {port}", role.name()),
-        waited: start.elapsed(),
-        reason,
-        log: process.log().to_owned(),
-        log_tail: log_tail(process.log(), 30),
-    })
+    let primary = resp::info(primary_port, "replication").await?;
+    let online = primary.lines().any(|l| {
+        l.starts_with("slave") && l.contains(&format!("port={replica_port}")) && l.contains("state=online")
+    });
+    if !online {
+        return Err("primary does not list the replica as online".into());
+    }
+    // `state=online` comes before the replica's first `REPLCONF ACK`, and `WAIT`
+    // counts a replica only after it: prove a write is acknowledged.
+    let probe = ["SET", "tierlog-harness:probe", "1"];
+    match resp::pipeline(primary_port, &[&probe, &["WAIT", "1", "100"]]).await?.as_slice() {
+        [_, resp::Reply::Integer(n)] if *n >= 1 => Ok(()),
+        [_, other] => Err(format!("a probe write was not acknowledged by the replica (WAIT said {other:?})")),
+        other => Err(format!("unexpected replies to SET+WAIT: {other:?}")),
+    }
 }
