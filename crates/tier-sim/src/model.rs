@@ -63,6 +63,10 @@ pub mod inv {
     pub const MISSING: &str = "acknowledged record missing";
     /// An acknowledged record is gone with every copy, but no report names it.
     pub const UNREPORTED: &str = "acknowledged record lost without a report";
+    /// Under `fsync = always` an acknowledged record the schedule never destroyed a WAL
+    /// copy of (it was fsynced before its answer) is gone, reported or not: the store
+    /// dropped a durable record.
+    pub const DURABLE_DROPPED: &str = "durable acknowledged record dropped";
     /// The reader failed inside the committed range where data exists.
     pub const READ_FAILED: &str = "read failed inside the committed range";
     /// The reader served offsets out of order or skipped some.

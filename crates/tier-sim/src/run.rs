@@ -946,7 +946,11 @@ impl World<'_> {
                     String::new()
                 };
                 self.note(format!("  power cut: {} files, {} bytes{headers}", cut.files, cut.bytes));
-                if cut.bytes > 0 {
+                // Under `always` every acknowledged record was fsynced before its answer:
+                // what the cut took was never acknowledged, so no acknowledged WAL copy
+                // is destroyed (the store must keep them all, `inv::DURABLE_DROPPED`).
+                // Otherwise, over-approximated: every WAL copy.
+                if cut.bytes > 0 && self.schedule.config.fsync != tier_hot::FsyncPolicy::Always {
                     self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
                 }
             }
@@ -1297,6 +1301,17 @@ impl World<'_> {
         })
     }
 
+    /// Whether the acknowledged record at `offset` must still be in the WAL: under
+    /// `fsync = always` it was fsynced before its answer, the schedule destroyed no WAL
+    /// copy of it since (a lost directory, byte damage, pages a failed fsync dropped),
+    /// and it lies at or past the WAL's start (retention deletes from the start, once
+    /// another tier holds a segment or its age passed). No report excuses its loss.
+    fn durable_in_wal(&self, offset: Offset, view: &View) -> bool {
+        self.schedule.config.fsync == tier_hot::FsyncPolicy::Always
+            && offset >= view.hot.start
+            && self.model.acked.get(&offset).is_some_and(|a| !self.model.wal_copy_destroyed(offset, a))
+    }
+
     /// Whether the schedule destroyed every copy of the acknowledged record at `offset`
     /// (no tier holds it intact). `None` when it is not an acknowledged record.
     fn copies_gone(&self, offset: Offset, view: &View) -> Option<bool> {
@@ -1486,6 +1501,7 @@ impl World<'_> {
         let Some(view) = self.view() else { return };
         let mut missing = Vec::new();
         let mut unreported = Vec::new();
+        let mut dropped = Vec::new();
         for offset in acked {
             self.model.checked += 1;
             if served.contains(&offset) {
@@ -1498,6 +1514,7 @@ impl World<'_> {
                 // have come after the reader passed the offset.
                 Some(false) if readable.contains(&offset) => missing.push(offset),
                 Some(false) => {}
+                Some(true) if self.durable_in_wal(offset, &view) => dropped.push(offset),
                 Some(true) => {
                     let expired = !cold_on && offset < first;
                     if !(expired
@@ -1515,6 +1532,12 @@ impl World<'_> {
             self.violate(
                 inv::MISSING,
                 format!("{} acknowledged record(s) not served though a tier holds them, first at {} (commit point {hwm})", missing.len(), missing[0]),
+            );
+        }
+        if !dropped.is_empty() {
+            self.violate(
+                inv::DURABLE_DROPPED,
+                format!("{} acknowledged record(s) fsynced under `always` are gone, first at {} (WAL {}, reported {:?}, commit point {hwm})", dropped.len(), dropped[0], view.hot, self.model.reported),
             );
         }
         if !unreported.is_empty() {
