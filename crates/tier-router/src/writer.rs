@@ -725,8 +725,10 @@ impl Writer {
         let Some(warm) = self.tiers.warm.clone() else { return Ok(false) };
         let Some(at) = self.pending.iter().position(|p| !p.in_warm) else { return Ok(false) };
         let first = self.pending[at].batch.base_offset();
+        // An empty stream refuses too when it keeps where its next batch must start (its
+        // next key, tier-warm): a failover emptied it, and it lacks the batches up to there.
         let held = warm.range(&self.topic).await?;
-        if held.is_empty() || held.end >= first {
+        if held.end >= first {
             return Ok(false);
         }
         let hole = OffsetRange::new(held.end, first);
@@ -885,9 +887,11 @@ impl Writer {
         if !held.is_empty() && from < to {
             crate::recovery::warm_batches(&self.tiers, &self.topic, from, to, &mut backlog).await?;
         }
-        // Warm continues at its end. An empty stream accepts any base offset: it is sent
-        // the WAL's records from the last point known confirmed (as recovery does), which
-        // only the WAL may hold — the topic was reopened while warm was down.
+        // Warm continues at its end. An empty stream that never held the topic accepts any
+        // base offset: it is sent the WAL's records from the last point known confirmed
+        // (as recovery does), which only the WAL may hold — the topic was reopened while
+        // warm was down. One whose next key names its end refuses a later base, and
+        // `continue_warm` back-fills it from there.
         let fill_from = if held.is_empty() {
             let wal_start = self.tiers.hot.range(&self.topic).await?.start;
             confirmed_from.max(held.start).max(wal_start)

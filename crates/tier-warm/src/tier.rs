@@ -32,21 +32,54 @@ use crate::{
     replicas::{self, ReplicaCheck, WithoutReplicas},
 };
 
-/// The script of a group append ([`WarmTier::append_group`]): `XADD`s each
-/// `(ID, batch)` pair of `ARGV[2..]` to `KEYS[1]` under the field `ARGV[1]`, in order, and
-/// stops at the first one the server refuses (an ID at or below the stream's top, which
-/// would otherwise let the later ones through and leave a hole). Returns how many it
-/// added and the refusal's message (empty when none). A script runs atomically, so no
-/// other command sees part of a group.
-const GROUP_XADD: &str = r"local n = 0
-for i = 2, #ARGV, 2 do
+/// The script of every append ([`WarmTier::append_group`], one batch or several): the
+/// conditional append. `KEYS[1]` is the stream, `KEYS[2]` the topic's *next* key (the
+/// offset at which the stream's next batch must start, see [`WarmTier::next_key`]).
+/// `ARGV[1]` is the field, `ARGV[2]` the first batch's base offset, `ARGV[3]` is `1` when
+/// the next key must exist, then one `(ID, batch, end offset)` triple per batch.
+///
+/// It refuses (`{0, 'NEXT <next>'}`, no write) unless the next key names the first
+/// batch's base, or the key does not exist and either the caller allows that (a topic
+/// the stream never held) or the base is 0 (which passes over nothing). Then it `XADD`s each batch in order, stopping at the first the
+/// server refuses (an ID at or below the stream's top, which would otherwise let the
+/// later ones through and leave a hole), and sets the next key to the end of the last one
+/// added. Returns how many it added and the refusal's message (empty when none). A script
+/// runs atomically and is replicated as its effects, in one transaction: no command sees
+/// part of a group, and a replica that holds an entry holds the next key written with it.
+///
+/// The check is what keeps a stream a failover emptied from taking a batch past the
+/// batches it lost: an emptied stream cannot be told from one [`restart_at`]
+/// (WarmTier::restart_at) emptied by its entries alone, so the offset it must continue
+/// at is stored beside them.
+const CONDITIONAL_XADD: &str = r"local next = redis.call('GET', KEYS[2])
+if next then
+  if next ~= ARGV[2] then
+    return {0, 'NEXT ' .. next}
+  end
+elseif ARGV[3] == '1' and ARGV[2] ~= '0' then
+  return {0, 'NEXT none'}
+end
+local n = 0
+local last = false
+for i = 4, #ARGV, 3 do
   local r = redis.pcall('XADD', KEYS[1], ARGV[i], ARGV[1], ARGV[i + 1])
   if type(r) == 'table' and r['err'] then
+    if last then
+      redis.call('SET', KEYS[2], last)
+    end
     return {n, r['err']}
   end
   n = n + 1
+  last = ARGV[i + 2]
+end
+if last then
+  redis.call('SET', KEYS[2], last)
 end
 return {n, ''}";
+
+/// The prefix of [`CONDITIONAL_XADD`]'s refusal when the stream does not continue at the
+/// first batch's base.
+const NEXT_REFUSAL: &str = "NEXT ";
 
 /// The warm tier: one Valkey/Redis stream per topic, one entry per record batch.
 ///
@@ -90,6 +123,11 @@ struct Cached {
     /// Bumped by every change this tier makes or learns of (append, trim,
     /// invalidation): a server reply read while it moved may be older than the cache.
     version: u64,
+    /// The server held the topic's next key when this tier last looked, or this tier
+    /// wrote it: from then on an append requires it (a stream and a next key that are
+    /// both gone were lost, by a failover to a replica that never had them). Kept across
+    /// invalidations.
+    next_held: bool,
 }
 
 impl Ranges {
@@ -221,6 +259,16 @@ impl WarmTier {
         format!("{}:topic", self.stream_key(topic))
     }
 
+    /// The key of `topic`'s next offset: the [stream key](Self::stream_key) followed by
+    /// `:next`, holding (as a decimal string) the offset at which the stream's next batch
+    /// must start — the end of its last batch, or where [`restart_at`](Self::restart_at)
+    /// restarted it. Written with each append in one server-side step
+    /// ([`CONDITIONAL_XADD`]), which refuses a batch starting anywhere else. In cluster
+    /// mode it carries the stream key's hash tag.
+    pub fn next_key(&self, topic: &TopicName) -> String {
+        format!("{}:next", self.stream_key(topic))
+    }
+
     /// Records that `topic` exists (`SET <topic_key> 1`, then `WAIT` like an append): the
     /// evidence a router looks for when its data directory is lost before warm holds any
     /// record the replicas confirmed. `Unavailable` when the replicas do not confirm it.
@@ -327,11 +375,18 @@ impl WarmTier {
         cached.version += 1;
     }
 
+    /// Whether an append of `topic` requires the server's next key (see
+    /// [`Cached::next_held`]).
+    fn next_held(&self, topic: &TopicName) -> bool {
+        self.ranges.lock().topics.get(topic).is_some_and(|c| c.next_held)
+    }
+
     /// Records that `batch` is now the stream's newest entry.
     fn note_appended(&self, topic: &TopicName, batch: &RecordBatch) {
         let mut ranges = self.ranges.lock();
         let cached = ranges.topics.entry(topic.clone()).or_default();
         cached.version += 1;
+        cached.next_held = true;
         match &mut cached.range {
             // Not known: stays unknown, the next look-up reads it.
             None => {}
@@ -346,8 +401,12 @@ impl WarmTier {
     /// may be older than what the tier knows, so it is merged without moving a cached
     /// end or start backwards (or, when the cache was dropped meanwhile, not cached).
     ///
-    /// One `XINFO STREAM`, which reports the first entry, the last entry and the
-    /// last-generated ID atomically (two separate reads could straddle an append).
+    /// One pipeline: `GET <next key>`, then `XINFO STREAM`, which reports the first
+    /// entry, the last entry and the last-generated ID atomically (two separate reads
+    /// could straddle an append). A stream holding nothing ends at its next key (where
+    /// its next batch must start), or, without one, one past the last ID it generated.
+    /// An append between the two replies only moves the stream's end past the next
+    /// key's, and the end is the larger.
     pub(crate) async fn refresh_range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
         let version_before = {
             let mut ranges = self.ranges.lock();
@@ -355,31 +414,46 @@ impl WarmTier {
             ranges.topics.get(topic).map_or(0, |c| c.version)
         };
         let handle = self.handle(topic);
-        let reply: Result<Value, TierError> =
-            bounded(&handle.ctx, "XINFO STREAM", self.config.command_timeout, async {
-                match self.client.xinfo_stream::<Value, _>(handle.key.as_str(), false, None).await {
-                    Err(e) if e.details().contains("no such key") => Ok(Value::Null),
-                    other => other,
-                }
-            })
-            .await;
-        let server = match reply? {
-            Value::Null => OffsetRange::empty_at(0),
+        let next_key = self.next_key(topic);
+        let pipeline = self.client.pipeline();
+        let replies = bounded(&handle.ctx, "GET+XINFO STREAM", self.config.command_timeout, async {
+            let _: () = pipeline.get(next_key.as_str()).await?;
+            let _: () = pipeline.xinfo_stream(handle.key.as_str(), false, None).await?;
+            Ok::<_, FredError>(pipeline.try_all::<Value>().await)
+        })
+        .await?;
+        let mut replies = replies.into_iter();
+        let missing = || TierError::internal(handle.ctx.clone(), "GET+XINFO STREAM: a reply is missing");
+        let next = match replies.next().ok_or_else(missing)? {
+            Ok(Value::Null) => None,
+            Ok(value) => Some(parse_next(&handle, &value)?),
+            Err(e) => return Err(crate::client::map_fred(handle.ctx.clone(), "GET", e)),
+        };
+        let info = match replies.next().ok_or_else(missing)? {
+            Err(e) if e.details().contains("no such key") => Value::Null,
+            Err(e) => return Err(crate::client::map_fred(handle.ctx.clone(), "XINFO STREAM", e)),
+            Ok(info) => info,
+        };
+        let server = match info {
+            Value::Null => OffsetRange::empty_at(next.unwrap_or(0)),
             info => {
                 let info = StreamInfo::parse(&handle, info)?;
                 match (info.first, info.last) {
                     (Some(first), Some(last)) => {
                         OffsetRange::new(first.base_offset(), last.end_offset().max(first.base_offset()))
                     }
-                    // Emptied outside the tier: the true end is at least one past the
-                    // last ID the stream generated.
-                    _ => OffsetRange::empty_at(info.last_generated.map_or(0, |b| b + 1)),
+                    // Emptied (by `restart_at`, or outside the tier): the true end is at
+                    // least one past the last ID the stream generated.
+                    _ => {
+                        OffsetRange::empty_at(info.last_generated.map_or(0, |b| b + 1).max(next.unwrap_or(0)))
+                    }
                 }
             }
         };
         let mut ranges = self.ranges.lock();
         ranges.drain_events();
         let cached = ranges.topics.entry(topic.clone()).or_default();
+        cached.next_held |= next.is_some();
         if cached.version == version_before {
             cached.range = Some(server);
             return Ok(server);
@@ -399,6 +473,7 @@ impl WarmTier {
         cached.range = Some(merged);
         Ok(merged)
     }
+
     /// Removes whole batches below `offset`: every batch whose base offset is smaller
     /// than that of the batch containing `offset` (`XTRIM key MINID <that batch's ID>`).
     /// The batch containing `offset` stays, so `range().start` becomes a batch boundary
@@ -422,11 +497,16 @@ impl WarmTier {
     }
 
     /// Removes every entry of `topic`'s stream — all must lie below `offset` — so that the
-    /// stream holds nothing and its next batch may start at `offset` (or anywhere past the
-    /// last ID it generated): `XTRIM key MINID <offset>-1`. The key stays, so Valkey keeps
+    /// stream holds nothing and its next batch starts at `offset`: `XTRIM key MINID
+    /// <offset>-1`, then `SET <next key> <offset>`. The stream key stays, so Valkey keeps
     /// refusing IDs at or below the last one generated. For a router continuing warm past
     /// offsets no tier holds (every record removed is also held elsewhere). `InvalidInput`
     /// when a batch ends beyond `offset`. Returns how many batches were removed.
+    ///
+    /// The two writes are not one step, and need not be: the trim first, so that a next
+    /// key naming `offset` never sits beside entries ending below it; a restart stopped
+    /// between them leaves the next key at the stream's old end, where a batch at `offset`
+    /// is refused and the caller restarts again.
     pub async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<u64, TierError> {
         let range = self.refresh_range(topic).await?;
         if range.end > offset {
@@ -436,10 +516,18 @@ impl WarmTier {
             ));
         }
         let removed = self.trim_ids_below(&self.handle(topic), offset).await?;
+        let next_key = self.next_key(topic);
+        let ctx = self.ctx(topic).offset(offset).location(next_key.clone());
+        let set = self.client.set::<(), _, _>(next_key.as_str(), offset.to_string(), None, None, false);
+        if let Err(e) = bounded(&ctx, "SET", self.config.command_timeout, set).await {
+            self.invalidate(topic);
+            return Err(e);
+        }
         let mut ranges = self.ranges.lock();
         let cached = ranges.topics.entry(topic.clone()).or_default();
         cached.version += 1;
-        cached.range = Some(OffsetRange::empty_at(range.end));
+        cached.next_held = true;
+        cached.range = Some(OffsetRange::empty_at(offset));
         Ok(removed)
     }
 
@@ -473,11 +561,12 @@ impl WarmTier {
     /// an out-of-place base offset) on the range just read from the server, so a batch
     /// whose entry the server lost since (a failover to a lagging replica, a restart
     /// without persistence) is added again rather than refused as a conflict with
-    /// what the cache still counts.
+    /// what the cache still counts. The server checks again, atomically with the write
+    /// ([`CONDITIONAL_XADD`]).
     async fn append_checked(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let base = batch.base_offset();
         let mut range = self.range(topic).await?;
-        if !append_allowed(range, base) {
+        if !append_allowed(range, base, self.next_held(topic)) {
             // The cache may lag another writer or trimmer, or count entries the server
             // lost: decide on fresh data.
             range = self.refresh_range(topic).await?;
@@ -489,20 +578,56 @@ impl WarmTier {
             let bytes = batch.to_bytes();
             return self.resolve_existing(topic, &handle, &batch, &bytes).await;
         }
-        if !append_allowed(range, base) {
-            return Err(TierError::invalid(
-                self.ctx(topic).offset(base),
-                format!(
-                    "append at offset {base} but the warm tier holds {range}; the next batch must start at {}",
-                    range.end
-                ),
-            ));
+        if !append_allowed(range, base, self.next_held(topic)) {
+            return Err(self.does_not_continue(topic, base, range));
         }
         self.xadd_and_wait(topic, &batch).await
     }
 
-    /// Appends, assuming the position rules already passed.
+    /// The error of a batch at `base` that does not continue the stream's `range`.
+    fn does_not_continue(&self, topic: &TopicName, base: Offset, range: OffsetRange) -> TierError {
+        TierError::invalid(
+            self.ctx(topic).offset(base),
+            format!(
+                "append at offset {base} but the warm tier holds {range}; the next batch must start at {}",
+                range.end
+            ),
+        )
+    }
+
+    /// Appends one batch, assuming the position rules already passed:
+    /// [`CONDITIONAL_XADD`] and `WAIT` in one pipeline. A refusal by the next key is
+    /// `InvalidInput` (the stream lost batches or was restarted: it does not continue
+    /// where the cache said), an ID at or below the stream's top is resolved as a retry
+    /// or a conflict ([`resolve_existing`](Self::resolve_existing)). Where the server
+    /// refuses scripts, a plain `XADD` + `WAIT` (the position then checked by the client
+    /// alone, against the range it read).
     async fn xadd_and_wait(&self, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        let base = batch.base_offset();
+        let refusal = match self.conditional_append(topic, std::slice::from_ref(batch)).await? {
+            Appended::Script { added: 1, .. } => return Ok(()),
+            Appended::Script { refusal, .. } => refusal,
+            Appended::ScriptRefused => return self.plain_xadd_and_wait(topic, batch).await,
+        };
+        let handle = self.handle(topic);
+        let ctx = handle.ctx.clone().offset(base).location(format!("{}@{}", handle.key, entry_id(base)));
+        if refusal.starts_with(NEXT_REFUSAL) {
+            let range = self.refresh_range(topic).await?;
+            return Err(self.does_not_continue(topic, base, range));
+        }
+        if refusal.contains("equal or smaller") {
+            let bytes = batch.to_bytes();
+            return self.resolve_existing(topic, &handle, batch, &bytes).await;
+        }
+        Err(crate::client::map_fred(
+            ctx,
+            "XADD (in the append script)",
+            FredError::new(fred::error::ErrorKind::Unknown, refusal),
+        ))
+    }
+
+    /// `XADD` + `WAIT` in one pipeline, for a server that refuses scripts.
+    async fn plain_xadd_and_wait(&self, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
         let handle = self.handle(topic);
         let id = entry_id(batch.base_offset());
         // One copy of the batch: a stream field is a single bulk string, so the prefix
@@ -532,10 +657,10 @@ impl WarmTier {
     /// Appends `batches` (each continuing the one before) as the router's group commit
     /// does: when the first continues the cached end, one script adds them in order and
     /// stops at the first `XADD` the server refuses, in one round trip with the `WAIT`
-    /// after it ([`GROUP_XADD`]); the batches from a refused one on (a retry of what the
-    /// stream holds, a conflict) and every other case take [`Tier::append`]'s path, one
-    /// batch at a time. Returns how many batches from the first are held and the first
-    /// refusal.
+    /// after it ([`CONDITIONAL_XADD`]); the batches from a refused one on (a retry of what
+    /// the stream holds, a conflict, a stream that does not continue where the cache
+    /// said) and every other case take [`Tier::append`]'s path, one batch at a time.
+    /// Returns how many batches from the first are held and the first refusal.
     pub(crate) async fn append_group(
         &self,
         topic: &TopicName,
@@ -544,20 +669,21 @@ impl WarmTier {
         let contiguous = batches.windows(2).all(|w| w[0].end_offset() == w[1].base_offset());
         let continues = match (batches.first(), self.cached_range(topic)) {
             (Some(first), Some(range)) => {
-                !range.contains(first.base_offset()) && append_allowed(range, first.base_offset())
+                !range.contains(first.base_offset())
+                    && append_allowed(range, first.base_offset(), self.next_held(topic))
             }
             _ => false,
         };
         let mut held = 0;
         if batches.len() > 1 && contiguous && continues {
-            match self.xadd_group_and_wait(topic, &batches).await {
-                Ok(Some(added)) => {
+            match self.conditional_append(topic, &batches).await {
+                Ok(Appended::Script { added, .. }) => {
                     metrics::counter!(WARM_WAIT, OUTCOME => "ok").increment(added as u64);
                     held = added;
                 }
                 // The server refused the script itself (scripts disabled, not permitted):
                 // nothing was added; one batch at a time then.
-                Ok(None) => {}
+                Ok(Appended::ScriptRefused) => {}
                 Err(e) => {
                     metrics::counter!(WARM_WAIT, OUTCOME => "failed").increment(1);
                     // As for a failed append: the server's state is no longer known.
@@ -575,27 +701,33 @@ impl WarmTier {
         (held, Ok(()))
     }
 
-    /// [`GROUP_XADD`] and `WAIT` in one pipeline: returns how many batches the stream
-    /// took (all of them confirmed by `WAIT`), stopping at the first `XADD` refused;
-    /// `None` when the server refused the script itself (then it ran no command).
-    async fn xadd_group_and_wait(
+    /// [`CONDITIONAL_XADD`] and `WAIT` in one pipeline: how many batches the stream took
+    /// (all of them confirmed by `WAIT`, else the `WAIT`'s error), stopping at the first
+    /// refused, with the refusal; [`Appended::ScriptRefused`] when the server refused the
+    /// script itself (then it ran no command). A refusal by the next key drops the
+    /// cached range: the stream is not where the cache said.
+    async fn conditional_append(
         &self,
         topic: &TopicName,
         batches: &[RecordBatch],
-    ) -> Result<Option<usize>, TierError> {
+    ) -> Result<Appended, TierError> {
         let handle = self.handle(topic);
         let key = handle.key.clone();
         let base = batches[0].base_offset();
         let ctx = handle.ctx.clone().offset(base).location(format!("{key}@{}", entry_id(base)));
-        let mut args: Vec<Value> = Vec::with_capacity(4 + 2 * batches.len());
-        args.push(Value::from(GROUP_XADD));
-        args.push(Value::from(1));
+        let mut args: Vec<Value> = Vec::with_capacity(7 + 3 * batches.len());
+        args.push(Value::from(CONDITIONAL_XADD));
+        args.push(Value::from(2));
         args.push(Value::from(key.as_str()));
+        args.push(Value::from(self.next_key(topic)));
         args.push(Value::from(BATCH_FIELD));
+        args.push(Value::from(base.to_string()));
+        args.push(Value::from(if self.next_held(topic) { "1" } else { "0" }));
         for batch in batches {
             args.push(Value::from(entry_id(batch.base_offset())));
             // One copy per batch, as for a single XADD.
             args.push(Value::Bytes(batch.to_bytes()));
+            args.push(Value::from(batch.end_offset().to_string()));
         }
         let pipeline = self.client.pipeline();
         // Routed by the key's slot in cluster mode. fred honours only a `Custom` slot in a
@@ -603,38 +735,47 @@ impl WarmTier {
         // script, whose slot is not the key's (a `MOVED`, then a failed write).
         let eval = CustomCommand::new("EVAL", ClusterHash::Custom(redis_keyslot(key.as_bytes())), false);
         let queued: Result<(), FredError> = pipeline.custom(eval, args).await;
-        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "EVAL (group XADD)", e))?;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "EVAL (append)", e))?;
         let (reply, wait) = self.send_with_wait(&handle.ctx, "EVAL+WAIT", &key, pipeline).await?;
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => {
-                let e = crate::client::map_fred(ctx, "EVAL (group XADD)", e);
+                let e = crate::client::map_fred(ctx, "EVAL (append)", e);
                 if e.kind() == ErrorKind::Unavailable {
                     return Err(e);
                 }
                 // Refused as a command (scripts disabled or not permitted): the
                 // one-at-a-time path decides on what the stream holds, whatever ran.
-                tracing::debug!(topic = %topic, error = %e.report(), "the group script was refused; appending one batch at a time");
-                return Ok(None);
+                tracing::debug!(topic = %topic, error = %e.report(), "the append script was refused; appending with a plain XADD");
+                return Ok(Appended::ScriptRefused);
             }
         };
-        let added = match reply {
-            Value::Array(items) => match items.first() {
-                Some(Value::Integer(n)) => usize::try_from(*n).ok().filter(|&n| n <= batches.len()),
-                _ => None,
-            },
+        let (added, refusal) = match reply {
+            Value::Array(items) => {
+                let mut items = items.into_iter();
+                let added = match items.next() {
+                    Some(Value::Integer(n)) => usize::try_from(n).ok().filter(|&n| n <= batches.len()),
+                    _ => None,
+                };
+                let refusal = items.next().and_then(|v| v.as_string()).unwrap_or_default();
+                added.map(|a| (a, refusal))
+            }
             _ => None,
         }
-        .ok_or_else(|| TierError::internal(ctx.clone(), "EVAL (group XADD): unexpected reply"))?;
+        .ok_or_else(|| TierError::internal(ctx.clone(), "EVAL (append): unexpected reply"))?;
         for batch in &batches[..added] {
             self.note_appended(topic, batch);
+        }
+        if added == 0 && refusal.starts_with(NEXT_REFUSAL) {
+            tracing::debug!(topic = %topic, base, refusal = %refusal, "warm's stream does not continue at the batch");
+            self.invalidate(topic);
         }
         if added > 0
             && let Some(reply) = wait
         {
             self.check_wait(ctx, reply)?;
         }
-        Ok(Some(added))
+        Ok(Appended::Script { added, refusal })
     }
 
     /// XADD refused the ID because the stream already has an entry at or after it:
@@ -853,8 +994,28 @@ impl Tier for WarmTier {
     }
 }
 
-/// Invariant 3: the next batch starts at `end`, or anywhere at or past `end` when
-/// nothing is held.
-fn append_allowed(range: OffsetRange, base: Offset) -> bool {
-    base == range.end || (range.is_empty() && base >= range.end)
+/// Invariant 3: the next batch starts at `end`; when nothing is held and the server
+/// keeps no next key for the topic (a topic the stream never held), anywhere at or past
+/// `end`.
+fn append_allowed(range: OffsetRange, base: Offset, next_held: bool) -> bool {
+    base == range.end || (!next_held && range.is_empty() && base >= range.end)
+}
+
+/// What [`WarmTier::conditional_append`] did.
+enum Appended {
+    /// The script ran: it added the first `added` batches, and `refusal` is the message
+    /// it stopped at (empty when it added all).
+    Script { added: usize, refusal: String },
+    /// The server refused the script itself; nothing ran.
+    ScriptRefused,
+}
+
+/// The offset a next key holds (a decimal string).
+fn parse_next(handle: &StreamHandle, value: &Value) -> Result<Offset, TierError> {
+    value.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| {
+        TierError::internal(
+            handle.ctx.clone(),
+            format!("the next key of {} holds {value:?}, not an offset", handle.key),
+        )
+    })
 }

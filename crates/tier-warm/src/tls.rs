@@ -198,10 +198,12 @@ fn between<'a>(s: &'a str, start: &str, end: &str) -> Option<&'a str> {
 /// key) the warm tier's ACL user lacks and how to grant it; `None` for any other
 /// reply.
 pub(crate) fn acl_refusal(doing: &str, details: &str) -> Option<String> {
-    if !details.starts_with("NOPERM") {
+    // `NOPERM User <user> has no permissions to run the '<command>' command`, or from a
+    // command a script calls, `ERR ACL failure in script: User <user> has no permissions
+    // to run the '<command>' command`.
+    if !details.starts_with("NOPERM") && !details.contains("ACL failure in script") {
         return None;
     }
-    // `NOPERM User <user> has no permissions to run the '<command>' command`.
     let message = if let Some(command) = between(details, "run the '", "'") {
         format!(
             "{doing}: the warm tier's ACL user may not run {} (NOPERM); grant it with `ACL SETUSER <user> \

@@ -87,12 +87,14 @@ async fn a_group_is_one_script_and_one_wait_and_a_retry_or_conflict_answers_as_a
     let (held, result) = WarmBackend::append_group(&tier, &t, retry).await;
     result.unwrap();
     assert_eq!(held, 3);
-    assert_eq!(calls(&raw, "eval").await, 0, "a group starting below the end takes append's path");
+    assert_eq!(calls(&raw, "eval").await, 1, "a group starting below the end takes append's path");
+    assert_eq!(calls(&raw, "xadd").await, 1, "only the new batch is written (its own script)");
     all.push(next);
     assert_eq!(entries(&raw, key).await, stored(&all));
 
-    // Another writer adds a different batch at the end behind the tier's back: the
-    // script's first XADD is refused, and the group answers Fenced with nothing held.
+    // Another writer adds a different batch at the end behind the tier's back (leaving the
+    // next key alone): the script's first XADD is refused, append's path finds the
+    // different batch, and the group answers Fenced with nothing held.
     let intruder = batch(17, 2, "intruder");
     let _: String = raw.xadd(key, false, None::<()>, "17-1", vec![("b", intruder.to_bytes())]).await.unwrap();
     reset_stats(&raw).await;
@@ -100,7 +102,7 @@ async fn a_group_is_one_script_and_one_wait_and_a_retry_or_conflict_answers_as_a
     let (held, result) = WarmBackend::append_group(&tier, &t, mine).await;
     assert_eq!(held, 0);
     assert_eq!(result.unwrap_err().kind(), ErrorKind::Fenced);
-    assert_eq!(calls(&raw, "eval").await, 1, "the script ran and stopped at its first XADD");
+    assert_eq!(calls(&raw, "eval").await, 2, "the group's script, then append's, each stopped at its XADD");
     all.push(intruder);
     assert_eq!(entries(&raw, key).await, stored(&all), "nothing of the refused group is in the stream");
     tier.close().await;

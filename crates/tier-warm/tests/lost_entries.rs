@@ -2,7 +2,8 @@
 //! lagging replica or a restart without persistence. The tier's cached range must not
 //! outlive them: the identical retry of a lost batch adds it again instead of being
 //! answered `Fenced` forever, and `range` comes back to what the server holds.
-
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
 // Helpers outside #[test] functions unwrap too.
 #![allow(clippy::unwrap_used)]
 
@@ -16,15 +17,21 @@ use tier_core::{ErrorKind, OffsetRange, ReadLimit, RecordBatch, Tier, TierError,
 use tier_testkit::servers::ValkeyPair;
 use tier_warm::WarmTier;
 
-/// Leaves `key` as a replica that never received the entries after `kept` would hold
-/// it: the stream with only `kept`, and the last generated ID `kept`'s (so Valkey accepts
-/// the lost IDs again, as the promoted replica would).
-async fn lose_entries_after(raw: &Client, key: &str, kept: &[RecordBatch]) {
-    let _: i64 = raw.del(key).await.unwrap();
+/// Leaves `t`'s keys as a replica that never received the writes after `kept` would
+/// hold them: the stream with only `kept`, the last generated ID `kept`'s (so Valkey
+/// accepts the lost IDs again, as the promoted replica would), and the next key written
+/// with the last of `kept` (none when `kept` is empty: the replica never had the topic).
+async fn lose_entries_after(raw: &Client, tier: &WarmTier, t: &TopicName, kept: &[RecordBatch]) {
+    let (key, next_key) = (tier.stream_key(t), tier.next_key(t));
+    let _: i64 = raw.del(vec![key.as_str(), next_key.as_str()]).await.unwrap();
     for b in kept {
         let id = format!("{}-1", b.base_offset());
         let _: String =
-            raw.xadd(key, false, None::<()>, id.as_str(), vec![("b", b.to_bytes())]).await.unwrap();
+            raw.xadd(key.as_str(), false, None::<()>, id.as_str(), vec![("b", b.to_bytes())]).await.unwrap();
+    }
+    if let Some(last) = kept.last() {
+        let _: () =
+            raw.set(next_key.as_str(), last.end_offset().to_string(), None, None, false).await.unwrap();
     }
 }
 
@@ -68,7 +75,7 @@ async fn the_identical_retry_of_a_lost_batch_adds_it_again() {
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 5));
 
     // Failover to a replica that had only `a`.
-    lose_entries_after(&raw, &key, std::slice::from_ref(&a)).await;
+    lose_entries_after(&raw, &tier, &t, std::slice::from_ref(&a)).await;
 
     // The router retries `b` (its first append's answer was lost): it lands again.
     tier.append(&t, b.clone()).await.unwrap();
@@ -85,25 +92,66 @@ async fn the_identical_retry_of_a_lost_batch_adds_it_again() {
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 6));
 }
 
+/// A stream the server lost with its next key (a failover to a replica that never had
+/// the topic) is not taken for a new topic by a tier that saw the key: it refuses a batch
+/// past the offsets it lost and takes the log again from 0. A tier that never saw the
+/// topic (a new process) cannot tell, and takes over at any offset (tier invariant 3);
+/// the router's recovery compares it with the WAL.
 #[tokio::test]
-async fn a_retry_into_a_stream_the_server_lost_entirely_takes_over_at_its_offset() {
+async fn a_stream_the_server_lost_entirely_takes_no_batch_past_what_it_lost() {
     let (valkey, tier) = shared_tier().await;
     let raw = raw_client(valkey.primary_url()).await;
     let t = topic("lost-all");
-    let key = tier.stream_key(&t);
-    tier.append(&t, batch(0, 3, "a")).await.unwrap();
+    let a = batch(0, 3, "a");
+    tier.append(&t, a.clone()).await.unwrap();
     let b = batch(3, 2, "b");
     tier.append(&t, b.clone()).await.unwrap();
 
-    // A restart without persistence: the stream is gone.
-    lose_entries_after(&raw, &key, &[]).await;
+    lose_entries_after(&raw, &tier, &t, &[]).await;
 
-    // An empty warm tier takes over at the next batch (tier invariant 3), and its range
-    // says what it holds, not what it held.
-    tier.append(&t, b).await.unwrap();
-    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(3, 5));
-    let records = tier.read(&t, 3, u64::MAX, ReadLimit::unbounded()).await.unwrap();
+    let err = tier.append(&t, b.clone()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{}", err.report());
+    assert!(err.to_string().contains("the next batch must start at 0"), "{err}");
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::empty_at(0), "range says what it holds");
+    tier.append(&t, a).await.unwrap();
+    tier.append(&t, b.clone()).await.unwrap();
+    assert_eq!(offsets_and_payloads(&tier, &t).await, expected(&[(0, 3, "a"), (3, 2, "b")]));
+
+    lose_entries_after(&raw, &tier, &t, &[]).await;
+    let fresh = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
+    fresh.append(&t, b).await.unwrap();
+    assert_eq!(fresh.range(&t).await.unwrap(), OffsetRange::new(3, 5));
+    let records = fresh.read(&t, 3, u64::MAX, ReadLimit::unbounded()).await.unwrap();
     assert_eq!(records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![3, 4]);
+}
+
+/// A stream a failover emptied — its batches were its only entries after a restart —
+/// keeps the next key the replica had: it refuses a batch past the batches it lost, where
+/// the stream alone (empty, its last ID below) would have taken it.
+#[tokio::test]
+async fn an_emptied_stream_takes_no_batch_past_the_batches_it_lost() {
+    let (valkey, tier) = shared_tier().await;
+    let raw = raw_client(valkey.primary_url()).await;
+    let t = topic("emptied");
+    tier.append(&t, batch(0, 3, "a")).await.unwrap();
+    tier.restart_at(&t, 10).await.unwrap();
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::empty_at(10));
+    let err = tier.append(&t, batch(12, 1, "past")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "a restarted stream takes its next batch at 10 only");
+    let (b, c) = (batch(10, 2, "b"), batch(12, 2, "c"));
+    tier.append(&t, b).await.unwrap();
+
+    // The replica promoted had `a` and the restart (the stream emptied, its last ID
+    // `a`'s; the next key 10), not `b`.
+    lose_entries_after(&raw, &tier, &t, &[batch(0, 3, "a")]).await;
+    let key = tier.stream_key(&t);
+    let _: u64 = raw.xtrim(key.as_str(), ("MINID", "=", "10-1")).await.unwrap();
+    let _: () = raw.set(tier.next_key(&t).as_str(), "10", None, None, false).await.unwrap();
+
+    let err = tier.append(&t, c).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{}", err.report());
+    assert!(err.to_string().contains("the next batch must start at 10"), "{err}");
+    assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::empty_at(10));
 }
 
 /// The scenario of the issue: XADD lands, WAIT falls short (the append fails), then the
@@ -116,7 +164,6 @@ async fn after_a_short_wait_and_a_lost_entry_range_tells_the_truth_and_the_retry
     let tier = WarmTier::connect(config(&pair.primary_url(), "lost:")).await.unwrap();
     let raw = raw_client(&pair.primary_url()).await;
     let t = topic("short-wait");
-    let key = tier.stream_key(&t);
     let a = batch(0, 3, "a");
     tier.append(&t, a.clone()).await.unwrap();
 
@@ -127,7 +174,7 @@ async fn after_a_short_wait_and_a_lost_entry_range_tells_the_truth_and_the_retry
     assert!(err.to_string().contains("only 0 of 1 replicas acknowledged"), "{err}");
 
     // The primary loses it: the replica it fails over to never had it.
-    lose_entries_after(&raw, &key, std::slice::from_ref(&a)).await;
+    lose_entries_after(&raw, &tier, &t, std::slice::from_ref(&a)).await;
     // The failed append left the cached range unknown: range asks the server.
     assert_eq!(tier.range(&t).await.unwrap(), OffsetRange::new(0, 3), "range reports the loss");
 
