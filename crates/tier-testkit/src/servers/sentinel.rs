@@ -1,12 +1,13 @@
 //! [`ValkeySentinel`]: a Valkey primary with two replicas, watched by three sentinels
 //! that fail it over.
 
-use std::{future::Future, time::Duration};
+use std::{collections::HashMap, future::Future, time::Duration};
 
 use tempfile::TempDir;
 
 use super::{
     HarnessError, VALKEY_READY_TIMEOUT,
+    link::LinkProxy,
     locate::ValkeyBinary,
     poll::{file_name, labelled_tails, poll_until},
     process::{ServerProcess, free_port, spawn_valkey, temp_dir, valkey_args},
@@ -19,6 +20,19 @@ pub const SENTINEL_SERVICE: &str = "tierlog";
 /// How long a sentinel waits before it calls an unanswering primary down.
 const DOWN_AFTER: Duration = Duration::from_millis(1000);
 
+/// The sentinels' `failover-timeout`: how long a failover may run, and twice it the
+/// pause before a sentinel tries again one that failed.
+const SENTINEL_FAILOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The sentinels' `failover-timeout` while a deployment with a link proxy has its
+/// primary. A sentinel re-points a replica whose configured primary address is not the
+/// one it monitors (`+fix-slave-config`, Valkey's `sentinel.c`) once that configuration
+/// is `failover-timeout` old: the proxied replica would then replicate directly, past the
+/// cut. Set back to
+/// [`SENTINEL_FAILOVER_TIMEOUT`] when the primary is killed (a re-pointing after that
+/// delivers nothing: the primary is gone).
+const PROXIED_FAILOVER_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// How long a failover may take, from the kill to a promoted replica that the sentinels
 /// name and that answers as a primary.
 pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -29,13 +43,22 @@ pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// A sentinel calls the primary down after 1 s without an answer and the three elect
 /// one of them to promote the replica with the most replicated data
-/// ([`kill_primary`](Self::kill_primary), [`wait_failover`](Self::wait_failover)).
+/// ([`kill_primary`](Self::kill_primary), [`wait_failover`](Self::wait_failover)), or
+/// the only one allowed ([`restrict_promotion_to`](Self::restrict_promotion_to)).
+///
+/// [`start_with_link_proxy`](Self::start_with_link_proxy) runs the second replica's
+/// replication link through a proxy that [`cut_replica_link`](Self::cut_replica_link)
+/// cuts: with `WAIT 1` met by the first replica, a failover to the second then loses
+/// writes `WAIT` confirmed.
 #[derive(Debug)]
 pub struct ValkeySentinel {
     binary: ValkeyBinary,
     /// Data servers by port (the primary first at start); `None` once killed.
     servers: Vec<(u16, Option<ServerProcess>)>,
     sentinels: Vec<(u16, ServerProcess)>,
+    /// The second replica's port and the proxy it reaches the first primary through,
+    /// when started with one.
+    link: Option<(u16, LinkProxy)>,
     // Declared last: removed after the processes are killed.
     dir: TempDir,
 }
@@ -45,12 +68,29 @@ impl ValkeySentinel {
     /// the primary's writes and every sentinel knows both replicas and the two other
     /// sentinels (so that a failover can be agreed on).
     pub async fn start() -> Result<Self, HarnessError> {
+        Self::launch(false).await
+    }
+
+    /// [`start`](Self::start), with the second replica reaching the primary through a
+    /// proxy on its own port, so that a test can cut that replica's replication link
+    /// ([`cut_replica_link`](Self::cut_replica_link)) while every server runs. The proxy
+    /// runs on the calling Tokio runtime.
+    pub async fn start_with_link_proxy() -> Result<Self, HarnessError> {
+        Self::launch(true).await
+    }
+
+    async fn launch(proxied: bool) -> Result<Self, HarnessError> {
         let binary = ValkeyBinary::locate()?;
         let dir = temp_dir("tierlog-sentinel-", "Valkey sentinel")?;
-        let mut this = Self { binary, servers: Vec::new(), sentinels: Vec::new(), dir };
+        let mut this = Self { binary, servers: Vec::new(), sentinels: Vec::new(), link: None, dir };
         let primary = this.spawn_server("primary", None)?;
-        for name in ["replica-1", "replica-2"] {
-            this.spawn_server(name, Some(primary))?;
+        this.spawn_server("replica-1", Some(primary))?;
+        if proxied {
+            let proxy = LinkProxy::start(primary).await?;
+            let port = this.spawn_server("replica-2", Some(proxy.port()))?;
+            this.link = Some((port, proxy));
+        } else {
+            this.spawn_server("replica-2", Some(primary))?;
         }
         this.wait_replicas_acknowledge(primary, 2).await?;
         for i in 1..=3 {
@@ -95,13 +135,100 @@ impl ValkeySentinel {
             .map_err(|e| HarnessError::request("asking a sentinel for the primary", e))
     }
 
+    /// The port of the replica whose link runs through the proxy
+    /// ([`start_with_link_proxy`](Self::start_with_link_proxy)).
+    pub fn proxied_replica_port(&self) -> Result<u16, HarnessError> {
+        Ok(self.link()?.0)
+    }
+
+    /// Cuts the proxied replica's replication link
+    /// ([`start_with_link_proxy`](Self::start_with_link_proxy)): the primary and the
+    /// replica keep an open connection that carries nothing, as in a partition TCP has
+    /// not noticed. The primary goes on counting the replica as connected (until
+    /// `repl-timeout`, 60 s) and the replica goes on reporting its link up, but it
+    /// receives no write made from now on and acknowledges none. Unlike a stopped
+    /// process, it does not receive them later: nothing is delivered until
+    /// [`restore_replica_link`](Self::restore_replica_link).
+    pub fn cut_replica_link(&self) -> Result<(), HarnessError> {
+        self.link()?.1.cut();
+        Ok(())
+    }
+
+    /// Undoes [`cut_replica_link`](Self::cut_replica_link): what was held back is
+    /// delivered, in order.
+    pub fn restore_replica_link(&self) -> Result<(), HarnessError> {
+        self.link()?.1.restore();
+        Ok(())
+    }
+
+    fn link(&self) -> Result<&(u16, LinkProxy), HarnessError> {
+        self.link.as_ref().ok_or_else(|| {
+            HarnessError::request(
+                "sentinel replication link",
+                "the deployment was not started with a link proxy",
+            )
+        })
+    }
+
+    /// Makes the replica on `port` the only one a failover may promote: sets
+    /// `replica-priority 0` (never promoted) on every other running replica with
+    /// `CONFIG SET`, and waits until every sentinel reports those priorities (a sentinel
+    /// reads a replica's priority from its `INFO`, every 10 s while the primary is up).
+    pub async fn restrict_promotion_to(&self, port: u16) -> Result<(), HarnessError> {
+        let primary = self.primary_port().await?;
+        let others: Vec<u16> = self
+            .servers
+            .iter()
+            .filter(|(p, process)| process.is_some() && *p != primary && *p != port)
+            .map(|(p, _)| *p)
+            .collect();
+        if !self.servers.iter().any(|(p, process)| *p == port && *p != primary && process.is_some()) {
+            return Err(HarnessError::request("restricting promotion", format!("no replica runs on {port}")));
+        }
+        for other in &others {
+            match resp::command(*other, &["CONFIG", "SET", "replica-priority", "0"]).await {
+                Ok(Reply::Simple(_)) => {}
+                Ok(other_reply) => {
+                    return Err(HarnessError::request(
+                        "setting replica-priority 0",
+                        format!("CONFIG SET on {other} answered {other_reply:?}"),
+                    ));
+                }
+                Err(e) => return Err(HarnessError::request("setting replica-priority 0", e)),
+            }
+        }
+        let ports: Vec<u16> = self.sentinels.iter().map(|(p, _)| *p).collect();
+        self.poll("every sentinel seeing the replicas' priorities", VALKEY_READY_TIMEOUT * 3, || {
+            let (ports, others) = (ports.clone(), others.clone());
+            async move {
+                for sentinel in ports {
+                    let reply = resp::command(sentinel, &["SENTINEL", "REPLICAS", SENTINEL_SERVICE]).await?;
+                    for replica in field_maps(reply) {
+                        let at = replica.get("port").and_then(|p| p.parse::<u16>().ok());
+                        let priority = replica.get("slave-priority").map(String::as_str);
+                        let zero = priority == Some("0");
+                        if at.is_some_and(|at| others.contains(&at)) != zero {
+                            return Err(format!(
+                                "sentinel on {sentinel} reports replica {at:?} at priority {priority:?}"
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+        })
+        .await
+    }
+
     /// Which server runs, e.g. `"valkey 8.0.1"`.
     pub fn server_kind(&self) -> String {
         self.binary.kind()
     }
 
     /// Kills the current primary (SIGKILL by PID: it keeps nothing, it has no
-    /// persistence). Returns its port.
+    /// persistence). Returns its port. With a link proxy, then sets the sentinels'
+    /// `failover-timeout` from an hour (which keeps them from re-pointing the proxied
+    /// replica past the cut while the primary runs) to the 10 s of a deployment without.
     pub async fn kill_primary(&mut self) -> Result<u16, HarnessError> {
         let port = self.primary_port().await?;
         let slot = self.servers.iter_mut().find(|(p, _)| *p == port);
@@ -114,7 +241,27 @@ impl ValkeySentinel {
                 ));
             }
         }
+        if self.failover_timeout() != SENTINEL_FAILOVER_TIMEOUT {
+            let millis = SENTINEL_FAILOVER_TIMEOUT.as_millis().to_string();
+            for (sentinel, _) in &self.sentinels {
+                let set = ["SENTINEL", "SET", SENTINEL_SERVICE, "failover-timeout", millis.as_str()];
+                match resp::command(*sentinel, &set).await {
+                    Ok(Reply::Simple(_)) => {}
+                    other => {
+                        return Err(HarnessError::request(
+                            "setting the sentinels' failover-timeout",
+                            format!("the sentinel on {sentinel} answered {other:?}"),
+                        ));
+                    }
+                }
+            }
+        }
         Ok(port)
+    }
+
+    /// The sentinels' `failover-timeout` while the first primary runs.
+    fn failover_timeout(&self) -> Duration {
+        if self.link.is_some() { PROXIED_FAILOVER_TIMEOUT } else { SENTINEL_FAILOVER_TIMEOUT }
     }
 
     /// Waits until the sentinels name a primary other than `old` and it answers as one
@@ -173,10 +320,11 @@ impl ValkeySentinel {
             "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {dir}\n\
              sentinel monitor {SENTINEL_SERVICE} 127.0.0.1 {primary} 2\n\
              sentinel down-after-milliseconds {SENTINEL_SERVICE} {down}\n\
-             sentinel failover-timeout {SENTINEL_SERVICE} 10000\n\
+             sentinel failover-timeout {SENTINEL_SERVICE} {failover}\n\
              sentinel parallel-syncs {SENTINEL_SERVICE} 1\n",
             dir = self.dir.path().display(),
             down = DOWN_AFTER.as_millis(),
+            failover = self.failover_timeout().as_millis(),
         );
         std::fs::write(&conf, text).map_err(|e| HarnessError::io("writing a sentinel configuration", e))?;
         let args = vec![conf.to_string_lossy().into_owned(), "--sentinel".to_owned()];
@@ -207,6 +355,31 @@ impl ValkeySentinel {
     }
 }
 
+/// The entries of a `SENTINEL REPLICAS` reply: each a flat array of field names and
+/// values.
+fn field_maps(reply: Reply) -> Vec<HashMap<String, String>> {
+    let text = |item: &Reply| match item {
+        Reply::Bulk(Some(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    };
+    let Reply::Array(Some(entries)) = reply else { return Vec::new() };
+    entries
+        .iter()
+        .filter_map(|entry| match entry {
+            Reply::Array(Some(fields)) => Some(
+                fields
+                    .chunks_exact(2)
+                    .filter_map(|kv| match kv {
+                        [k, v] => Some((text(k)?, text(v)?)),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
 fn array_len(reply: Reply) -> usize {
     match reply {
         Reply::Array(Some(items)) => items.len(),
@@ -224,5 +397,47 @@ async fn primary_named_by(sentinel: u16) -> Result<u16, String> {
             other => Err(format!("unexpected address {other:?}")),
         },
         other => Err(format!("unexpected answer {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Reply, ValkeySentinel, field_maps, resp};
+
+    fn bulk(s: &str) -> Reply {
+        Reply::Bulk(Some(s.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn sentinel_replicas_replies_are_read_into_field_maps() {
+        let reply = Reply::Array(Some(vec![
+            Reply::Array(Some(vec![bulk("port"), bulk("7001"), bulk("slave-priority"), bulk("0")])),
+            Reply::Array(Some(vec![bulk("port"), bulk("7002"), bulk("odd")])),
+            Reply::Integer(3),
+        ]));
+        let maps = field_maps(reply);
+        assert_eq!(maps.len(), 2);
+        assert_eq!(maps[0].get("port").map(String::as_str), Some("7001"));
+        assert_eq!(maps[0].get("slave-priority").map(String::as_str), Some("0"));
+        assert_eq!(maps[1].len(), 1, "an unpaired trailing field is left out");
+        assert!(field_maps(Reply::Array(None)).is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cut_replica_link_holds_the_primary_s_writes_until_restored() {
+        let sentinel = ValkeySentinel::start_with_link_proxy().await.unwrap();
+        let primary = sentinel.primary_port().await.unwrap();
+        let proxied = sentinel.proxied_replica_port().unwrap();
+
+        sentinel.cut_replica_link().unwrap();
+        assert_eq!(resp::command(primary, &["SET", "k", "cut"]).await.unwrap(), Reply::Simple("OK".into()));
+        // The other replica acknowledges the write (and the probe after it); the proxied
+        // one has not received it.
+        sentinel.wait_replicas_acknowledge(primary, 1).await.unwrap();
+        assert_eq!(resp::command(proxied, &["GET", "k"]).await.unwrap(), Reply::Bulk(None));
+
+        sentinel.restore_replica_link().unwrap();
+        sentinel.wait_replicas_acknowledge(primary, 2).await.unwrap();
+        assert_eq!(resp::command(proxied, &["GET", "k"]).await.unwrap(), bulk("cut"));
     }
 }
