@@ -9,6 +9,9 @@
 //! - `chaos`: builds and runs `tier-chaos`'s fault scenarios (`--quick` is part of `test`).
 //! - `sim`: builds and runs `tier-sim`'s deterministic simulation (60 s of it is part of `test`).
 
+// Tooling: times the tasks it runs.
+#![allow(clippy::disallowed_methods)]
+
 mod bench;
 mod chaos;
 mod cmd;

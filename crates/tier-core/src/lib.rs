@@ -14,11 +14,14 @@
 //!   reads, [`TierExt::read`]);
 //! - the [`segment`] format shared by the hot tier's files and the cold tier's objects;
 //! - [`Secret`], the credential type of the warm and cold tiers' configurations;
+//! - [`clock`]: the injected wall clock ([`clock::Clock`]) the store reads time from,
+//!   and what a clock going backwards does;
 //! - [`metrics`]: the names of the metrics the tier crates and the router record.
 //!
 //! The byte grammar of batches and segments is written once, in `docs/format.md`.
 
 pub mod batch;
+pub mod clock;
 mod error;
 pub mod metrics;
 mod offset;

@@ -7,6 +7,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
+use tier_core::clock::SharedClock;
 use tier_core::segment::DEFAULT_INDEX_INTERVAL_BYTES;
 
 /// Settings of a [`HotTier`](crate::HotTier).
@@ -55,6 +56,14 @@ pub struct HotConfig {
     /// What opening does with invalid bytes at the end of a topic's active segment.
     /// Default [`RecoveryPolicy::TruncateTornTail`].
     pub recovery: RecoveryPolicy,
+    /// The wall clock segment creation and seal times are read from (a segment's
+    /// `created_at`, [`SegmentInfo::sealed_at`](crate::SegmentInfo::sealed_at)). Not a
+    /// setting: never serialised, and a loaded configuration has the default, the
+    /// system clock. Tests and the simulation inject a
+    /// [`ManualClock`](tier_core::clock::ManualClock); what a clock going backwards does
+    /// is in [`tier_core::clock`].
+    #[serde(skip)]
+    pub clock: SharedClock,
 }
 
 impl Default for HotConfig {
@@ -70,6 +79,7 @@ impl Default for HotConfig {
             retention_time: Duration::from_secs(24 * 3600),
             retention_bytes: 10 << 30,
             recovery: RecoveryPolicy::TruncateTornTail,
+            clock: SharedClock::default(),
         }
     }
 }

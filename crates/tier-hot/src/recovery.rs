@@ -575,7 +575,7 @@ fn recover_last(
             // A crash while creating the segment: no batch was ever written to it.
             warn!(topic = %topic, file = ?path, "recreating a segment whose header was torn");
             std::fs::remove_file(path).map_err(io("removing a torn segment"))?;
-            return ActiveSegment::create(topic, dir, base, config.index_interval_bytes);
+            return ActiveSegment::create(topic, dir, base, config.index_interval_bytes, config.clock.now());
         }
         Err(_) if never_written(topic, &bytes, base, config, Place::Last) => {
             // Created after the last durable point, its header (and whatever followed it)
@@ -589,7 +589,7 @@ fn recover_last(
                 "recreating a segment whose header never reached the disk; dropping its bytes"
             );
             std::fs::remove_file(path).map_err(io("removing a segment that was never written"))?;
-            return ActiveSegment::create(topic, dir, base, config.index_interval_bytes);
+            return ActiveSegment::create(topic, dir, base, config.index_interval_bytes, config.clock.now());
         }
         Err(_) if let Some(outcome) = hole_under_a_written_footer(&bytes, config) => {
             // A seal cut short whose footer reached the disk and some of its data did
@@ -619,7 +619,7 @@ fn recover_last(
         )?;
         let end = seg.info.range.end;
         sealed.push(Arc::new(seg));
-        return ActiveSegment::create(topic, dir, end, config.index_interval_bytes);
+        return ActiveSegment::create(topic, dir, end, config.index_interval_bytes, config.clock.now());
     }
     let file =
         OpenOptions::new().read(true).write(true).open(path).map_err(io("opening the active segment"))?;

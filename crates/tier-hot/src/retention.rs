@@ -20,7 +20,9 @@ use crate::layout::{fsync_dir, io_err};
 use crate::segment::{SegmentEvent, SegmentInfo};
 use crate::topic::{Gap, TopicShared};
 
-/// Why a sealed segment is due for deletion, if it is.
+/// Why a sealed segment is due for deletion, if it is. A segment sealed after `now` (the
+/// clock went back since) is never due by age, whatever the retention time: it has no
+/// age yet (see `tier_core::clock`, "A clock going backwards").
 fn is_due(info: &SegmentInfo, total_bytes: u64, now: SystemTime, config: &HotConfig) -> bool {
     let too_old = now.duration_since(info.sealed_at).is_ok_and(|age| age >= config.retention_time);
     too_old || total_bytes > config.retention_bytes

@@ -15,6 +15,7 @@ use std::{
 use tier_core::{
     Offset, OffsetRange, RecordBatch, TierError, Timestamp, TopicName,
     batch::BATCH_PREFIX_LEN,
+    clock::unix_millis,
     segment::{SealedSegment, SegmentHeader, SegmentWriterState},
 };
 
@@ -38,8 +39,9 @@ pub struct SegmentInfo {
     pub min_timestamp: Timestamp,
     /// Largest record timestamp.
     pub max_timestamp: Timestamp,
-    /// When the segment was sealed (for segments found on disk at open: the file's
-    /// modification time).
+    /// When the segment was sealed, by the tier's clock ([`HotConfig::clock`](crate::HotConfig::clock));
+    /// for segments found on disk at open, the file's modification time (the file
+    /// system's clock). May be later than a newer segment's when the clock went back.
     pub sealed_at: SystemTime,
 }
 
@@ -138,14 +140,16 @@ pub(crate) struct ActiveSegment {
 }
 
 impl ActiveSegment {
-    /// Creates `<dir>/<base>.seg` holding only a header, fsyncs it and the directory.
+    /// Creates `<dir>/<base>.seg` holding only a header (recording `created_at`, the
+    /// tier's clock's time), fsyncs it and the directory.
     pub(crate) fn create(
         topic: &TopicName,
         dir: &Path,
         base_offset: Offset,
         index_interval_bytes: u32,
+        created_at: SystemTime,
     ) -> Result<Self, TierError> {
-        Self::create_with(topic, dir, base_offset, index_interval_bytes, true)
+        Self::create_with(topic, dir, base_offset, index_interval_bytes, created_at, true)
     }
 
     /// Creates `<dir>/<base>.seg` holding only a header; fsyncs it and the directory
@@ -156,13 +160,11 @@ impl ActiveSegment {
         dir: &Path,
         base_offset: Offset,
         index_interval_bytes: u32,
+        created_at: SystemTime,
         sync: bool,
     ) -> Result<Self, TierError> {
         let path = dir.join(segment_file_name(base_offset));
-        let created_at = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let header = SegmentHeader::new(topic.clone(), base_offset, created_at)
+        let header = SegmentHeader::new(topic.clone(), base_offset, unix_millis(created_at))
             .with_index_interval_bytes(index_interval_bytes);
         let p = path.as_path();
         let io = |what: &'static str| move |e| io_err(topic, p, what, e);

@@ -382,6 +382,7 @@ impl Writer {
         let old = self.active.take();
         let (topic, dir, interval) =
             (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
+        let created_at = self.config.clock.now();
         // Create the new file before removing the old one, so a crash in between leaves
         // the old empty segment as a lower bound, which recovery discards. A topic with no
         // segment file yet gets its directory and one: the file is the durable record of
@@ -390,7 +391,7 @@ impl Writer {
             if old.is_none() {
                 create_topic_dir(&topic, &dir)?;
             }
-            let new = ActiveSegment::create(&topic, &dir, base, interval)?;
+            let new = ActiveSegment::create(&topic, &dir, base, interval, created_at)?;
             if let Some(old) = old {
                 std::fs::remove_file(&old.path)
                     .map_err(|e| io_err(&topic, &old.path, "removing an empty segment", e))?;
@@ -474,12 +475,13 @@ impl Writer {
         let (topic, dir, interval) =
             (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
         let shared = Arc::clone(&self.shared);
+        let clock = self.config.clock.clone();
         let write = move || {
             let mut active = match active {
                 Some(a) => a,
                 None => {
                     create_topic_dir(&topic, &dir)?;
-                    ActiveSegment::create(&topic, &dir, batches[0].base_offset(), interval)?
+                    ActiveSegment::create(&topic, &dir, batches[0].base_offset(), interval, clock.now())?
                 }
             };
             write_and_sync(&mut active, &batches, always, &shared).map(|()| (active, batches))

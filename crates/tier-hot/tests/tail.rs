@@ -1,6 +1,9 @@
 //! The live tail: subscribers from any offset get every committed record once, in
 //! order, including one so slow that it lags past the broadcast buffer and the cache.
 
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::Duration;

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -225,7 +225,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // Two days later the WAL's retention (24 hours) deletes its sealed segments: warm
     // holds every acknowledged batch, so nothing is kept for it.
-    let deleted = store.run_retention_now(SystemTime::now() + Duration::from_secs(48 * 3600)).await?;
+    let deleted = store.run_retention_now(store.clock().now() + Duration::from_secs(48 * 3600)).await?;
     let ranges = topic.ranges().await?;
     println!(
         "retention deleted {} WAL segments: the WAL holds {}, warm holds {}",

@@ -154,7 +154,7 @@ async fn maintenance(weak: Weak<StoreInner>, mut shutdown: watch::Receiver<bool>
     let Some(interval) = upgrade(&weak).map(|s| s.config().retention_interval) else { return };
     while wait(&mut shutdown, interval).await {
         let Some(store) = upgrade(&weak) else { return };
-        if let Err(e) = store.run_retention_now(SystemTime::now()).await {
+        if let Err(e) = store.run_retention_now(store.clock().now()).await {
             warn!(error = %e.report(), "WAL retention failed");
         }
         if let Err(e) = store.trim_warm_now().await {

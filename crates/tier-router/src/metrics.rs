@@ -18,6 +18,14 @@ pub use tier_core::metrics::*;
 use tier_core::{Offset, OffsetRange, StartPosition, TierError, TopicName};
 use tier_hot::SegmentInfo;
 
+/// The start of a latency a metric records (appends, seeks): the real monotonic clock,
+/// not tokio's — a latency is what the caller waited, and it steers nothing the store
+/// does, so it may differ between runs of one simulated schedule.
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn latency_start() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
 /// Registers the unit and description of every metric with the installed recorder.
 pub fn describe() {
     describe_counter!(APPEND_RECORDS, Unit::Count, "Records appended");

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use futures::stream::{self, StreamExt};
 use parking_lot::Mutex;
+use tier_core::clock::SharedClock;
 use tier_core::{ErrorContext, ErrorKind, IntoTopicName, TierError, TierKind, TopicName};
 use tier_hot::{HotConfig, HotTier};
 use tokio::sync::watch;
@@ -39,6 +40,7 @@ pub struct StoreBuilder {
     invalid_topic: Option<TierError>,
     background: bool,
     boot_id: Option<String>,
+    clock: Option<SharedClock>,
 }
 
 impl StoreBuilder {
@@ -144,6 +146,15 @@ impl StoreBuilder {
         self
     }
 
+    /// The wall clock the store reads time from: the WAL's segment creation and seal
+    /// times and the background deleter's "now" (see [`TieredStore::clock`]). Overrides
+    /// [`HotConfig::clock`] whenever it is called; default the system clock. Tests and
+    /// the simulation pass a [`ManualClock`](tier_core::clock::ManualClock).
+    pub fn clock(mut self, clock: impl Into<SharedClock>) -> Self {
+        self.clock = Some(clock.into());
+        self
+    }
+
     /// Validates the settings, opens the WAL, recovers every known topic and starts the
     /// background tasks.
     ///
@@ -175,6 +186,9 @@ impl StoreBuilder {
                 "the warm position needs a tier whose capabilities report idempotent_append (Tier contract, \
                  invariant 5): the writer re-sends a batch whose confirmation it lost",
             ));
+        }
+        if let Some(clock) = self.clock.take() {
+            self.hot.clock = clock;
         }
         let state_dir = self.router.state_dir_for(&self.hot.data_dir);
         let data_dir = self.hot.data_dir.clone();

@@ -185,7 +185,7 @@ impl Seek {
         ::metrics::counter!(metrics::SEEK_REQUESTS, metrics::BY => metrics::by_label(start)).increment(1);
         let span =
             tracing::info_span!("seek", topic = %topic, start = ?start, offset = tracing::field::Empty);
-        Self { opened: Instant::now(), span }
+        Self { opened: metrics::latency_start(), span }
     }
 
     /// The first batch was delivered.

@@ -242,6 +242,15 @@ impl TieredStore {
         Wal(&self.inner.tiers.hot)
     }
 
+    /// The wall clock the store reads time from ([`StoreBuilder::clock`](crate::StoreBuilder::clock),
+    /// default the system clock): the WAL's segment creation and seal times, and the
+    /// "now" the background deleter passes to [`run_retention_now`](Self::run_retention_now).
+    /// A caller running retention itself passes `store.clock().now()` for the same
+    /// answer. A clock going backwards deletes nothing young (see [`tier_core::clock`]).
+    pub fn clock(&self) -> &tier_core::clock::SharedClock {
+        &self.inner.tiers.hot.config().clock
+    }
+
     /// The WAL itself, for the router's own tasks.
     pub(crate) fn hot(&self) -> &HotTier {
         &self.inner.tiers.hot

@@ -358,7 +358,7 @@ impl Topic {
         if self.core.queued.load(Ordering::SeqCst) != 0 {
             return self.submit(builder).await?.await;
         }
-        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
+        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), metrics::latency_start());
         let result = self.commit_here(builder).await;
         metrics::appended(&result, records, bytes, started.elapsed());
         result
@@ -407,7 +407,7 @@ impl Topic {
 
     /// Encodes `builder`'s batch and queues it to the writer.
     async fn submit(&self, builder: RecordBatchBuilder) -> Result<PendingAppend, TierError> {
-        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), Instant::now());
+        let (records, bytes, started) = (builder.len(), builder.payload_bytes(), metrics::latency_start());
         let queued = async {
             let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
             let (done, answer) = oneshot::channel();

@@ -7,6 +7,8 @@
 //! from warm alone.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(feature = "warm")]
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

@@ -2,6 +2,8 @@
 //! around `MemoryTier`, and a real Valkey primary stopped and restarted.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

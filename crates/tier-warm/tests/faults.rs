@@ -1,6 +1,9 @@
 //! The warm tier when servers fail: a stopped replica, a stopped and restarted primary.
 //! Each test runs its own `ValkeyPair`.
 
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -2,10 +2,10 @@
 //! lagging replica or a restart without persistence. The tier's cached range must not
 //! outlive them: the identical retry of a lost batch adds it again instead of being
 //! answered `Fenced` forever, and `range` comes back to what the server holds.
-// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
-#![allow(clippy::disallowed_methods)]
 // Helpers outside #[test] functions unwrap too.
 #![allow(clippy::unwrap_used)]
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

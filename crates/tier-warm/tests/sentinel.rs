@@ -5,6 +5,9 @@
 //! holds every batch a `WAIT` confirmed before the kill (the sentinels promote the
 //! replica with the most replicated data: `docs/warm.md`, "What WAIT guarantees").
 
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -306,7 +306,10 @@ impl Follow {
                     None => Error::Unexpected("the server ended the follow without an error".into()),
                 };
                 self.records = None;
-                self.outage = Some((Instant::now(), self.reconnect.first_delay));
+                // The client's give-up deadline is the user's real time, outside the store
+                #[allow(clippy::disallowed_methods)]
+                let now = Instant::now();
+                self.outage = Some((now, self.reconnect.first_delay));
                 return Some(Ok(FollowEvent::Disconnected {
                     error: broke,
                     next: self.next,

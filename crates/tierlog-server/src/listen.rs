@@ -182,7 +182,10 @@ impl AcceptReport {
             "accepting connections failed (out of file descriptors?): waiting for a connection to close, or \
              1 s, before trying again"
         );
-        self.warned = Some(std::time::Instant::now());
+        // Spacing out log warnings, in real time; it steers nothing
+        #[allow(clippy::disallowed_methods)]
+        let now = std::time::Instant::now();
+        self.warned = Some(now);
         self.unreported = 0;
         self.failing = true;
     }

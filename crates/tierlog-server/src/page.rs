@@ -33,6 +33,8 @@ impl Rates {
     /// rate between); `None` until there is one — the first render of a topic cannot
     /// know its rate, and saying 0 would be wrong.
     fn sample(&self, topic: &str, committed: u64) -> Option<f64> {
+        // A rate shown on the status page, in real time; it steers nothing
+        #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         let mut map = self.0.lock();
         let entry = map.entry(topic.to_owned()).or_insert((now, committed, None));

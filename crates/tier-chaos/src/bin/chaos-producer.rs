@@ -5,6 +5,9 @@
 //!
 //! Closing its stdin stops it gracefully (appends finish, the store closes, `CLOSED`).
 
+// Tooling: a producer process; its record timestamps are real time.
+#![allow(clippy::disallowed_methods)]
+
 use std::{
     io::Write,
     path::PathBuf,

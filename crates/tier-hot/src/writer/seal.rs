@@ -15,7 +15,7 @@
 //! one stay unpublished. The writer task waits for in-flight seals before it ends, so
 //! `HotTier::close` does too; `HotTier::rotate` and `skip_to` wait for theirs.
 
-use std::{fs::File, path::PathBuf, sync::Arc, time::SystemTime};
+use std::{fs::File, path::PathBuf, sync::Arc};
 
 use tier_core::TierError;
 use tokio::{sync::broadcast, task::JoinHandle};
@@ -76,13 +76,16 @@ impl Writer {
         let Some(active) = self.active.take() else { return Ok(None) };
         let (topic, dir, interval) =
             (self.topic().clone(), self.shared.dir.clone(), self.config.index_interval_bytes);
+        // The seal time and the next segment's creation time: the tier's clock's (which may
+        // have gone back since the last seal; nothing orders segments by it).
+        let now = self.config.clock.now();
         // Under `always` the next segment's file and directory entry must be durable
         // before an append into it is acknowledged: create it synced, as before.
         let sync_new = self.config.fsync == FsyncPolicy::Always;
         let end = active.state.next_offset();
         let result = blocking(self.topic(), move || {
-            let (sealed, file) = active.finish(&topic, SystemTime::now())?;
-            let new = ActiveSegment::create_with(&topic, &dir, end, interval, sync_new)?;
+            let (sealed, file) = active.finish(&topic, now)?;
+            let new = ActiveSegment::create_with(&topic, &dir, end, interval, now, sync_new)?;
             Ok((sealed, file, new))
         })
         .await;

@@ -1,5 +1,7 @@
 //! Deployments (which tiers, on which servers) and helpers shared by the router's tests.
 #![allow(dead_code, unreachable_pub)]
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::PathBuf;
 use std::sync::Arc;

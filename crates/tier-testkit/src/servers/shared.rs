@@ -32,6 +32,8 @@ static PRIVATE_S3: Mutex<Weak<S3Server>> = Mutex::const_new(Weak::new());
 fn unique_suffix() -> String {
     static STARTED: OnceLock<u128> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // A name part unique across test processes, not a time the store sees
+    #[allow(clippy::disallowed_methods)]
     let started = *STARTED
         .get_or_init(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
     let n = NEXT.fetch_add(1, Ordering::Relaxed);

@@ -3,7 +3,7 @@
 //! then reads everything back from offset 0 and from a timestamp, checking every record,
 //! and prints which tier served which offsets and the throughput seen.
 
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
@@ -81,6 +81,8 @@ async fn demo(store: &TieredStore, config: &StoreConfig, args: &DemoArgs) -> any
 
     // Write, with timestamps one millisecond apart so a time maps to one offset.
     let base_time: Timestamp = now_ms() - args.records as Timestamp;
+    // The elapsed time shown to the user is real time
+    #[allow(clippy::disallowed_methods)]
     let started = Instant::now();
     let mut written_bytes = 0u64;
     let mut next = 0u64;
@@ -116,7 +118,7 @@ async fn demo(store: &TieredStore, config: &StoreConfig, args: &DemoArgs) -> any
     // The demo's own topic only: other topics in the data directory are left as they are.
     let trimmed = store.trim_topic_warm_now(&name).await.context("trimming warm")?;
     let deleted =
-        store.run_topic_retention_now(&name, SystemTime::now()).await.context("running retention")?;
+        store.run_topic_retention_now(&name, store.clock().now()).await.context("running retention")?;
     let trim = trimmed.map(|o| format!(", warm trimmed below offset {o}"));
     out.push_str(&format!(
         "export   {} to cold{}; retention deleted {}\n",
@@ -150,6 +152,8 @@ async fn read_back(
     first: Offset,
     args: &DemoArgs,
 ) -> anyhow::Result<ReadBack> {
+    // The elapsed time shown to the user is real time
+    #[allow(clippy::disallowed_methods)]
     let started = Instant::now();
     let mut reader = topic.reader_with_source(start).await?;
     let mut back = ReadBack::default();

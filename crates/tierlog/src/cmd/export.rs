@@ -2,8 +2,6 @@
 //! segment the cold tier does not hold yet. `tierlog maintain`: the same, then WAL
 //! retention and warm trimming once — what a long-running store's background tasks do.
 
-use std::time::SystemTime;
-
 use anyhow::bail;
 use tier_core::TopicName;
 use tier_router::TieredStore;
@@ -118,7 +116,7 @@ async fn one_topic(
         }
     }
     if mode == Mode::Maintain {
-        let deleted = store.run_topic_retention_now(name.as_str(), SystemTime::now()).await?;
+        let deleted = store.run_topic_retention_now(name.as_str(), store.clock().now()).await?;
         let trimmed = store.trim_topic_warm_now(name.as_str()).await?;
         let warm = trimmed.map(|o| format!(", warm trimmed below offset {o}")).unwrap_or_default();
         let hot = topic.ranges().await?.hot;

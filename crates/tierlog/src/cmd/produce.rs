@@ -34,6 +34,8 @@ pub(crate) fn synthetic_batch(batch: usize, size: usize) -> usize {
 }
 
 /// Milliseconds since the Unix epoch.
+// Record timestamps are the producer's wall-clock time, and the CLI is the producer
+#[allow(clippy::disallowed_methods)]
 pub(crate) fn now_ms() -> Timestamp {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as Timestamp)
 }
@@ -82,6 +84,8 @@ pub(crate) async fn run(ctx: &Ctx, args: ProduceArgs) -> anyhow::Result<u8> {
     }
     // The topic is opened with its first batch (see `produce`), not at open.
     let store = store::open(ctx.config(), Vec::new(), true).await?;
+    // The elapsed time shown to the user is real time
+    #[allow(clippy::disallowed_methods)]
     let started = Instant::now();
     let bar = ctx.progress.bar(args.count, "producing", "records");
     let mut topic = None;

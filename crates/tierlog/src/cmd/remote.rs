@@ -134,6 +134,8 @@ pub(crate) async fn produce(ctx: &Ctx, client: &Client, args: &ProduceArgs) -> a
     };
     let key = args.key.clone().map(Bytes::from);
     let bar = ctx.progress.bar(args.count, "producing", "records");
+    // The elapsed time shown to the user is real time
+    #[allow(clippy::disallowed_methods)]
     let started = Instant::now();
     let mut produced = Produced::default();
     let mut acknowledged = Acknowledged::default();

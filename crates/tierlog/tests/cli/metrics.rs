@@ -1,5 +1,8 @@
 //! The metrics endpoint serves the documented names during produce and consume runs.
 
+// Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
