@@ -207,11 +207,12 @@ pub enum Mode {
 /// user (`ACL SETUSER … +<command>`; `xinfo|stream` is one subcommand). `eval` runs the
 /// append script, which calls `GET`, `XADD` and `SET` (checked against the same user);
 /// without it appends are plain `XADD`s whose position only the client checks. `get`
-/// reads a topic's next key with its range. `info` is the replica check at open
+/// reads a topic's next key with its range. `incr` claims a topic's owner epoch
+/// (`WarmTier::claim_owner`). `info` is the replica check at open
 /// (`INFO replication`, only when `wait_replicas > 0`). [`Mode::acl_commands`] adds what
 /// the cluster and sentinel modes send.
 pub const ACL_COMMANDS: &[&str] =
-    &["xadd", "xrange", "xrevrange", "xtrim", "xinfo|stream", "exists", "get", "set", "wait", "eval", "info"];
+    &["xadd", "xrange", "xrevrange", "xtrim", "xinfo|stream", "exists", "get", "set", "incr", "wait", "eval", "info"];
 
 impl Mode {
     /// The commands the warm tier sends in this mode: [`ACL_COMMANDS`], plus

@@ -34,9 +34,15 @@ use crate::{
 
 /// The script of every append ([`WarmTier::append_group`], one batch or several): the
 /// conditional append. `KEYS[1]` is the stream, `KEYS[2]` the topic's *next* key (the
-/// offset at which the stream's next batch must start, see [`WarmTier::next_key`]).
-/// `ARGV[1]` is the field, `ARGV[2]` the first batch's base offset, `ARGV[3]` is `1` when
-/// the next key must exist, then one `(ID, batch, end offset)` triple per batch.
+/// offset at which the stream's next batch must start, see [`WarmTier::next_key`]),
+/// `KEYS[3]` its *owner* key ([`WarmTier::owner_key`]). `ARGV[1]` is the field, `ARGV[2]`
+/// the first batch's base offset, `ARGV[3]` is `1` when the next key must exist,
+/// `ARGV[4]` the writer's owner epoch (empty for a writer that claimed none), then one
+/// `(ID, batch, end offset)` triple per batch.
+///
+/// It refuses (`{0, 'OWNER <epoch>'}`, no write) when the writer holds an owner epoch and
+/// the owner key names another ([`WarmTier::claim_owner`]: a node that took the topic over
+/// since).
 ///
 /// It refuses (`{0, 'NEXT <next>'}`, no write) unless the next key names the first
 /// batch's base, or the key does not exist and either the caller allows that (a topic
@@ -51,7 +57,13 @@ use crate::{
 /// batches it lost: an emptied stream cannot be told from one [`restart_at`]
 /// (WarmTier::restart_at) emptied by its entries alone, so the offset it must continue
 /// at is stored beside them.
-const CONDITIONAL_XADD: &str = r"local next = redis.call('GET', KEYS[2])
+const CONDITIONAL_XADD: &str = r"if ARGV[4] ~= '' then
+  local owner = redis.call('GET', KEYS[3])
+  if owner ~= ARGV[4] then
+    return {0, 'OWNER ' .. (owner or 'none')}
+  end
+end
+local next = redis.call('GET', KEYS[2])
 if next then
   if next ~= ARGV[2] then
     return {0, 'NEXT ' .. next}
@@ -61,7 +73,7 @@ elseif ARGV[3] == '1' and ARGV[2] ~= '0' then
 end
 local n = 0
 local last = false
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   local r = redis.pcall('XADD', KEYS[1], ARGV[i], ARGV[1], ARGV[i + 1])
   if type(r) == 'table' and r['err'] then
     if last then
@@ -80,6 +92,9 @@ return {n, ''}";
 /// The prefix of [`CONDITIONAL_XADD`]'s refusal when the stream does not continue at the
 /// first batch's base.
 const NEXT_REFUSAL: &str = "NEXT ";
+
+/// The prefix of [`CONDITIONAL_XADD`]'s refusal when another owner holds the topic.
+const OWNER_REFUSAL: &str = "OWNER ";
 
 /// The warm tier: one Valkey/Redis stream per topic, one entry per record batch.
 ///
@@ -128,6 +143,9 @@ struct Cached {
     /// both gone were lost, by a failover to a replica that never had them). Kept across
     /// invalidations.
     next_held: bool,
+    /// The owner epoch this tier claimed for the topic ([`WarmTier::claim_owner`]): every
+    /// append carries it and is refused once another writer claims a later one.
+    owner: Option<u64>,
 }
 
 impl Ranges {
@@ -267,6 +285,49 @@ impl WarmTier {
     /// mode it carries the stream key's hash tag.
     pub fn next_key(&self, topic: &TopicName) -> String {
         format!("{}:next", self.stream_key(topic))
+    }
+
+    /// The key of `topic`'s owner epoch: the [stream key](Self::stream_key) followed by
+    /// `:owner`, an integer [`claim_owner`](Self::claim_owner) increments. In cluster mode
+    /// it carries the stream key's hash tag.
+    pub fn owner_key(&self, topic: &TopicName) -> String {
+        format!("{}:owner", self.stream_key(topic))
+    }
+
+    /// Takes `topic` over as its writer: increments its owner epoch (`INCR <owner key>`,
+    /// then `WAIT` like an append, one pipeline) and returns the new epoch, which every
+    /// later append of this tier carries. From then on an append of a writer holding an
+    /// earlier epoch — a node that still believes it owns the topic: paused, partitioned,
+    /// a zombie — is refused by the append script, `Fenced` naming both epochs, and
+    /// writes nothing. `Unavailable` when the replicas do not confirm the new epoch
+    /// (claim again: epochs may skip). A writer that never claims is not checked.
+    ///
+    /// The check lives in the append script: a server that refuses scripts cannot fence,
+    /// so once an epoch is claimed an append there fails `InvalidInput` instead of
+    /// falling back to a plain `XADD`. `restart_at` and `trim_before` are not fenced.
+    pub async fn claim_owner(&self, topic: &TopicName) -> Result<u64, TierError> {
+        let key = self.owner_key(topic);
+        let ctx = self.ctx(topic).location(key.clone());
+        let pipeline = self.client.pipeline();
+        let queued: Result<(), FredError> = pipeline.incr(key.as_str()).await;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "INCR", e))?;
+        let (reply, wait) = self.send_with_wait(&ctx, "INCR+WAIT", &key, pipeline).await?;
+        let epoch = match reply {
+            Ok(Value::Integer(n)) => u64::try_from(n)
+                .map_err(|_| TierError::internal(ctx.clone(), format!("INCR: epoch {n} is negative")))?,
+            Ok(other) => return Err(TierError::internal(ctx, format!("INCR: unexpected reply {other:?}"))),
+            Err(e) => return Err(crate::client::map_fred(ctx, "INCR", e)),
+        };
+        if let Some(reply) = wait {
+            self.check_wait(ctx, reply)?;
+        }
+        self.ranges.lock().topics.entry(topic.clone()).or_default().owner = Some(epoch);
+        Ok(epoch)
+    }
+
+    /// The owner epoch this tier claimed for `topic`, if any.
+    pub fn owner_epoch(&self, topic: &TopicName) -> Option<u64> {
+        self.ranges.lock().topics.get(topic).and_then(|c| c.owner)
     }
 
     /// Records that `topic` exists (`SET <topic_key> 1`, then `WAIT` like an append): the
@@ -607,10 +668,29 @@ impl WarmTier {
         let refusal = match self.conditional_append(topic, std::slice::from_ref(batch)).await? {
             Appended::Script { added: 1, .. } => return Ok(()),
             Appended::Script { refusal, .. } => refusal,
-            Appended::ScriptRefused => return self.plain_xadd_and_wait(topic, batch).await,
+            Appended::ScriptRefused => match self.owner_epoch(topic) {
+                None => return self.plain_xadd_and_wait(topic, batch).await,
+                Some(epoch) => {
+                    return Err(TierError::invalid(
+                        self.ctx(topic).offset(base),
+                        format!(
+                            "the server refused the append script, and this writer holds owner epoch {epoch}: a plain XADD would not be fenced; grant the warm tier's ACL user `+eval` (docs/warm.md)"
+                        ),
+                    ));
+                }
+            },
         };
         let handle = self.handle(topic);
         let ctx = handle.ctx.clone().offset(base).location(format!("{}@{}", handle.key, entry_id(base)));
+        if let Some(owner) = refusal.strip_prefix(OWNER_REFUSAL) {
+            return Err(TierError::fenced(
+                ctx,
+                format!(
+                    "topic {topic} is owned by epoch {owner} in warm, and this writer holds epoch {}: another writer took the topic over",
+                    self.owner_epoch(topic).map_or_else(|| "none".to_owned(), |e| e.to_string())
+                ),
+            ));
+        }
         if refusal.starts_with(NEXT_REFUSAL) {
             let range = self.refresh_range(topic).await?;
             return Err(self.does_not_continue(topic, base, range));
@@ -715,14 +795,16 @@ impl WarmTier {
         let key = handle.key.clone();
         let base = batches[0].base_offset();
         let ctx = handle.ctx.clone().offset(base).location(format!("{key}@{}", entry_id(base)));
-        let mut args: Vec<Value> = Vec::with_capacity(7 + 3 * batches.len());
+        let mut args: Vec<Value> = Vec::with_capacity(9 + 3 * batches.len());
         args.push(Value::from(CONDITIONAL_XADD));
-        args.push(Value::from(2));
+        args.push(Value::from(3));
         args.push(Value::from(key.as_str()));
         args.push(Value::from(self.next_key(topic)));
+        args.push(Value::from(self.owner_key(topic)));
         args.push(Value::from(BATCH_FIELD));
         args.push(Value::from(base.to_string()));
         args.push(Value::from(if self.next_held(topic) { "1" } else { "0" }));
+        args.push(Value::from(self.owner_epoch(topic).map(|e| e.to_string()).unwrap_or_default()));
         for batch in batches {
             args.push(Value::from(entry_id(batch.base_offset())));
             // One copy per batch, as for a single XADD.
@@ -740,8 +822,11 @@ impl WarmTier {
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => {
+                // A command the script calls refused by the ACL: the script ran (what it
+                // wrote before stays), and the error names the command to grant.
+                let inside = e.details().contains("ACL failure in script");
                 let e = crate::client::map_fred(ctx, "EVAL (append)", e);
-                if e.kind() == ErrorKind::Unavailable {
+                if inside || e.kind() == ErrorKind::Unavailable {
                     return Err(e);
                 }
                 // Refused as a command (scripts disabled or not permitted): the

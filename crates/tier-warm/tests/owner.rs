@@ -1,0 +1,54 @@
+//! Owner epochs: a writer that claimed a topic (`WarmTier::claim_owner`) is fenced, in
+//! the append script, once another writer claims it after it — the stale writer's
+//! appends (one batch or a group) are `Fenced` naming both epochs and write nothing,
+//! and the new owner continues the stream where it ends.
+
+// Helpers outside #[test] functions unwrap too.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{batch, config, shared_tier, topic};
+use tier_core::position::WarmBackend;
+use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierExt};
+use tier_warm::WarmTier;
+
+#[tokio::test]
+async fn a_writer_whose_topic_was_claimed_after_it_is_fenced_and_writes_nothing() {
+    let (valkey, old) = shared_tier().await;
+    let new = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
+    let t = topic("owned");
+    let first = old.claim_owner(&t).await.unwrap();
+    assert_eq!(old.owner_epoch(&t), Some(first));
+    old.append(&t, batch(0, 3, "old")).await.unwrap();
+
+    let second = new.claim_owner(&t).await.unwrap();
+    assert_eq!(second, first + 1, "each claim takes the next epoch");
+
+    // The stale writer, its cache saying the stream continues at 3: refused by the script.
+    let err = old.append(&t, batch(3, 2, "zombie")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{}", err.report());
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("owned by epoch {second}"))
+            && message.contains(&format!("holds epoch {first}")),
+        "{message}"
+    );
+    let (held, result) =
+        WarmBackend::append_group(&old, &t, vec![batch(3, 2, "zombie"), batch(5, 2, "zombie")]).await;
+    assert_eq!(held, 0);
+    assert_eq!(result.unwrap_err().kind(), ErrorKind::Fenced);
+
+    // The new owner continues where the stream ends; nothing of the stale writer's is there.
+    new.append(&t, batch(3, 2, "new")).await.unwrap();
+    assert_eq!(new.range(&t).await.unwrap(), OffsetRange::new(0, 5));
+    let records = new.read(&t, 0, u64::MAX, ReadLimit::unbounded()).await.unwrap();
+    let payloads: Vec<String> =
+        records.iter().map(|r| String::from_utf8_lossy(&r.payload).into_owned()).collect();
+    assert_eq!(payloads, ["old-0", "old-1", "old-2", "new-3", "new-4"]);
+
+    // A writer that never claimed is not checked (no epoch to compare).
+    let unclaimed = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
+    unclaimed.append(&t, batch(5, 1, "unclaimed")).await.unwrap();
+    assert_eq!(unclaimed.owner_epoch(&t), None);
+}
