@@ -64,6 +64,33 @@ use std::{
 
 use parking_lot::{Condvar, Mutex};
 
+mod dirs;
+
+pub use dirs::{DirListings, Undone};
+
+/// Starts tracking the durable listings of `data_dir`'s directories (see the `dirs`
+/// module: what a power cut leaves of creates, renames and unlinks since a directory's
+/// last fsync), everything on disk now counting as durable. Its shadow hard links live
+/// in a sibling of `data_dir` until [`untrack_directories`].
+pub fn track_directories(data_dir: &Path) {
+    dirs::track(data_dir);
+}
+
+/// Stops tracking `data_dir`'s directories and removes its shadow links.
+pub fn untrack_directories(data_dir: &Path) {
+    dirs::untrack(data_dir);
+}
+
+/// The durable listings of `data_dir`'s directories now (empty when not tracked).
+pub fn dir_listings(data_dir: &Path) -> DirListings {
+    dirs::listings(data_dir)
+}
+
+/// The hook after a successful directory fsync.
+pub(crate) fn dir_synced(dir: &Path) {
+    dirs::synced(dir);
+}
+
 /// Where a fault can be injected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -103,7 +103,10 @@ pub(crate) fn topic_dir(data_dir: &Path, topic: &TopicName) -> PathBuf {
 /// fsyncs a directory, making the creation, rename or removal of its entries durable.
 pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
     fault!(DirFsync, dir)?;
-    File::open(dir)?.sync_all()
+    File::open(dir)?.sync_all()?;
+    #[cfg(feature = "fault-injection")]
+    crate::faults::dir_synced(dir);
+    Ok(())
 }
 
 /// The context of an error about `topic` in the hot tier.

@@ -62,6 +62,11 @@ pub enum CutModel {
     /// By 4 KiB page, the size persisted with or without the data; new files may come
     /// back missing, empty or zero-filled.
     Pages,
+    /// [`Pages`](Self::Pages), and in each directory of the data directory, with even
+    /// chances, every directory operation since the directory's last fsync undone: files
+    /// and topic directories created since are gone, files unlinked or renamed over since
+    /// are back as they were ([`tier_hot::faults::DirListings`]).
+    PagesAndDirs,
 }
 
 /// The unit a kernel writes back a file's dirty data in (and the unit tier-hot's recovery
@@ -97,10 +102,12 @@ mod pages {
 #[derive(Debug, Default)]
 pub struct Disk {
     settled: HashMap<PathBuf, u64>,
+    /// Directory operations are modelled ([`CutModel::PagesAndDirs`]).
+    dirs: bool,
 }
 
 /// What a power cut did.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct Cut {
     /// Files changed (cut, zeroed in part, emptied or removed).
     pub files: u64,
@@ -109,6 +116,10 @@ pub struct Cut {
     /// Files that came back as zeros where their header was (or gone, or empty): created
     /// since their last fsync.
     pub headers: u64,
+    /// Directory entries a cut undid ([`CutModel::PagesAndDirs`]): removed or put back.
+    pub dir_ops: u64,
+    /// Their names, `-` removed, `+` put back.
+    pub undone: Vec<String>,
 }
 
 impl Disk {
@@ -120,11 +131,33 @@ impl Disk {
         &mut self,
         data_dir: &Path,
         synced: &HashMap<PathBuf, u64>,
+        listings: &tier_hot::faults::DirListings,
         model: CutModel,
         header_len: u64,
         rng: &mut Rng,
     ) -> std::io::Result<Cut> {
         let mut cut = Cut::default();
+        let mut synced = std::borrow::Cow::Borrowed(synced);
+        if model == CutModel::PagesAndDirs {
+            for dir in listings.directories() {
+                if !rng.chance(1, 2) {
+                    continue;
+                }
+                let undone = listings.undo(&dir)?;
+                cut.dir_ops += (undone.removed.len() + undone.restored.len()) as u64;
+                let name =
+                    |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                cut.undone.extend(undone.removed.iter().map(|p| format!("-{}", name(p))));
+                cut.undone.extend(undone.restored.iter().map(|p| format!("+{}", name(p))));
+                // A file put back is the one the directory's last fsync saw, as it was
+                // when unlinked or replaced: the WAL fsyncs a file before it renames or
+                // removes it, so it counts as durable whole.
+                for path in undone.restored {
+                    let len = fs::metadata(&path)?.len();
+                    synced.to_mut().insert(path, len);
+                }
+            }
+        }
         for dir in topic_dirs(data_dir) {
             for (_, path) in segments(&dir) {
                 let len = fs::metadata(&path)?.len();
@@ -139,7 +172,9 @@ impl Disk {
                             cut.bytes += len - to;
                         }
                     }
-                    CutModel::Pages => cut_pages(&path, len, durable, rng, &mut cut)?,
+                    CutModel::Pages | CutModel::PagesAndDirs => {
+                        cut_pages(&path, len, durable, rng, &mut cut)?
+                    }
                 }
             }
         }
@@ -158,7 +193,37 @@ impl Disk {
                 }
             }
         }
+        self.track(data_dir);
+    }
+
+    /// Starts the fsync record of `data_dir` (and, when directory operations are
+    /// modelled, of its directories' listings), everything on disk now counting as
+    /// durable.
+    pub fn track(&self, data_dir: &Path) {
         tier_hot::faults::track_durability(data_dir);
+        if self.dirs {
+            tier_hot::faults::track_directories(data_dir);
+        }
+    }
+
+    /// Restarts the record of `data_dir`'s directories' listings from what they hold now
+    /// (a lost directory: what is gone stays gone).
+    pub fn retrack_dirs(&self, data_dir: &Path) {
+        if self.dirs {
+            tier_hot::faults::track_directories(data_dir);
+        }
+    }
+
+    /// Ends the records of `data_dir`.
+    pub fn untrack(&self, data_dir: &Path) {
+        tier_hot::faults::untrack_durability(data_dir);
+        tier_hot::faults::untrack_directories(data_dir);
+    }
+
+    /// A disk whose power cuts follow `model` ([`CutModel::PagesAndDirs`] tracks the
+    /// directories' listings).
+    pub fn new(model: CutModel) -> Self {
+        Self { settled: HashMap::new(), dirs: model == CutModel::PagesAndDirs }
     }
 
     /// Forgets a lost directory's files.

@@ -670,6 +670,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 9000139,
+        keep: &[1, 2, 7, 8, 11, 12],
+        case: "never: warm restarted past a gap, then a failover to a replica behind emptied its stream (its batches were the stream's only entries); the empty stream took the next group past the batches it lost, which only the WAL held, and a power cut took the WAL's tail: recovery found offsets no tier held and refused to open (each append names the offset it continues, the stream's next key, checked with the write in one server-side step; `Revert::WarmIgnoresNext` puts the unchecked append back)",
+        invariant: model::inv::OPEN_FAILED,
+        generator: 9,
+    },
+    Regression {
         seed: 91003425,
         keep: &[170, 171, 172, 183, 184, 191, 193, 199],
         case: "fail: a group whose WAIT fell short (on warm's primary, unconfirmed, above the commit point); the warm trim, bounded by the sealed segments and cold's end only, removed warm's copy of it, and a restart served the refused records (the warm trim never passes the commit point)",

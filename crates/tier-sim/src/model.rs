@@ -85,6 +85,9 @@ pub mod inv {
     pub const LIVE_TAIL: &str = "live tail missed an acknowledged record";
     /// After the faults stopped, cold did not reach the commit point.
     pub const LIVENESS_EXPORT: &str = "liveness: export does not reach the commit point";
+    /// WAL retention deleted a segment sealed less than the retention time before its
+    /// "now" (or after it: the clock went back), with the size limit out of reach.
+    pub const YOUNG_DELETED: &str = "WAL retention deleted a young segment";
     /// After the faults stopped, the WAL kept segments retention should delete.
     pub const LIVENESS_RETENTION: &str = "liveness: WAL retention does not catch up";
     /// After the faults stopped, a flush still failed.

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use tier_core::clock::{Clock, ManualClock};
 use tier_core::segment::SegmentHeader;
 use tier_core::{ErrorKind, Offset, OffsetRange, StartPosition, Tier, TierError, TopicName};
 use tier_hot::HotConfig;
@@ -22,6 +23,15 @@ use crate::model::{Model, Rec, Violation, inv, lossy};
 use crate::rng::{Rng, step_seed};
 use crate::schedule::{ColdShape, ReadFrom, Schedule, Step};
 use crate::warm::SimWarm;
+
+/// What a power cut at some moment keeps: each WAL file's durable length and each
+/// directory's durable listing.
+type Durable = (std::collections::HashMap<PathBuf, u64>, tier_hot::faults::DirListings);
+
+/// [`Durable`] as of now.
+fn durable_state(hot_dir: &std::path::Path) -> Durable {
+    (tier_hot::faults::durable_lengths(hot_dir), tier_hot::faults::dir_listings(hot_dir))
+}
 
 /// The topic every schedule writes.
 pub const TOPIC: &str = "t";
@@ -160,7 +170,12 @@ struct World<'a> {
     /// trusts a WAL written under `never`/`interval` only within the boot it was written in).
     boots: u64,
     header_len: u64,
-    real_base: SystemTime,
+    /// The store's wall clock ([`StoreBuilder::clock`](tier_router::StoreBuilder::clock)):
+    /// moved only by the schedule's clock steps.
+    clock: Arc<ManualClock>,
+    /// The latest time `clock` has shown: retention at the end runs past every seal time
+    /// even after the clock went back.
+    wall_high: SystemTime,
     step: Option<u32>,
     cold_errors: bool,
     damaged: bool,
@@ -208,6 +223,10 @@ pub enum Revert {
     /// its own before it (tier-warm's `confirm_held` without its `SET`): on a fresh
     /// connection that `WAIT` is met at once, whatever the replica holds.
     WarmWaitAlone,
+    /// The warm stand-in's appends ignore the topic's next key (tier-warm's append
+    /// without its conditional check): a stream that holds nothing takes any base at or
+    /// past its end, so one a failover emptied takes a batch past the batches it lost.
+    WarmIgnoresNext,
 }
 
 impl From<tier_hot::faults::Revert> for Revert {
@@ -229,6 +248,10 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
     let data_dir = root.path().join("data");
     let topic_name = TopicName::new(TOPIC).expect("a valid topic name");
     let header_len = SegmentHeader::new(topic_name.clone(), 0, 0).encoded_len() as u64;
+    // The store's clock starts at the real time: a sealed segment found on disk at open
+    // counts as sealed at its file's modification time (the file system's clock).
+    #[allow(clippy::disallowed_methods)]
+    let start = SystemTime::now();
     let mut world = World {
         schedule,
         hot_dir: data_dir.join("hot"),
@@ -238,7 +261,7 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
         topic_name,
         bucket: Bucket::new(),
         warm: Arc::new(SimWarm::new()),
-        disk: Disk::default(),
+        disk: Disk::new(schedule.config.cuts),
         proc: None,
         model: Model::default(),
         stats: Stats { schedules: 1, ..Stats::default() },
@@ -249,7 +272,8 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
         seq: 0,
         boots: 0,
         header_len,
-        real_base: SystemTime::now(),
+        clock: Arc::new(ManualClock::new(start)),
+        wall_high: start,
         step: None,
         cold_errors: false,
         damaged: false,
@@ -265,15 +289,16 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
         open_epoch: 0,
     };
     world.warm.set_group_script(schedule.config.warm_group_script);
-    tier_hot::faults::track_durability(&world.hot_dir);
+    world.disk.track(&world.hot_dir);
     for behaviour in reverts {
         match (*behaviour).into() {
             Revert::Hot(behaviour) => tier_hot::faults::revert(&world.hot_dir, behaviour),
             Revert::WarmWaitAlone => world.warm.set_wait_alone(true),
+            Revert::WarmIgnoresNext => world.warm.set_ignore_next(true),
         }
     }
     world.run_all();
-    tier_hot::faults::untrack_durability(&world.hot_dir);
+    world.disk.untrack(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
     tier_hot::faults::restore(&world.hot_dir);
     // Forget the pages failed fsyncs lost (the files go with the temporary directory).
@@ -343,7 +368,28 @@ impl World<'_> {
     }
 
     fn sim_now(&self) -> SystemTime {
-        self.real_base + Duration::from_secs(self.clock_minutes * 60)
+        self.clock.now()
+    }
+
+    /// Retention at `now` deleted `deleted`: with the size limit out of reach (10 GiB),
+    /// only by age, so each was sealed at least the retention time before `now` — never
+    /// after it, whichever way the clock went.
+    fn check_ages(&mut self, now: SystemTime, deleted: &[tier_hot::SegmentInfo]) {
+        let cfg = &self.schedule.config;
+        if cfg.retention_bytes < 1 << 30 {
+            return;
+        }
+        let retention = cfg.retention_time;
+        for info in deleted {
+            if now.duration_since(info.sealed_at).is_ok_and(|age| age >= retention) {
+                continue;
+            }
+            let detail = format!(
+                "segment {} sealed at {:?}, deleted at {now:?} with a retention time of {retention:?}",
+                info.range, info.sealed_at
+            );
+            self.violate(inv::YOUNG_DELETED, detail);
+        }
     }
 
     fn run_all(&mut self) {
@@ -394,8 +440,11 @@ impl World<'_> {
             .router(router)
             .topics([self.topic_name.clone()])
             .background(cfg.background)
-            .boot_id(format!("sim-boot-{}", self.boots));
+            .boot_id(format!("sim-boot-{}", self.boots))
+            .clock(Arc::clone(&self.clock));
         if cfg.deployment.warm() {
+            // A new process: its warm client has seen no next key yet.
+            self.warm.new_client();
             builder = builder.warm(Arc::clone(&self.warm) as Arc<dyn tier_router::WarmBackend>);
         }
         if cfg.deployment.cold() {
@@ -641,6 +690,17 @@ impl World<'_> {
             self.note(format!("removing {} failed: {e}", dir.display()));
         }
         self.disk.forget(dir);
+        if self.hot_dir.starts_with(dir) {
+            // A lost directory never comes back: what its directories held is not what
+            // their last fsyncs left any more.
+            self.disk.retrack_dirs(&self.hot_dir);
+        }
+        // The durable lengths recorded for its segment files go with them: a file created
+        // later at the same path is a new inode no fsync has covered, and a power cut
+        // keeps nothing of it that the old file's fsyncs made durable.
+        if self.hot_dir.starts_with(dir) {
+            tier_hot::faults::track_durability(&self.hot_dir);
+        }
     }
 
     // ---- steps -----------------------------------------------------------------------
@@ -732,7 +792,8 @@ impl World<'_> {
                 let r =
                     self.on_proc(async |store: &TieredStore, _: &Topic| store.run_retention_now(now).await);
                 if let Some(r) = r {
-                    self.note(format!("  retention: {:?}", r.map(|v| v.len()).map_err(|e| e.kind())));
+                    self.note(format!("  retention: {:?}", r.as_ref().map(Vec::len).map_err(|e| e.kind())));
+                    self.check_ages(now, r.as_deref().unwrap_or_default());
                 }
             }
             Step::TrimWarm => {
@@ -758,7 +819,12 @@ impl World<'_> {
                     tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
                 });
             }
-            Step::ClockJump { minutes } => self.clock_minutes += u64::from(minutes),
+            Step::ClockJump { minutes } => {
+                self.clock_minutes += u64::from(minutes);
+                self.clock.advance(Duration::from_secs(u64::from(minutes) * 60));
+                self.wall_high = self.wall_high.max(self.clock.now());
+            }
+            Step::ClockBack { minutes } => self.clock.rewind(Duration::from_secs(u64::from(minutes) * 60)),
             Step::CloseReopen => {
                 self.close();
                 self.ensure_open();
@@ -766,7 +832,7 @@ impl World<'_> {
             Step::Crash { power_cut } => {
                 self.crash();
                 if power_cut {
-                    let synced = tier_hot::faults::durable_lengths(&self.hot_dir);
+                    let synced = durable_state(&self.hot_dir);
                     self.power_cut(&synced, rng);
                 }
                 self.ensure_open();
@@ -931,26 +997,33 @@ impl World<'_> {
     /// The power is cut (the process is gone): every WAL file keeps what `synced` (the
     /// durable lengths at the moment of the cut) and the schedule's [`CutModel`](disk::CutModel)
     /// say, and the machine boots again.
-    fn power_cut(&mut self, synced: &std::collections::HashMap<PathBuf, u64>, rng: &mut Rng) {
+    fn power_cut(&mut self, (synced, listings): &Durable, rng: &mut Rng) {
         self.boots += 1;
         // The machine restarts: pages a failed fsync lost read as zeros from now on.
         if let Err(e) = tier_hot::faults::drop_page_cache(&self.hot_dir) {
             self.note(format!("  dropping the page cache failed: {e}"));
         }
         let model = self.schedule.config.cuts;
-        match self.disk.power_cut(&self.hot_dir, synced, model, self.header_len, rng) {
+        match self.disk.power_cut(&self.hot_dir, synced, listings, model, self.header_len, rng) {
             Ok(cut) => {
                 let headers = if cut.headers > 0 {
                     format!(", {} new files zeroed, empty or gone", cut.headers)
                 } else {
                     String::new()
                 };
-                self.note(format!("  power cut: {} files, {} bytes{headers}", cut.files, cut.bytes));
+                let dirs = if cut.dir_ops > 0 {
+                    format!(", {} directory entries undone ({})", cut.dir_ops, cut.undone.join(" "))
+                } else {
+                    String::new()
+                };
+                self.note(format!("  power cut: {} files, {} bytes{headers}{dirs}", cut.files, cut.bytes));
                 // Under `always` every acknowledged record was fsynced before its answer:
                 // what the cut took was never acknowledged, so no acknowledged WAL copy
                 // is destroyed (the store must keep them all, `inv::DURABLE_DROPPED`).
                 // Otherwise, over-approximated: every WAL copy.
-                if cut.bytes > 0 && self.schedule.config.fsync != tier_hot::FsyncPolicy::Always {
+                if (cut.bytes > 0 || cut.dir_ops > 0)
+                    && self.schedule.config.fsync != tier_hot::FsyncPolicy::Always
+                {
                     self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);
                 }
             }
@@ -963,11 +1036,11 @@ impl World<'_> {
     /// segment, and returns the durable lengths as of that moment; the process is gone
     /// when it returns. While a seal is held no blocking job ends, so tokio's paused clock
     /// stands still: nothing here may wait for simulated time once the rotation happened.
-    fn crash_before_seal(&mut self, records: u8, rng: &mut Rng) -> std::collections::HashMap<PathBuf, u64> {
+    fn crash_before_seal(&mut self, records: u8, rng: &mut Rng) -> Durable {
         use tier_hot::faults::{self, FaultPoint};
         let recs = self.records(records, rng);
         if !self.ensure_open() {
-            return faults::durable_lengths(&self.hot_dir);
+            return durable_state(&self.hot_dir);
         }
         let hot_dir = self.hot_dir.clone();
         faults::hold(&hot_dir, FaultPoint::SealFsync);
@@ -1002,7 +1075,7 @@ impl World<'_> {
             // What the WAL wrote but could not fsync, should an armed fsync failure have
             // refused the append (see `wal_failing`, which would let time pass).
             let unsynced = proc.store.wal().unsynced(proc.topic.name());
-            (rotated, ack, unsynced, faults::durable_lengths(&hot_dir))
+            (rotated, ack, unsynced, durable_state(&hot_dir))
         }));
         faults::release(&hot_dir, FaultPoint::SealFsync);
         let _ = waiter.join();
@@ -1010,7 +1083,7 @@ impl World<'_> {
             self.violate(inv::HUNG, "a rotation with its seal held did not finish".into());
             self.crash();
             self.ended = Some("hung".into());
-            return faults::durable_lengths(&hot_dir);
+            return durable_state(&hot_dir);
         };
         self.note(format!("  rotated with the seal held: {rotated}"));
         match ack {
@@ -1573,7 +1646,7 @@ impl World<'_> {
             None => return,
         }
         let cfg = self.schedule.config.clone();
-        let far = self.sim_now() + cfg.retention_time + Duration::from_secs(3600);
+        let far = self.wall_high + cfg.retention_time + Duration::from_secs(3600);
         let retry = cfg.warm_retry * 2;
         let result = self.on_proc(async |store: &TieredStore, topic: &Topic| {
             let mut flushed = Err(None);

@@ -124,6 +124,9 @@ impl fmt::Display for SimConfig {
             self.warm_retry,
             if self.background { "on" } else { "off" },
             match (self.cuts, self.fsync_loses_pages) {
+                (CutModel::PagesAndDirs, _) => {
+                    ", power cuts by page and undoing directory operations, failed fsyncs lose pages"
+                }
                 (CutModel::Pages, true) => ", power cuts by page, failed fsyncs lose pages",
                 (CutModel::Pages, false) => ", power cuts by page",
                 _ => "",
@@ -164,8 +167,13 @@ pub enum Step {
     Checkpoint,
     /// Simulated time passes (age rotation, warm retries, the background exporter).
     Tick { ms: u32 },
-    /// The wall clock jumps forward (record timestamps, retention's "now").
+    /// The wall clock jumps forward (record timestamps, the store's clock: seal times,
+    /// retention's "now").
     ClockJump { minutes: u32 },
+    /// The store's wall clock goes back (generator 10): seal and segment creation times
+    /// and retention's "now" go back; record timestamps (the producers' clock) do not.
+    /// Nothing young may be deleted for it (see `tier_core::clock`).
+    ClockBack { minutes: u32 },
     /// `close`, then reopen.
     CloseReopen,
     /// The process dies (dropped without `close`); with `power_cut`, every WAL file is
@@ -271,6 +279,7 @@ impl Step {
             Step::DamageSegment => "damaged WAL segment",
             Step::DamageCold => "damaged cold object",
             Step::ClockJump { .. } => "clock jump",
+            Step::ClockBack { .. } => "clock back",
             _ => return None,
         })
     }
@@ -317,7 +326,15 @@ impl Step {
 ///   [`Step::WarmFailoverBehind`] (a replica promoted that lacks writes a `WAIT`
 ///   confirmed); and warm takes a group in one script + `WAIT`, as tier-warm does
 ///   ([`SimConfig::warm_group_script`]). Every other step of every seed, and the rest of
-///   the configuration, are version 8's. Not the default: [`LATEST`].
+///   the configuration, are version 8's. Not the default.
+/// - 10: [`Step::ClockBack`], the store's wall clock going back from 1 minute to a day
+///   ([`CLOCK_BACK_MINUTES`], by the roll), taken from rolls that made [`Step::Heal`]
+///   under 9, drawing no randomness. Every other step of every seed, and the
+///   configuration, are version 9's. Not the default.
+/// - 11: power cuts also undo directory operations ([`CutModel::PagesAndDirs`]: in each
+///   directory, with even chances, every create, rename and unlink since its last
+///   fsync). Its steps are version 10's; only what a power cut leaves differs. Not the
+///   default: [`LATEST`].
 ///
 /// The default stays 5 while versions 6 and 7 still find open recovery bugs (torn points
 /// whose loss goes unreported in shapes the router does not cover yet; see
@@ -325,8 +342,12 @@ impl Step {
 /// `--generator 6` / `--generator 7`; their regression schedules run with every test.
 pub const GENERATOR: u32 = 5;
 
-/// The newest generator version (`--generator 9`); [`GENERATOR`] is the default.
-pub const LATEST: u32 = 9;
+/// The newest generator version (`--generator 11`); [`GENERATOR`] is the default.
+pub const LATEST: u32 = 11;
+
+/// How far back [`Step::ClockBack`] moves the clock, by its roll: within a minute of the
+/// last seal, across retention times (at most 90.5 minutes in a schedule), and a day.
+pub const CLOCK_BACK_MINUTES: [u32; 10] = [1, 2, 5, 15, 30, 59, 61, 90, 120, 1440];
 
 /// A schedule: seed, configuration and steps (each with its generation index).
 #[derive(Clone, Debug)]
@@ -355,6 +376,9 @@ impl Schedule {
         }
         config.fsync_loses_pages = generator >= 7;
         config.warm_group_script = generator >= 9;
+        if generator >= 11 {
+            config.cuts = CutModel::PagesAndDirs;
+        }
         let mut out = Vec::with_capacity(steps as usize);
         // The rest of a burst: one step per index, as any other.
         let mut burst = std::collections::VecDeque::new();
@@ -540,6 +564,11 @@ fn gen_step(
             952..=957 if generator >= 9 && config.deployment.warm() => Step::WarmReconnect,
             958..=961 if generator >= 9 && config.deployment.warm() => {
                 Step::WarmFailoverBehind { writes: u8::try_from(1 + (roll - 958) % 4).unwrap_or(1) }
+            }
+            // Version 10: taken from `Heal`'s rolls, drawing no randomness.
+            962..=971 if generator >= 10 => {
+                let i = usize::try_from(roll - 962).unwrap_or(0);
+                Step::ClockBack { minutes: CLOCK_BACK_MINUTES[i % CLOCK_BACK_MINUTES.len()] }
             }
             // Version 5: taken from `Heal`'s rolls where warm is deployed.
             911..=920 if generator >= 5 && config.deployment.warm() => {

@@ -21,10 +21,20 @@
 //! (`append_checked`), sends `XADD` + `WAIT` in one pipeline (`xadd_and_wait`), and an
 //! append at a held offset reads the entry there (`resolve_existing`): the same batch is
 //! confirmed by `SET <marker>` + `WAIT` (`confirm_held`), a different one is `Fenced`.
-//! A group continuing the stream goes in one script + `WAIT` (`xadd_group_and_wait`;
+//! A group continuing the stream goes in one script + `WAIT` (`conditional_append`;
 //! from generator 9, [`SimWarm::set_group_script`] — before it one batch at a time, as the
 //! stand-in older regression schedules were found with did). `trim_before` never drops
 //! the newest batch and `batches_from` returns the batches as appended.
+//!
+//! **The next key.** Each `XADD` writes, in the same step, the offset at which the
+//! stream's next batch must start; `restart_at` writes it too (a write of its own). A
+//! batch anywhere else is refused, even by a stream that holds nothing — an emptied
+//! stream cannot take a batch past the batches a failover took from it. Without the key
+//! (a topic the replica never had) any base at or past the end is taken, unless the
+//! client saw the key before (tier-warm's `next_held`, kept until the process ends:
+//! [`SimWarm::new_client`]) and the base is not 0. Reverted
+//! ([`SimWarm::set_ignore_next`], `Revert::WarmIgnoresNext`): the key is not consulted,
+//! and an empty stream takes any base at or past its end.
 //!
 //! **Faults.**
 //! - *WAIT short*: the replica's link is down; writes land on the primary, their `WAIT`
@@ -75,6 +85,9 @@ struct TopicLog {
     /// The end a replica knows of the stream without any `XADD` of its own: the base of
     /// the first entry of a stream holding none (its start, as an emptied stream keeps).
     floor: Offset,
+    /// The topic's next key: where the stream's next batch must start (`None`: the
+    /// server has no key for the topic).
+    next: Option<Offset>,
 }
 
 impl TopicLog {
@@ -86,16 +99,31 @@ impl TopicLog {
         self.entries.partition_point(|e| e.batch.end_offset() <= offset)
     }
 
-    /// tier-warm's `append_allowed`: a batch continues the stream's range.
-    fn continues(&self, base: Offset) -> bool {
+    /// tier-warm's `append_allowed` and its append script's check of the next key: a
+    /// batch continues the stream. `next_held`: the client saw the key before.
+    /// `ignore_next`: the reverted protocol, without the key.
+    fn continues(&self, base: Offset, next_held: bool, ignore_next: bool) -> bool {
+        if !ignore_next {
+            match self.next {
+                Some(next) => return base == next,
+                None if next_held && base != 0 => return false,
+                None => {}
+            }
+        }
         base == self.end || (self.start == self.end && base > self.end)
     }
 
     /// The stream as a replica that applied the writes up to `applied` holds it: drops
     /// the entries it lacks and returns their offsets.
-    fn roll_back(&mut self, applied: u64) -> Option<OffsetRange> {
-        let known = self.ends.iter().rev().find(|(w, _)| *w <= applied).map_or(0, |(_, e)| *e);
-        let end = known.max(self.floor).min(self.end);
+    /// `with_next`: the next key is modelled, so a restart is a write of its own and the
+    /// replica's end is what its last applied write left (without it, an emptied
+    /// stream's end is at least its floor).
+    fn roll_back(&mut self, applied: u64, with_next: bool) -> Option<OffsetRange> {
+        let last_known = self.ends.iter().rev().find(|(w, _)| *w <= applied).map(|(_, e)| *e);
+        // The next key as the replica holds it: written with each `XADD` and restart.
+        self.next = last_known;
+        let known = last_known.unwrap_or(0);
+        let end = if with_next { known.min(self.end) } else { known.max(self.floor).min(self.end) };
         self.ends.retain(|(w, _)| *w <= applied);
         if end >= self.end {
             return None;
@@ -136,8 +164,13 @@ struct State {
     /// protocol, `Revert::WarmWaitAlone`).
     wait_alone: bool,
     /// A group continuing the stream goes in one script + `WAIT` (tier-warm's
-    /// `xadd_group_and_wait`); otherwise one batch at a time.
+    /// `conditional_append`); otherwise one batch at a time.
     group_script: bool,
+    /// The next key is not consulted (the reverted protocol, `Revert::WarmIgnoresNext`).
+    ignore_next: bool,
+    /// Topics whose next key the client saw (tier-warm's `next_held`); forgotten by
+    /// [`SimWarm::new_client`].
+    next_seen: BTreeSet<TopicName>,
     /// Offset → (payload, timestamp) of every record of a batch this tier confirmed.
     confirmed: BTreeMap<Offset, (bytes::Bytes, Timestamp)>,
     /// Offset → payload of every record of a batch the primary ever took (confirmed or
@@ -217,7 +250,7 @@ impl State {
     fn promote(&mut self, applied: u64) -> Vec<OffsetRange> {
         let mut lost = Vec::new();
         for log in self.topics.values_mut() {
-            lost.extend(log.roll_back(applied));
+            lost.extend(log.roll_back(applied, !self.ignore_next));
         }
         self.markers.retain(|_, written| *written <= applied);
         self.primary_offset = applied;
@@ -287,6 +320,17 @@ impl SimWarm {
     /// Puts back the protocol in which an identical retry confirms with `WAIT` alone.
     pub fn set_wait_alone(&self, on: bool) {
         self.state.lock().wait_alone = on;
+    }
+
+    /// Puts back the protocol without the next key: an empty stream takes any base at or
+    /// past its end.
+    pub fn set_ignore_next(&self, on: bool) {
+        self.state.lock().ignore_next = on;
+    }
+
+    /// A new process's client: it has seen no topic's next key.
+    pub fn new_client(&self) {
+        self.state.lock().next_seen.clear();
     }
 
     /// True while an outage, a short `WAIT` or lost answers last.
@@ -396,7 +440,8 @@ impl SimWarm {
             // A retry of something already held, or a conflict.
             return Self::resolve_existing(s, topic, batch);
         }
-        if !log.continues(base) {
+        let (next_held, ignore) = (s.next_seen.contains(topic), s.ignore_next);
+        if !log.continues(base, next_held, ignore) {
             return Err(TierError::invalid(
                 ctx(topic).offset(base),
                 format!("batch base offset {base} does not continue the held range {}", log.range()),
@@ -437,8 +482,10 @@ impl SimWarm {
             }
         }
         log.end = batch.end_offset();
+        log.next = Some(log.end);
         log.entries.push(Entry { batch: owned_copy(batch), written });
         log.ends.push((written, log.end));
+        s.next_seen.insert(topic.clone());
         for r in batch.records() {
             s.landed.insert(r.offset, bytes::Bytes::copy_from_slice(&r.payload));
         }
@@ -502,9 +549,15 @@ impl Tier for SimWarm {
         tier_core::Capabilities::none().with_idempotent_append(true)
     }
 
+    /// tier-warm's `refresh_range`: the stream's range, and its next key seen.
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
-        let s = self.enter(topic)?;
-        Ok(s.topics.get(topic).map(TopicLog::range).unwrap_or_default())
+        let mut s = self.enter(topic)?;
+        let Some(log) = s.topics.get(topic) else { return Ok(OffsetRange::default()) };
+        let range = log.range();
+        if log.next.is_some() {
+            s.next_seen.insert(topic.clone());
+        }
+        Ok(range)
     }
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
@@ -559,7 +612,7 @@ impl Tier for SimWarm {
 #[async_trait]
 impl WarmBackend for SimWarm {
     /// tier-warm's `append_group`: a group of several contiguous batches continuing the
-    /// stream goes in one script + `WAIT` (`xadd_group_and_wait`); the rest, and every
+    /// stream goes in one script + `WAIT` (`conditional_append`); the rest, and every
     /// other case, one batch at a time as [`Tier::append`].
     async fn append_group(
         &self,
@@ -575,9 +628,13 @@ impl WarmBackend for SimWarm {
                 Err(e) => return (0, Err(e)),
             };
             let s = &mut *guard;
-            let continues = s.topics.get(topic).is_none_or(|log| log.continues(batches[0].base_offset()));
+            let (next_held, ignore) = (s.next_seen.contains(topic), s.ignore_next);
+            let continues = s
+                .topics
+                .get(topic)
+                .is_none_or(|log| log.continues(batches[0].base_offset(), next_held, ignore));
             if continues {
-                // `xadd_group_and_wait`: the script's `XADD`s (none refused: each
+                // `conditional_append`: the script's `XADD`s (none refused: each
                 // continues the one before) and the `WAIT` after them, one pipeline.
                 for batch in &batches {
                     Self::xadd(s, topic, batch);
@@ -626,20 +683,46 @@ impl WarmBackend for SimWarm {
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         let mut guard = self.enter(topic)?;
         let s = &mut *guard;
-        let Some(log) = s.topics.get_mut(topic) else { return Ok(()) };
+        let ignore_next = s.ignore_next;
+        let Some(log) = s.topics.get_mut(topic) else {
+            if ignore_next {
+                return Ok(());
+            }
+            // `XTRIM` of no stream removes nothing; the next key is written.
+            let written = s.write();
+            let log = s.topics.entry(topic.clone()).or_default();
+            (log.start, log.end, log.next) = (offset, offset, Some(offset));
+            log.ends.push((written, offset));
+            s.next_seen.insert(topic.clone());
+            return Ok(());
+        };
         if log.end > offset {
             return Err(TierError::invalid(
                 ctx(topic).offset(offset),
                 format!("cannot restart at {offset}: the tier holds {}", log.range()),
             ));
         }
-        // Like `XTRIM MINID <offset>-1`: every entry goes, the stream stays.
+        // Like `XTRIM MINID <offset>-1`: every entry goes, the stream stays (a write when
+        // it removed any); then `SET <next key> <offset>` (a write).
         let removed = !log.entries.is_empty();
         log.entries.clear();
-        log.start = log.end;
+        if s.ignore_next {
+            log.start = log.end;
+            if removed {
+                s.write();
+            }
+            return Ok(());
+        }
         if removed {
             s.write();
         }
+        let written = s.write();
+        let log = s.topics.get_mut(topic).expect("the topic's log was found above");
+        log.start = offset;
+        log.end = offset;
+        log.next = Some(offset);
+        log.ends.push((written, offset));
+        s.next_seen.insert(topic.clone());
         Ok(())
     }
 

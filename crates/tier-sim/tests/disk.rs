@@ -33,7 +33,7 @@ fn a_cut_by_page_keeps_the_durable_bytes_and_loses_whole_pages_past_them() {
         let root = tempfile::tempdir().expect("temporary directory");
         let (data, path, synced) = setup(root.path(), len, Some(durable));
         let mut disk = Disk::default();
-        disk.power_cut(&data, &synced, CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
+        disk.power_cut(&data, &synced, &Default::default(), CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
         let bytes = after_cut(&path).expect("a file with a durable length stays");
         let size = bytes.len() as u64;
         assert!((durable..=len).contains(&size), "seed {seed}: size {size}");
@@ -80,7 +80,7 @@ fn a_new_file_may_come_back_gone_empty_or_as_its_size_of_zeros() {
         let (data, path, synced) = setup(root.path(), len, None);
         let mut disk = Disk::default();
         let cut =
-            disk.power_cut(&data, &synced, CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
+            disk.power_cut(&data, &synced, &Default::default(), CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
         let kind = match after_cut(&path) {
             None => "gone",
             Some(b) if b.is_empty() => "empty",
@@ -104,9 +104,43 @@ fn a_cut_by_byte_never_goes_below_the_header_nor_zeroes_anything() {
         let root = tempfile::tempdir().expect("temporary directory");
         let (data, path, synced) = setup(root.path(), 5000, None);
         let mut disk = Disk::default();
-        disk.power_cut(&data, &synced, CutModel::Bytes, 40, &mut Rng::new(seed)).expect("power cut");
+        disk.power_cut(&data, &synced, &Default::default(), CutModel::Bytes, 40, &mut Rng::new(seed)).expect("power cut");
         let bytes = after_cut(&path).expect("the byte model removes no file");
         assert!(bytes.len() >= 40, "seed {seed}: cut below the header");
         assert!(!bytes.contains(&0), "seed {seed}: the byte model zeroed bytes");
     }
+}
+
+/// Directory operations since a directory's durable listing are undone: a file created
+/// since is gone, one unlinked since is back, one renamed over since is the old file
+/// again — and a directory whose operations are kept is left alone.
+#[test]
+fn undoing_a_directory_puts_back_its_durable_listing() {
+    let root = tempfile::tempdir().expect("temporary directory");
+    let (data, kept, _) = setup(root.path(), 100, Some(100));
+    let topic = kept.parent().expect("topic directory").to_owned();
+    let marker = topic.join("00000000000000000005-00000000000000000009.gap");
+    std::fs::write(&marker, b"old").expect("marker");
+    let state = topic.join("state");
+    std::fs::write(&state, b"old state").expect("state file");
+    tier_hot::faults::track_directories(&data);
+
+    std::fs::remove_file(&marker).expect("unlink");
+    let created = topic.join("00000000000000000100.seg");
+    std::fs::write(&created, b"new segment").expect("create");
+    let tmp = topic.join("state.tmp");
+    std::fs::write(&tmp, b"new state").expect("write tmp");
+    std::fs::rename(&tmp, &state).expect("rename over");
+    let listings = tier_hot::faults::dir_listings(&data);
+    assert_eq!(listings.directories(), vec![data.clone(), topic.clone()]);
+
+    let undone = listings.undo(&topic).expect("undo");
+    assert_eq!(undone.removed, vec![created.clone()]);
+    assert_eq!(undone.restored.len(), 2, "{undone:?}");
+    assert!(!created.exists(), "a file created since the directory's fsync is gone");
+    assert_eq!(std::fs::read(&marker).expect("marker back"), b"old");
+    assert_eq!(std::fs::read(&state).expect("state"), b"old state", "the rename is undone");
+    assert_eq!(std::fs::read(&kept).expect("kept").len(), 100, "a file it listed stays");
+    assert_eq!(listings.undo(&data).expect("undo the data directory"), tier_hot::faults::Undone::default());
+    tier_hot::faults::untrack_directories(&data);
 }

@@ -30,6 +30,7 @@ fn each_reverted_repair_is_found_by_its_regression_schedule() {
     let cases = [
         (64000015, Revert::Hot(Hot::ForgetCuts)),
         (9000092, Revert::WarmWaitAlone),
+        (9000139, Revert::WarmIgnoresNext),
         (1796426533093494512, Revert::Hot(Hot::TrustFailedFsyncs)),
         (60000000, Revert::Hot(Hot::HolesAreDamage)),
     ];
@@ -72,7 +73,8 @@ fn three_hundred_short_benign_schedules_pass() {
 /// and age; version 7 from version 6 only in failed fsyncs losing their pages; version 8
 /// from version 7 where a `Heal` became an object-store fault (cold deployed); version 9
 /// from version 8 where a `Heal` became a warm connection or failover fault (warm
-/// deployed). Regression
+/// deployed); version 10 from version 9 where a `Heal` became a `ClockBack`; version 11 from
+/// version 10 only in what a power cut leaves (directory operations undone). Regression
 /// schedules replay with the version they were found with, so their steps and power cuts
 /// never change.
 #[test]
@@ -241,10 +243,37 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         }
     }
     assert!(warm_faults > 0, "version 9 generates warm connection and failover faults");
+    // Version 10 is version 9 where a heal became the store's clock going back.
+    let mut clock_backs = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let (v9, v10) = (Schedule::generate_with(9, seed, 200), Schedule::generate_with(10, seed, 200));
+        assert_eq!(v9.config.to_string(), v10.config.to_string(), "seed {seed}");
+        for ((i, a), (_, b)) in v9.steps.iter().zip(&v10.steps) {
+            if a != b {
+                match (*a, *b) {
+                    (Step::Heal, Step::ClockBack { minutes }) => {
+                        clock_backs.insert(minutes);
+                    }
+                    _ => panic!("seed {seed} step {i}: {a:?} became {b:?}"),
+                }
+            }
+        }
+    }
+    assert_eq!(
+        clock_backs.into_iter().collect::<Vec<_>>(),
+        tier_sim::schedule::CLOCK_BACK_MINUTES.to_vec(),
+        "version 10 moves the clock back by every amount"
+    );
+    // Version 11 is version 10 but for what a power cut leaves: the same steps.
+    for seed in 0..50 {
+        let (v10, v11) = (Schedule::generate_with(10, seed, 200), Schedule::generate_with(11, seed, 200));
+        assert_eq!(v10.steps, v11.steps, "seed {seed}");
+        assert_eq!(v11.config.cuts, CutModel::PagesAndDirs);
+    }
     assert_eq!(
         (GENERATOR, LATEST),
-        (5, 9),
-        "version 5 is the default (6 to 9 have open findings), 9 the newest"
+        (5, 11),
+        "version 5 is the default (6 to 11 have open findings), 11 the newest"
     );
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);

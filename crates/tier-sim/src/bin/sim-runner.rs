@@ -2,6 +2,10 @@
 //! builds and runs it. Prints a table and, for each invariant broken, a seed, the
 //! violation and the shrunk schedule; exits non-zero on any violation.
 
+// Tooling: seeds from the real clock and bounds a run in real time; the simulation
+// itself reads only its schedule's clock.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -67,8 +71,8 @@ struct Args {
     #[arg(long)]
     list: bool,
     /// Put a repaired behaviour back (to see the simulation find the bug it was):
-    /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`
-    /// (the warm stand-in's protocol).
+    /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`,
+    /// `ignore-next` (the warm stand-in's protocol).
     #[arg(long, value_enum)]
     revert: Vec<Reverted>,
 }
@@ -80,6 +84,9 @@ enum Reverted {
     ForgetCuts,
     /// Warm's identical retry confirms with `WAIT` alone (no write of its own before it).
     WaitAlone,
+    /// Warm's appends ignore the topic's next key (an empty stream takes any base past
+    /// its end).
+    IgnoreNext,
     /// A failed WAL fsync is trusted: the file is not cut back, an open reads the page cache.
     TrustFailedFsyncs,
     /// Holes before written pages and unwritten headers are damage (the topic refused).
@@ -91,6 +98,7 @@ impl Reverted {
         match self {
             Self::ForgetCuts => Revert::Hot(tier_hot::faults::Revert::ForgetCuts),
             Self::WaitAlone => Revert::WarmWaitAlone,
+            Self::IgnoreNext => Revert::WarmIgnoresNext,
             Self::TrustFailedFsyncs => Revert::Hot(tier_hot::faults::Revert::TrustFailedFsyncs),
             Self::HolesAreDamage => Revert::Hot(tier_hot::faults::Revert::HolesAreDamage),
         }
