@@ -74,7 +74,10 @@ pub struct RecoveryReport {
     /// known to the offset reservation, when the WAL cannot vouch for its end (it was
     /// lost, or a power cut may have taken an unsynced tail), or the range an operator
     /// skipped with [`TieredStore::resume_topic`](crate::TieredStore::resume_topic).
-    /// They are never reused. Empty after a clean shutdown.
+    /// Under [`WarmFailurePolicy::Degrade`](crate::WarmFailurePolicy::Degrade) also the
+    /// offsets opening the WAL cut off (a power cut) that only warm's copy holds past the
+    /// point known confirmed: served and confirmed again, but a failover before the
+    /// confirmation would take them. They are never reused. Empty after a clean shutdown.
     pub maybe_lost: Vec<OffsetRange>,
     /// Warm could not be reached during recovery and the policy is
     /// [`WarmFailurePolicy::Degrade`](crate::WarmFailurePolicy::Degrade): the topic

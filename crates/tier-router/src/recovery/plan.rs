@@ -541,18 +541,49 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     let warm_covers = !warm_r.is_empty() && warm_r.start <= wal.start && warm_r.end >= wal.start;
     let held_from = if warm_covers { warm_r.start } else { wal.start };
     let cold_end = e.cold_continues.max(cold_r.end);
+    // Where what the tiers hold below the WAL's first offset starts: cold's end with cold;
+    // without it, warm's start (the WAL's retention deletes only what warm holds, and
+    // warm's trim only what the WAL holds).
+    let below_wal_from = if e.cold.is_some() { Some(cold_end) } else { warm.map(|w| w.start) };
     if e.cold.is_some() && !wal.is_empty() {
         if cold_end < held_from {
             lost.push(OffsetRange::new(cold_end, held_from));
         }
-    } else if e.cold.is_some() && !e.wal_lost() && e.cut_back && cold_end < held_from {
-        // The same below a WAL that opening cut back to nothing past cold's end (a torn
-        // point at its start: its first segments never reached the disk): acknowledged
-        // below the checkpoint, maybe acknowledged above it.
-        for piece in outside(OffsetRange::new(cold_end, held_from), &held_elsewhere) {
+    } else if let Some(floor) = below_wal_from
+        && !e.wal_lost()
+        && e.cut_back
+        && floor < held_from
+    {
+        // The same below a WAL that opening cut back (a torn point at its start: its
+        // first segments never reached the disk) — to nothing past cold's end, or, without
+        // cold, past warm's end: acknowledged below the checkpoint, maybe acknowledged
+        // above it.
+        for piece in outside(OffsetRange::new(floor, held_from), &held_elsewhere) {
             let known = e.checkpoint.unwrap_or(0).clamp(piece.start, piece.end);
             lost.extend(Some(OffsetRange::new(piece.start, known)).filter(|x| !x.is_empty()));
             maybe_lost.extend(Some(OffsetRange::new(known, piece.end)).filter(|x| !x.is_empty()));
+        }
+    }
+    // Under `degrade` an acknowledgement waited for the WAL alone: of what opening cut off
+    // the WAL (its torn points, and below its first offset), warm's copy past the point
+    // known confirmed may lack its confirmation (a `WAIT` that fell short), and a failover
+    // to a replica would take the only copy of acknowledged records. It is served and
+    // confirmed again, and reported maybe lost.
+    if degrade
+        && e.cut_back
+        && !e.wal_lost()
+        && let (Some(w), Some(floor)) = (warm, below_wal_from)
+    {
+        let confirmed = e.warm_confirmed.unwrap_or(w.start).clamp(w.start, w.end);
+        let unconfirmed = OffsetRange::new(confirmed, w.end);
+        let below_wal = OffsetRange::new(floor.min(wal.start), wal.start);
+        let mut held_durably = vec![cold_r];
+        held_durably.extend(e.unacked_found());
+        for taken in e.wal_gaps.iter().copied().chain([below_wal]) {
+            let (from, to) = (taken.start.max(unconfirmed.start), taken.end.min(unconfirmed.end));
+            if from < to {
+                maybe_lost.extend(outside(OffsetRange::new(from, to), &held_durably));
+            }
         }
     }
     let skip_wal = !end_unknown && wal.end < next;
@@ -580,12 +611,16 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         // Also committed: what cold holds and what warm trimmed away — and what the WAL
         // no longer holds below its start, which retention deletes only once committed.
         // Not when opening cut the WAL back and warm holds everything from the known
-        // point to the WAL's start: the cut (a first segment that lost every batch) may
-        // have raised the start past batches warm never confirmed, which are confirmed
-        // again as warm stores them.
+        // point to the WAL's start — nor, under `fail`, when warm holds batches past that
+        // point and ends below the start: the cut (a first segment that lost every batch)
+        // may have raised the start past batches warm never confirmed, which are confirmed
+        // again as warm stores them before they are served. Past warm's end, the offsets up
+        // to the WAL's start are held by no tier (reported above): the commit point stops
+        // there until the writer passes them.
         let known = checkpointed.max(cold_r.end).max(w.start);
         let wal_start = wal_now.start.min(target);
-        let start_is_evidence = !(e.cut_back && w.start <= known && w.end >= wal_start);
+        let start_is_evidence =
+            !(e.cut_back && w.start <= known && (w.end >= wal_start || (!degrade && w.end > known)));
         let unconfirmed = if start_is_evidence { known.clamp(wal_start, target) } else { known.min(target) };
         let from = if w.is_empty() { unconfirmed } else { w.end.min(unconfirmed) };
         if let Some(first_base) = after.first_kept {

@@ -365,7 +365,8 @@ fn every_offset_no_tier_holds_is_reported() {
 /// A torn point the WAL recorded at open is reported exactly where no other tier holds
 /// it and no degraded open skipped it: lost below the checkpoint (acknowledged), maybe
 /// lost above; the offsets warm or cold holds are not reported (they are served from
-/// there).
+/// there) — except, under `degrade`, warm's copy past the point known confirmed and not
+/// in cold, which a failover may take: maybe lost.
 #[test]
 fn a_torn_point_is_reported_where_no_other_tier_holds_it() {
     let n = each_plan(|e, _, _, p| {
@@ -373,6 +374,7 @@ fn a_torn_point_is_reported_where_no_other_tier_holds_it() {
         let warm = e.warm_range().unwrap_or_default();
         let cold = e.cold.unwrap_or_default();
         let found = e.unacked_found();
+        let confirmed = e.warm_confirmed.unwrap_or(warm.start).clamp(warm.start, warm.end);
         for o in gap.start..gap.end {
             if covered(&[&e.pending.lost, &e.pending.maybe_lost], o) {
                 continue;
@@ -380,7 +382,13 @@ fn a_torn_point_is_reported_where_no_other_tier_holds_it() {
             let ctx = format!("offset {o}: {e:?} -> {p:?}");
             let warm_copy = warm.contains(o) && !covered(&[&found], o);
             assert_eq!(covered(&[&p.torn_in_warm], o), warm_copy, "warm's copy to export: {ctx}");
-            if covered(&[&[warm, cold], &found], o) {
+            let unconfirmed = e.policy == WarmFailurePolicy::Degrade && warm_copy && o >= confirmed;
+            if unconfirmed && !cold.contains(o) {
+                assert!(
+                    covered(&[&p.maybe_lost], o),
+                    "warm's unconfirmed copy not reported maybe lost: {ctx}"
+                );
+            } else if covered(&[&[warm, cold], &found], o) {
                 assert!(!covered(&[&p.lost, &p.maybe_lost], o), "reported although held: {ctx}");
             } else if e.checkpoint.is_some_and(|cp| o < cp) {
                 assert!(covered(&[&p.lost], o), "acknowledged and not reported lost: {ctx}");
@@ -416,19 +424,118 @@ fn torn_point_evidence(warm: WarmSeen, cold: Option<OffsetRange>) -> Evidence {
 
 /// The shape the simulation found (seed 60000004): hot+cold, a seal cut short lost
 /// [14, 24) at a torn point, the reservation at 1038: both ranges are maybe lost. With
-/// warm holding the torn point's records, only the reservation's range is.
+/// warm holding the torn point's records, confirmed, only the reservation's range is; with
+/// warm's copy past the point known confirmed (seed 80004094: under `degrade` a `WAIT`
+/// that fell short, then a failover took it), the torn point is maybe lost as well.
 #[test]
-fn a_torn_point_below_the_wals_end_is_reported_unless_warm_holds_it() {
+fn a_torn_point_below_the_wals_end_is_reported_unless_warm_holds_it_confirmed() {
     let mut outcomes = Vec::new();
-    for warm in [WarmSeen::Disabled, WarmSeen::Holds(r(0, 24))] {
-        let e = torn_point_evidence(warm, Some(OffsetRange::empty_at(0)));
+    for (warm, confirmed) in [
+        (WarmSeen::Disabled, None),
+        (WarmSeen::Holds(r(0, 24)), Some(24)),
+        (WarmSeen::Holds(r(0, 24)), Some(14)),
+    ] {
+        let mut e = torn_point_evidence(warm, Some(OffsetRange::empty_at(0)));
+        e.warm_confirmed = confirmed;
         let step = plan_replay(&e).unwrap();
         let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
         assert_eq!(p.next_offset, 1038, "{p:?}");
         assert!(p.lost.is_empty(), "{p:?}");
         outcomes.push((p.maybe_lost, p.torn_in_warm));
     }
-    assert_eq!(outcomes, [(vec![r(14, 24), r(24, 1038)], vec![]), (vec![r(24, 1038)], vec![r(14, 24)])]);
+    assert_eq!(
+        outcomes,
+        [
+            (vec![r(14, 24), r(24, 1038)], vec![]),
+            (vec![r(24, 1038)], vec![r(14, 24)]),
+            (vec![r(24, 1038), r(14, 24)], vec![r(14, 24)]),
+        ]
+    );
+}
+
+/// The shape the simulation found (seed 80000357): hot+warm under `degrade`, a power cut
+/// took the WAL's first segment (acknowledged [0, 9)) and left it starting, empty, at 9;
+/// warm holds [0, 3), confirmed, and the reservation is at 1033. The offsets between warm's
+/// end and the WAL's start are held by no tier: maybe lost above the checkpoint.
+#[test]
+fn without_cold_a_cut_wal_starting_past_warms_end_reports_the_offsets_between() {
+    let e = Evidence {
+        policy: WarmFailurePolicy::Degrade,
+        fsync_always: false,
+        hot: OffsetRange::empty_at(9),
+        cut_back: true,
+        wal_gaps: vec![],
+        checkpoint: Some(3),
+        warm_confirmed: Some(3),
+        reservation: Some(1033),
+        reservation_exact: false,
+        fence: None,
+        pending: Losses::default(),
+        unacked_state: vec![],
+        unacked_wal: vec![],
+        rebuilt: None,
+        cold: None,
+        cold_continues: 0,
+        warm: WarmSeen::Holds(r(0, 3)),
+    };
+    let step = plan_replay(&e).unwrap();
+    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    assert_eq!(p.next_offset, 1033, "{p:?}");
+    assert!(p.lost.is_empty(), "{p:?}");
+    assert_eq!(p.maybe_lost, [r(9, 1033), r(3, 9)], "{p:?}");
+    // Under `fail` the same offsets are reported (above the checkpoint: maybe lost).
+    let fail = Evidence { policy: WarmFailurePolicy::Fail, ..e.clone() };
+    let p = plan(
+        &fail,
+        &plan_replay(&fail).unwrap(),
+        &AfterReplay { first_kept: None, marked: false, wal: e.hot },
+    );
+    assert!(covered(&[&p.maybe_lost], 3) && covered(&[&p.maybe_lost], 8), "{p:?}");
+    // Warm's copy reaching the WAL's start: nothing between to report.
+    let reaches =
+        Evidence { warm: WarmSeen::Holds(r(0, 9)), warm_confirmed: Some(9), checkpoint: Some(9), ..e };
+    let p = plan(
+        &reaches,
+        &plan_replay(&reaches).unwrap(),
+        &AfterReplay { first_kept: None, marked: false, wal: reaches.hot },
+    );
+    assert_eq!(p.maybe_lost, [r(9, 1033)], "{p:?}");
+}
+
+/// The shape the simulation found (seed 74002404): hot+warm+cold under `degrade`, a `WAIT`
+/// that fell short, acknowledged [0, 12) on the WAL alone; a power cut took the WAL's first
+/// segment and left it starting, empty, at 12; warm holds [0, 4) with no confirmation
+/// known. Warm's copy is the only one, and a failover may take it: [0, 4) is maybe lost
+/// like [4, 12), which no tier holds. Known confirmed (the checkpoint's warm floor at 4),
+/// it is not reported.
+#[test]
+fn under_degrade_warms_unconfirmed_copy_below_a_cut_wals_start_is_maybe_lost() {
+    let e = Evidence {
+        policy: WarmFailurePolicy::Degrade,
+        fsync_always: false,
+        hot: OffsetRange::empty_at(12),
+        cut_back: true,
+        wal_gaps: vec![],
+        checkpoint: None,
+        warm_confirmed: None,
+        reservation: Some(1036),
+        reservation_exact: false,
+        fence: None,
+        pending: Losses::default(),
+        unacked_state: vec![],
+        unacked_wal: vec![],
+        rebuilt: None,
+        cold: Some(OffsetRange::empty_at(0)),
+        cold_continues: 0,
+        warm: WarmSeen::Holds(r(0, 4)),
+    };
+    let after = AfterReplay { first_kept: None, marked: false, wal: e.hot };
+    let p = plan(&e, &plan_replay(&e).unwrap(), &after);
+    assert!(p.lost.is_empty(), "{p:?}");
+    assert_eq!(p.maybe_lost, [r(12, 1036), r(4, 12), r(0, 4)], "{p:?}");
+    let confirmed = Evidence { checkpoint: Some(4), warm_confirmed: Some(4), ..e };
+    let p = plan(&confirmed, &plan_replay(&confirmed).unwrap(), &after);
+    assert_eq!(p.maybe_lost, [r(12, 1036), r(4, 12)], "{p:?}");
 }
 
 /// A WAL that opening cut back to nothing (a failed fsync lost its pages, or a power cut
@@ -597,10 +704,55 @@ fn fail_does_not_commit_below_the_start_of_a_cut_wal() {
         }
         let Some(w) = e.warm_range() else { return };
         let known = e.checkpoint.unwrap_or(w.start).max(e.cold.unwrap_or_default().end).max(w.start);
-        if known < after.wal.start && w.start <= known && w.end >= after.wal.start {
+        // Warm holds batches past the known point, which may lack their confirmation.
+        if known < after.wal.start && w.start <= known && (w.end >= after.wal.start || w.end > known) {
             assert!(p.committed <= known, "{e:?} {after:?} -> {p:?}");
         }
     });
+}
+
+/// The same when warm ends below the cut WAL's start (simulation seeds 80018257, 80039024,
+/// 73003675): under `fail`, refused batches [10, 13) kept on the primary by a `WAIT` that
+/// fell short, a power cut took the WAL's first segment and left it starting, empty, at 16.
+/// The commit point stays at the checkpoint (10) and warm's [10, 13) is confirmed again
+/// before it is served; [13, 16) is held by no tier and reported. Taking the start for
+/// committed served the refused batches, and once a failover took them and the data
+/// directory was lost, their offsets were handed out again.
+#[test]
+fn fail_does_not_commit_warms_unconfirmed_batches_below_a_cut_wal_past_its_end() {
+    let e = Evidence {
+        policy: WarmFailurePolicy::Fail,
+        fsync_always: false,
+        hot: OffsetRange::empty_at(16),
+        cut_back: true,
+        wal_gaps: vec![],
+        checkpoint: Some(10),
+        warm_confirmed: None,
+        reservation: Some(16),
+        reservation_exact: false,
+        fence: None,
+        pending: Losses::default(),
+        unacked_state: vec![],
+        unacked_wal: vec![],
+        rebuilt: None,
+        cold: Some(OffsetRange::empty_at(0)),
+        cold_continues: 0,
+        warm: WarmSeen::Holds(r(0, 13)),
+    };
+    let after = AfterReplay { first_kept: None, marked: false, wal: e.hot };
+    let p = plan(&e, &plan_replay(&e).unwrap(), &after);
+    assert_eq!((p.committed, p.next_offset), (10, 16), "{p:?}");
+    assert_eq!(p.warm_backfill, Some(r(10, 16)), "{p:?}");
+    assert!(
+        p.effects.contains(&Effect::CollectBackfill(Backfill::Fill { from: 10, held_to: 13, target: 16 })),
+        "{p:?}"
+    );
+    assert_eq!(p.maybe_lost, [r(13, 16)], "{p:?}");
+    // Warm holding nothing past the checkpoint: nothing unconfirmed to serve, and the
+    // commit point is not held below offsets no tier holds.
+    let confirmed = Evidence { warm: WarmSeen::Holds(r(0, 10)), ..e };
+    let p = plan(&confirmed, &plan_replay(&confirmed).unwrap(), &after);
+    assert_eq!(p.committed, 16, "{p:?}");
 }
 
 /// The shape the simulation found (seed 73001098): a WAL rebuilt from warm and then cut
