@@ -101,7 +101,10 @@ pub(crate) fn topic_dir(data_dir: &Path, topic: &TopicName) -> PathBuf {
 }
 
 /// fsyncs a directory, making the creation, rename or removal of its entries durable.
-pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
+/// Public for the router's state directory, so that the fault-injection feature's record
+/// of durable directory listings ([`crate::faults::track_directories`]) sees its fsyncs
+/// too.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     fault!(DirFsync, dir)?;
     File::open(dir)?.sync_all()?;
     #[cfg(feature = "fault-injection")]

@@ -341,9 +341,7 @@ fn remove_state(state_dir: &Path, topic: &TopicName, kind: &str) -> Result<(), T
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io("removing a state file", e)),
     }
-    std::fs::File::open(state_dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|e| io("syncing the state directory", e))
+    tier_hot::layout::fsync_dir(state_dir).map_err(|e| io("syncing the state directory", e))
 }
 
 /// Records `checkpoint` as `topic`'s, durably.
@@ -417,7 +415,7 @@ fn write_atomically(dir: &Path, name: &str, value: &[u8], ctx: ErrorContext) -> 
     file.sync_all().map_err(|e| io("syncing the state file", e))?;
     drop(file);
     std::fs::rename(&tmp, &path).map_err(|e| io("renaming the state file", e))?;
-    std::fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(|e| io("syncing the state directory", e))
+    tier_hot::layout::fsync_dir(dir).map_err(|e| io("syncing the state directory", e))
 }
 
 /// The state directory's lock file: an advisory `flock`, held by the open store. Not

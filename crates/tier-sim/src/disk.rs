@@ -104,6 +104,9 @@ pub struct Disk {
     settled: HashMap<PathBuf, u64>,
     /// Directory operations are modelled ([`CutModel::PagesAndDirs`]).
     dirs: bool,
+    /// Directories whose listings are tracked besides the data directory's (the router's
+    /// state directory).
+    others: Vec<PathBuf>,
 }
 
 /// What a power cut did.
@@ -131,7 +134,7 @@ impl Disk {
         &mut self,
         data_dir: &Path,
         synced: &HashMap<PathBuf, u64>,
-        listings: &tier_hot::faults::DirListings,
+        listings: &[tier_hot::faults::DirListings],
         model: CutModel,
         header_len: u64,
         rng: &mut Rng,
@@ -139,7 +142,9 @@ impl Disk {
         let mut cut = Cut::default();
         let mut synced = std::borrow::Cow::Borrowed(synced);
         if model == CutModel::PagesAndDirs {
-            for dir in listings.directories() {
+            for (listings, dir) in
+                listings.iter().flat_map(|l| l.directories().into_iter().map(move |d| (l, d)))
+            {
                 if !rng.chance(1, 2) {
                     continue;
                 }
@@ -203,14 +208,17 @@ impl Disk {
         tier_hot::faults::track_durability(data_dir);
         if self.dirs {
             tier_hot::faults::track_directories(data_dir);
+            for dir in &self.others {
+                tier_hot::faults::track_directories(dir);
+            }
         }
     }
 
     /// Restarts the record of `data_dir`'s directories' listings from what they hold now
     /// (a lost directory: what is gone stays gone).
-    pub fn retrack_dirs(&self, data_dir: &Path) {
+    pub fn retrack_dirs(&self, dir: &Path) {
         if self.dirs {
-            tier_hot::faults::track_directories(data_dir);
+            tier_hot::faults::track_directories(dir);
         }
     }
 
@@ -218,12 +226,16 @@ impl Disk {
     pub fn untrack(&self, data_dir: &Path) {
         tier_hot::faults::untrack_durability(data_dir);
         tier_hot::faults::untrack_directories(data_dir);
+        for dir in &self.others {
+            tier_hot::faults::untrack_directories(dir);
+        }
     }
 
     /// A disk whose power cuts follow `model` ([`CutModel::PagesAndDirs`] tracks the
-    /// directories' listings).
-    pub fn new(model: CutModel) -> Self {
-        Self { settled: HashMap::new(), dirs: model == CutModel::PagesAndDirs }
+    /// directories' listings: the data directory's, and `others`, such as the router's
+    /// state directory).
+    pub fn new(model: CutModel, others: Vec<PathBuf>) -> Self {
+        Self { settled: HashMap::new(), dirs: model == CutModel::PagesAndDirs, others }
     }
 
     /// Forgets a lost directory's files.

@@ -26,11 +26,13 @@ use crate::warm::SimWarm;
 
 /// What a power cut at some moment keeps: each WAL file's durable length and each
 /// directory's durable listing.
-type Durable = (std::collections::HashMap<PathBuf, u64>, tier_hot::faults::DirListings);
+type Durable = (std::collections::HashMap<PathBuf, u64>, Vec<tier_hot::faults::DirListings>);
 
-/// [`Durable`] as of now.
-fn durable_state(hot_dir: &std::path::Path) -> Durable {
-    (tier_hot::faults::durable_lengths(hot_dir), tier_hot::faults::dir_listings(hot_dir))
+/// [`Durable`] as of now, for the WAL's directory `hot_dir` and the router's
+/// `state_dir`.
+fn durable_state(hot_dir: &std::path::Path, state_dir: &std::path::Path) -> Durable {
+    let listings = [hot_dir, state_dir].into_iter().map(tier_hot::faults::dir_listings).collect();
+    (tier_hot::faults::durable_lengths(hot_dir), listings)
 }
 
 /// The topic every schedule writes.
@@ -252,6 +254,7 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
     // counts as sealed at its file's modification time (the file system's clock).
     #[allow(clippy::disallowed_methods)]
     let start = SystemTime::now();
+    let disk = Disk::new(schedule.config.cuts, vec![data_dir.join("router")]);
     let mut world = World {
         schedule,
         hot_dir: data_dir.join("hot"),
@@ -261,7 +264,7 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
         topic_name,
         bucket: Bucket::new(),
         warm: Arc::new(SimWarm::new()),
-        disk: Disk::new(schedule.config.cuts),
+        disk,
         proc: None,
         model: Model::default(),
         stats: Stats { schedules: 1, ..Stats::default() },
@@ -690,10 +693,12 @@ impl World<'_> {
             self.note(format!("removing {} failed: {e}", dir.display()));
         }
         self.disk.forget(dir);
-        if self.hot_dir.starts_with(dir) {
-            // A lost directory never comes back: what its directories held is not what
-            // their last fsyncs left any more.
-            self.disk.retrack_dirs(&self.hot_dir);
+        // A lost directory never comes back: what its directories held is not what
+        // their last fsyncs left any more.
+        for tracked in [&self.hot_dir, &self.state_dir] {
+            if tracked.starts_with(dir) {
+                self.disk.retrack_dirs(tracked);
+            }
         }
         // The durable lengths recorded for its segment files go with them: a file created
         // later at the same path is a new inode no fsync has covered, and a power cut
@@ -832,7 +837,7 @@ impl World<'_> {
             Step::Crash { power_cut } => {
                 self.crash();
                 if power_cut {
-                    let synced = durable_state(&self.hot_dir);
+                    let synced = self.durable_state();
                     self.power_cut(&synced, rng);
                 }
                 self.ensure_open();
@@ -1031,6 +1036,11 @@ impl World<'_> {
         }
     }
 
+    /// What a power cut now would keep ([`Durable`]).
+    fn durable_state(&self) -> Durable {
+        durable_state(&self.hot_dir, &self.state_dir)
+    }
+
     /// [`Step::PowerCutBeforeSeal`] up to the cut: holds the background seal's fsyncs,
     /// lets the active segment rotate by age, appends `records` records into the new
     /// segment, and returns the durable lengths as of that moment; the process is gone
@@ -1040,7 +1050,7 @@ impl World<'_> {
         use tier_hot::faults::{self, FaultPoint};
         let recs = self.records(records, rng);
         if !self.ensure_open() {
-            return durable_state(&self.hot_dir);
+            return self.durable_state();
         }
         let hot_dir = self.hot_dir.clone();
         faults::hold(&hot_dir, FaultPoint::SealFsync);
@@ -1057,6 +1067,7 @@ impl World<'_> {
         let append = !self.warm.faulty();
         let age = self.schedule.config.segment_age + Duration::from_millis(50);
         let proc = self.proc.as_ref().expect("ensure_open returned true");
+        let state_dir = self.state_dir.clone();
         let out = proc.rt.block_on(within_real_time(async {
             // Biased: once a seal is held simulated time stands still, so the sleep can
             // end first only when no rotation happened before it.
@@ -1075,7 +1086,7 @@ impl World<'_> {
             // What the WAL wrote but could not fsync, should an armed fsync failure have
             // refused the append (see `wal_failing`, which would let time pass).
             let unsynced = proc.store.wal().unsynced(proc.topic.name());
-            (rotated, ack, unsynced, durable_state(&hot_dir))
+            (rotated, ack, unsynced, durable_state(&hot_dir, &state_dir))
         }));
         faults::release(&hot_dir, FaultPoint::SealFsync);
         let _ = waiter.join();
@@ -1083,7 +1094,7 @@ impl World<'_> {
             self.violate(inv::HUNG, "a rotation with its seal held did not finish".into());
             self.crash();
             self.ended = Some("hung".into());
-            return durable_state(&hot_dir);
+            return self.durable_state();
         };
         self.note(format!("  rotated with the seal held: {rotated}"));
         match ack {

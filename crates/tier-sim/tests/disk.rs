@@ -33,7 +33,7 @@ fn a_cut_by_page_keeps_the_durable_bytes_and_loses_whole_pages_past_them() {
         let root = tempfile::tempdir().expect("temporary directory");
         let (data, path, synced) = setup(root.path(), len, Some(durable));
         let mut disk = Disk::default();
-        disk.power_cut(&data, &synced, &Default::default(), CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
+        disk.power_cut(&data, &synced, &[], CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
         let bytes = after_cut(&path).expect("a file with a durable length stays");
         let size = bytes.len() as u64;
         assert!((durable..=len).contains(&size), "seed {seed}: size {size}");
@@ -80,7 +80,7 @@ fn a_new_file_may_come_back_gone_empty_or_as_its_size_of_zeros() {
         let (data, path, synced) = setup(root.path(), len, None);
         let mut disk = Disk::default();
         let cut =
-            disk.power_cut(&data, &synced, &Default::default(), CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
+            disk.power_cut(&data, &synced, &[], CutModel::Pages, 40, &mut Rng::new(seed)).expect("power cut");
         let kind = match after_cut(&path) {
             None => "gone",
             Some(b) if b.is_empty() => "empty",
@@ -104,7 +104,7 @@ fn a_cut_by_byte_never_goes_below_the_header_nor_zeroes_anything() {
         let root = tempfile::tempdir().expect("temporary directory");
         let (data, path, synced) = setup(root.path(), 5000, None);
         let mut disk = Disk::default();
-        disk.power_cut(&data, &synced, &Default::default(), CutModel::Bytes, 40, &mut Rng::new(seed)).expect("power cut");
+        disk.power_cut(&data, &synced, &[], CutModel::Bytes, 40, &mut Rng::new(seed)).expect("power cut");
         let bytes = after_cut(&path).expect("the byte model removes no file");
         assert!(bytes.len() >= 40, "seed {seed}: cut below the header");
         assert!(!bytes.contains(&0), "seed {seed}: the byte model zeroed bytes");
