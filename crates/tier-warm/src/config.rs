@@ -211,8 +211,20 @@ pub enum Mode {
 /// (`WarmTier::claim_owner`). `info` is the replica check at open
 /// (`INFO replication`, only when `wait_replicas > 0`). [`Mode::acl_commands`] adds what
 /// the cluster and sentinel modes send.
-pub const ACL_COMMANDS: &[&str] =
-    &["xadd", "xrange", "xrevrange", "xtrim", "xinfo|stream", "exists", "get", "set", "incr", "wait", "eval", "info"];
+pub const ACL_COMMANDS: &[&str] = &[
+    "xadd",
+    "xrange",
+    "xrevrange",
+    "xtrim",
+    "xinfo|stream",
+    "exists",
+    "get",
+    "set",
+    "incr",
+    "wait",
+    "eval",
+    "info",
+];
 
 impl Mode {
     /// The commands the warm tier sends in this mode: [`ACL_COMMANDS`], plus
