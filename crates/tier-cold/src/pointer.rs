@@ -56,16 +56,49 @@ impl ColdTier {
         if listing.segments().is_empty() { 0 } else { start }
     }
 
-    /// `listing` completed with the objects the pointers from its continuation name:
-    /// segments (their size from a HEAD) and recorded gaps a lagging LIST did not show.
-    /// Stops at the first pointer that is absent, unreadable as a name, names an object
-    /// that does not continue the log there, or names a segment that is gone.
+    /// `listing` completed with the objects a lagging LIST did not show: before its first
+    /// segment, the chain of pointers from 0 (which names the topic's first object) when
+    /// it reaches that segment — a LIST that shows a later object before an earlier one
+    /// (each object's listing lags its own write) — and after it, the pointers from its
+    /// continuation ([`follow_chain`](Self::follow_chain)).
     pub(crate) async fn follow_pointers(
         &self,
         topic: &TopicName,
         mut listing: Listing,
     ) -> Result<Listing, TierError> {
+        if let Some(first) = listing.segments().first().map(|s| s.range.start)
+            && first > 0
+        {
+            let head = self.follow_chain(topic, Listing::new(topic, Vec::new(), Vec::new())?, first).await?;
+            // Only a chain that reaches the first listed segment: one that stops short
+            // names objects an expiry deleted (their pointers stay) or never completed.
+            if !head.segments().is_empty() && head.continuation() >= first {
+                for segment in head.segments() {
+                    listing = listing.with(topic, segment.clone())?;
+                }
+                for gap in head.recorded() {
+                    listing = listing.with_gap(gap.clone());
+                }
+            }
+        }
+        self.follow_chain(topic, listing, Offset::MAX).await
+    }
+
+    /// `listing` completed with the objects the pointers from its continuation name, up
+    /// to `until`: segments (their size from a HEAD) and recorded gaps. Stops at the
+    /// first pointer that is absent, unreadable as a name, names an object that does not
+    /// continue the log there, or names a segment that is gone, and once the
+    /// continuation reaches `until`.
+    async fn follow_chain(
+        &self,
+        topic: &TopicName,
+        mut listing: Listing,
+        until: Offset,
+    ) -> Result<Listing, TierError> {
         for _ in 0..MAX_HOPS {
+            if listing.continuation() >= until {
+                break;
+            }
             let at = listing.continuation();
             let first = listing.segments().is_empty();
             let key = self.layout.pointer_key(topic, at);

@@ -235,6 +235,38 @@ async fn a_listing_that_lags_the_last_exports_is_completed_by_the_pointers() {
     assert_eq!(fresh.range(&t).await.expect("range"), OffsetRange::new(0, base));
 }
 
+/// A LIST that shows a later object before an earlier one (each object's listing lags
+/// its own write, by different amounts): the pointers from 0 complete the manifest
+/// before its first listed segment, so the earlier offsets are not taken for missing.
+#[tokio::test]
+async fn a_listing_that_shows_a_later_segment_before_an_earlier_one_is_completed_from_0() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = topic("lagging-earlier");
+    let (_memory, faulty) = bucket();
+    let writer = tier_over(&faulty);
+    let (first, second) = (dir.path().join("0.seg"), dir.path().join("1.seg"));
+    let middle = write_segment(&first, &t, 0, 3, 7, 40);
+    let end = write_segment(&second, &t, middle, 1, 5, 40);
+    faulty.set_faults(lag(5));
+    writer.export_segment(&t, &first).await.expect("export");
+    faulty.set_faults(lag(1));
+    writer.export_segment(&t, &second).await.expect("export");
+    // A LIST or two later the second segment shows, the first does not yet.
+    let shows = |listed: &[String], base: u64| listed.iter().any(|k| k.contains(&format!("{base:020}-")));
+    let mut listed = keys(&faulty).await;
+    for _ in 0..2 {
+        if shows(&listed, middle) {
+            break;
+        }
+        listed = keys(&faulty).await;
+    }
+    assert!(shows(&listed, middle) && !shows(&listed, 0), "{listed:?}");
+    let fresh = tier_over(&faulty);
+    assert_eq!(fresh.range(&t).await.expect("range"), OffsetRange::new(0, end), "every exported segment");
+    let got = fresh.read(&t, 0, end, ReadLimit::unbounded()).await.expect("read from 0");
+    assert_eq!(got.len() as u64, end);
+}
+
 /// The same when the LIST shows nothing yet: the pointer from 0 names the topic's first
 /// object wherever it starts (a topic cold joined late), and a recorded gap after it is
 /// found the same way.

@@ -621,6 +621,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 8,
     },
     Regression {
+        seed: 97002125,
+        keep: &[66, 84, 92, 94, 96, 103, 105, 106, 108, 110],
+        case: "hot+warm+cold, degrade: cold's LIST showed the second exported segment [21, 26) before the first [0, 21) (each object's listing lagging its own write); after a lost WAL the manifest started at 21, warm was trimmed to it, and reads of [0, 21) answered that no tier held them (the pointers from 0 now complete a listing before its first segment)",
+        invariant: model::inv::READ_FAILED,
+        generator: 8,
+    },
+    Regression {
         seed: 5000307,
         keep: &[142, 143, 154, 158, 160, 161],
         case: "degrade, fsync never: cold held [0, 1), [1, 7) acknowledged into a rebuilt WAL and warm; a power cut before a seal took the WAL's first segment and recovery skipped the WAL to the reservation; it recorded [1, 1027) lost in cold, warm's copy of [1, 7) included, because warm's copy ended before the WAL's new first offset (warm's copy now keeps the gap out of cold until the exporter stores it)",
