@@ -281,7 +281,7 @@ impl WarmTier {
     /// `:next`, holding (as a decimal string) the offset at which the stream's next batch
     /// must start — the end of its last batch, or where [`restart_at`](Self::restart_at)
     /// restarted it. Written with each append in one server-side step
-    /// ([`CONDITIONAL_XADD`]), which refuses a batch starting anywhere else. In cluster
+    /// (the append script), which refuses a batch starting anywhere else. In cluster
     /// mode it carries the stream key's hash tag.
     pub fn next_key(&self, topic: &TopicName) -> String {
         format!("{}:next", self.stream_key(topic))

@@ -96,7 +96,7 @@ pub(super) fn listings(data_dir: &Path) -> DirListings {
     DirListings { data_dir: data_dir.to_owned(), listings }
 }
 
-/// The durable listings of a data directory's directories at a power cut ([`listings`]).
+/// The durable listings of a data directory's directories at a power cut (`faults::dir_listings`).
 #[derive(Debug, Clone, Default)]
 pub struct DirListings {
     data_dir: PathBuf,
