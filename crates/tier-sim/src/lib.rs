@@ -621,6 +621,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 8,
     },
     Regression {
+        seed: 98001912,
+        keep: &[13, 15, 16, 19, 21, 23, 86, 88, 89, 90],
+        case: "hot+cold, degrade, fsync never: a power cut before a seal took [18, 43); the open that found it recorded the loss in cold (the gap marker's PUT applied, its answer lost) and failed; the state directory was lost; the next open reported nothing, cold's trailing gap the only record (cold's trailing gap is now reported again when the state directory is lost, as when the WAL is)",
+        invariant: model::inv::UNREPORTED,
+        generator: 9,
+    },
+    Regression {
         seed: 97002125,
         keep: &[66, 84, 92, 94, 96, 103, 105, 106, 108, 110],
         case: "hot+warm+cold, degrade: cold's LIST showed the second exported segment [21, 26) before the first [0, 21) (each object's listing lagging its own write); after a lost WAL the manifest started at 21, warm was trimmed to it, and reads of [0, 21) answered that no tier held them (the pointers from 0 now complete a listing before its first segment)",

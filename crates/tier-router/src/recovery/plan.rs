@@ -495,11 +495,13 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         next = end;
     }
     // Cold's trailing gap, recorded by an earlier recovery (or the exporter) as held by no
-    // tier. With the WAL lost or being rebuilt, the open that found those offsets lost may
-    // not have completed and its record of them (the state directory's losses, the WAL's
-    // gap marker) may be gone: cold's is then the only evidence left, and what no tier
-    // holds of it is reported again.
-    if (wal_lost || e.rebuilt.is_some()) && e.cold_continues > cold_r.end {
+    // tier. With the WAL lost or being rebuilt, or the state directory lost (no
+    // checkpoint, no reservation), the open that found those offsets lost may not have
+    // completed (its gap marker written, its answer lost) and its record of them (the
+    // state directory's losses, the WAL's gap marker) may be gone: cold's is then the
+    // only evidence left, and what no tier holds of it is reported again.
+    let state_lost = e.checkpoint.is_none() && e.reservation.is_none();
+    if (wal_lost || e.rebuilt.is_some() || state_lost) && e.cold_continues > cold_r.end {
         let mut known: Vec<OffsetRange> = vec![hot, warm_r, after.wal];
         known.extend(lost.iter().chain(&maybe_lost).copied());
         known.extend(unacked.iter().copied());

@@ -590,6 +590,33 @@ fn cold_trailing_gap_is_reported_again_while_the_wal_is_rebuilt() {
     assert!(!covered(&[&p.lost, &p.maybe_lost], 1036), "warm and the WAL hold 1036: {p:?}");
 }
 
+/// The shape the simulation found (seed 98001912): hot+cold, a power cut before a seal
+/// took the segment [18, 43); the open that found it recorded [18, 43) lost in cold (the
+/// gap marker's PUT applied, its answer lost) and failed; the state directory was lost
+/// after it. The next open finds the WAL at [43, 47), no state file, and cold holding
+/// [0, 18) with its trailing gap to 43: reported again, as with a lost WAL.
+#[test]
+fn cold_trailing_gap_is_reported_again_after_the_state_directory_is_lost() {
+    let e = Evidence {
+        hot: r(43, 47),
+        cut_back: false,
+        wal_gaps: vec![],
+        checkpoint: None,
+        reservation: None,
+        rebuilt: None,
+        cold: Some(r(0, 18)),
+        cold_continues: 43,
+        warm: WarmSeen::Disabled,
+        ..torn_point_evidence(WarmSeen::Disabled, None)
+    };
+    let step = plan_replay(&e).unwrap();
+    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    for o in [18, 30, 42] {
+        assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
+    }
+    assert!(!covered(&[&p.lost, &p.maybe_lost], 43), "the WAL holds 43: {p:?}");
+}
+
 /// Never wedged: a topic with local evidence of its end (a checkpoint or a reservation)
 /// and no fence accepts appends, and the evidence is refused only when it contradicts
 /// itself (a surviving WAL below cold's end, or below warm's start with warm ahead).
