@@ -119,9 +119,8 @@ pub struct Cut {
     /// Files that came back as zeros where their header was (or gone, or empty): created
     /// since their last fsync.
     pub headers: u64,
-    /// Directory entries a cut undid ([`CutModel::PagesAndDirs`]): removed or put back.
-    pub dir_ops: u64,
-    /// Their names, `-` removed, `+` put back.
+    /// The directory entries a cut undid ([`CutModel::PagesAndDirs`]), by name: `-`
+    /// removed, `+` put back.
     pub undone: Vec<String>,
 }
 
@@ -149,7 +148,6 @@ impl Disk {
                     continue;
                 }
                 let undone = listings.undo(&dir)?;
-                cut.dir_ops += (undone.removed.len() + undone.restored.len()) as u64;
                 let name =
                     |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 cut.undone.extend(undone.removed.iter().map(|p| format!("-{}", name(p))));

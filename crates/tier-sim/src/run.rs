@@ -1016,17 +1016,17 @@ impl World<'_> {
                 } else {
                     String::new()
                 };
-                let dirs = if cut.dir_ops > 0 {
-                    format!(", {} directory entries undone ({})", cut.dir_ops, cut.undone.join(" "))
-                } else {
+                let dirs = if cut.undone.is_empty() {
                     String::new()
+                } else {
+                    format!(", {} directory entries undone ({})", cut.undone.len(), cut.undone.join(" "))
                 };
                 self.note(format!("  power cut: {} files, {} bytes{headers}{dirs}", cut.files, cut.bytes));
                 // Under `always` every acknowledged record was fsynced before its answer:
                 // what the cut took was never acknowledged, so no acknowledged WAL copy
                 // is destroyed (the store must keep them all, `inv::DURABLE_DROPPED`).
                 // Otherwise, over-approximated: every WAL copy.
-                if (cut.bytes > 0 || cut.dir_ops > 0)
+                if (cut.bytes > 0 || !cut.undone.is_empty())
                     && self.schedule.config.fsync != tier_hot::FsyncPolicy::Always
                 {
                     self.model.destroy_wal(OffsetRange::new(0, Offset::MAX), false, 0);

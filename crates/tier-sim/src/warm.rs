@@ -683,19 +683,9 @@ impl WarmBackend for SimWarm {
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         let mut guard = self.enter(topic)?;
         let s = &mut *guard;
-        let ignore_next = s.ignore_next;
-        let Some(log) = s.topics.get_mut(topic) else {
-            if ignore_next {
-                return Ok(());
-            }
-            // `XTRIM` of no stream removes nothing; the next key is written.
-            let written = s.write();
-            let log = s.topics.entry(topic.clone()).or_default();
-            (log.start, log.end, log.next) = (offset, offset, Some(offset));
-            log.ends.push((written, offset));
-            s.next_seen.insert(topic.clone());
-            return Ok(());
-        };
+        // A topic the stream never held: `XTRIM` removes nothing (an empty log takes any
+        // base, as no log does).
+        let log = s.topics.entry(topic.clone()).or_default();
         if log.end > offset {
             return Err(TierError::invalid(
                 ctx(topic).offset(offset),
@@ -706,21 +696,16 @@ impl WarmBackend for SimWarm {
         // it removed any); then `SET <next key> <offset>` (a write).
         let removed = !log.entries.is_empty();
         log.entries.clear();
-        if s.ignore_next {
-            log.start = log.end;
-            if removed {
-                s.write();
-            }
-            return Ok(());
-        }
+        log.start = log.end;
         if removed {
             s.write();
         }
+        if s.ignore_next {
+            return Ok(());
+        }
         let written = s.write();
-        let log = s.topics.get_mut(topic).expect("the topic's log was found above");
-        log.start = offset;
-        log.end = offset;
-        log.next = Some(offset);
+        let log = s.topics.entry(topic.clone()).or_default();
+        (log.start, log.end, log.next) = (offset, offset, Some(offset));
         log.ends.push((written, offset));
         s.next_seen.insert(topic.clone());
         Ok(())
