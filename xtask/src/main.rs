@@ -1,6 +1,7 @@
 //! `cargo xtask`: tierlog's developer and CI tasks.
 //!
-//! - `deps`: installs what the tests and lints need (Valkey, moto, Chromium, cargo-deny, the advisory DB).
+//! - `deps`: installs what the tests and lints need (Valkey, moto, Azurite, fake-gcs-server, Chromium,
+//!   cargo-deny, the advisory DB).
 //! - `test`: the full check CI runs (`.ci/run`): fmt, clippy, rustdoc, deny, feature builds, every
 //!   test against shared real servers, a short fuzz run, and a summary table.
 //! - `fuzz`: runs tier-core's decoder fuzz test in release mode for a while.
@@ -41,7 +42,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// Install what is missing: Valkey, moto (in target/venv), Chromium, cargo-deny, the advisory DB.
+    /// Install what is missing: Valkey, moto (in target/venv), Azurite (target/azurite),
+    /// fake-gcs-server (target/fake-gcs-server), Chromium, cargo-deny, the advisory DB.
     Deps,
     /// Run everything CI runs and print a summary table.
     Test(test::TestArgs),

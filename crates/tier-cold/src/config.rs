@@ -42,7 +42,7 @@ pub enum BackendConfig {
         #[serde(default)]
         allow_http: bool,
     },
-    /// Google Cloud Storage.
+    /// Google Cloud Storage (object_store's client speaks GCS's XML API).
     #[cfg(feature = "gcp")]
     Gcs {
         /// Bucket name.
@@ -50,6 +50,17 @@ pub enum BackendConfig {
         /// Path of a service account JSON file; `None` for application default credentials.
         #[serde(default)]
         service_account_path: Option<PathBuf>,
+        /// Base URL of the storage service (an emulator); `None` for
+        /// `https://storage.googleapis.com`.
+        #[serde(default)]
+        base_url: Option<String>,
+        /// Send requests without credentials (an emulator that checks none); excludes
+        /// `service_account_path`.
+        #[serde(default)]
+        anonymous: bool,
+        /// Allow a plain `http://` base URL (test servers).
+        #[serde(default)]
+        allow_http: bool,
     },
     /// Azure Blob Storage.
     #[cfg(feature = "azure")]
@@ -58,10 +69,78 @@ pub enum BackendConfig {
         account: String,
         /// Container.
         container: String,
-        /// Account access key (never printed).
+        /// Account access key (never printed); `None` for the environment's credentials.
         #[serde(default)]
         access_key: Option<Secret>,
+        /// URL of the account's Blob service: `None` for
+        /// `https://<account>.blob.core.windows.net`; an emulator's path-style URL such as
+        /// Azurite's `http://127.0.0.1:10000/devstoreaccount1`.
+        #[serde(default)]
+        endpoint: Option<String>,
+        /// Allow a plain `http://` endpoint (test servers).
+        #[serde(default)]
+        allow_http: bool,
     },
+}
+
+/// Checks an endpoint URL of `what` (a TOML key) in the backend configuration: `http://`
+/// or `https://` followed by a host, and `http://` only with `allow_http`.
+#[cfg(any(feature = "gcp", feature = "azure"))]
+fn check_endpoint(what: &str, url: Option<&str>, allow_http: bool) -> Result<(), TierError> {
+    let Some(url) = url else { return Ok(()) };
+    let rest = if let Some(rest) = url.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        if !allow_http {
+            return Err(config_error(format!(
+                "{what} {url:?} is plain http://: set allow_http = true to use it (test servers only)"
+            )));
+        }
+        rest
+    } else {
+        return Err(config_error(format!("{what} {url:?} must start with https:// (or http://)")));
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(config_error(format!("{what} {url:?} names no host")));
+    }
+    Ok(())
+}
+
+/// Checks that the name `what` (a TOML key) is not empty.
+fn check_named(what: &str, value: &str) -> Result<(), TierError> {
+    if value.trim().is_empty() {
+        return Err(config_error(format!("{what} must not be empty")));
+    }
+    Ok(())
+}
+
+impl BackendConfig {
+    /// Checks the backend's settings that can be checked without a request: names that
+    /// must not be empty, endpoint URLs (`http://` only with `allow_http`), and settings
+    /// that exclude each other.
+    pub fn validate(&self) -> Result<(), TierError> {
+        match self {
+            BackendConfig::Local { .. } => Ok(()),
+            BackendConfig::S3 { bucket, .. } => check_named("backend.bucket", bucket),
+            #[cfg(feature = "gcp")]
+            BackendConfig::Gcs { bucket, service_account_path, base_url, anonymous, allow_http } => {
+                check_named("backend.bucket", bucket)?;
+                check_endpoint("backend.base_url", base_url.as_deref(), *allow_http)?;
+                if *anonymous && service_account_path.is_some() {
+                    return Err(config_error(
+                        "backend.anonymous sends no credentials, so it excludes backend.service_account_path",
+                    ));
+                }
+                Ok(())
+            }
+            #[cfg(feature = "azure")]
+            BackendConfig::Azure { account, container, endpoint, allow_http, .. } => {
+                check_named("backend.account", account)?;
+                check_named("backend.container", container)?;
+                check_endpoint("backend.endpoint", endpoint.as_deref(), *allow_http)
+            }
+        }
+    }
 }
 
 fn default_region() -> String {
@@ -231,9 +310,11 @@ impl ColdConfig {
         Self::new(BackendConfig::Local { path: path.into() })
     }
 
-    /// Checks the numbers make sense: `part_size >= 5 MiB`, `multipart_threshold >=
-    /// part_size`, non-zero buffers and concurrency.
+    /// Checks the numbers make sense (`part_size >= 5 MiB`, `multipart_threshold >=
+    /// part_size`, non-zero buffers and concurrency) and the backend
+    /// ([`BackendConfig::validate`]).
     pub fn validate(&self) -> Result<(), TierError> {
+        self.backend.validate()?;
         if self.part_size < MIN_PART_SIZE {
             return Err(config_error(format!(
                 "part_size {} is below S3's minimum {MIN_PART_SIZE}",
@@ -288,23 +369,41 @@ impl ColdConfig {
                 Ok(Arc::new(b.build().map_err(|e| failed("S3", e))?))
             }
             #[cfg(feature = "gcp")]
-            BackendConfig::Gcs { bucket, service_account_path } => {
+            BackendConfig::Gcs { bucket, service_account_path, base_url, anonymous, allow_http } => {
+                self.backend.validate()?;
                 let mut b = object_store::gcp::GoogleCloudStorageBuilder::new()
                     .with_bucket_name(bucket)
+                    .with_client_options(object_store::ClientOptions::new().with_allow_http(*allow_http))
+                    .with_skip_signature(*anonymous)
                     .with_retry(self.retry.to_retry_config());
                 if let Some(p) = service_account_path {
                     b = b.with_service_account_path(p.display().to_string());
                 }
+                if let Some(url) = base_url {
+                    b = b.with_base_url(url.trim_end_matches('/'));
+                }
+                if *anonymous {
+                    // No credential is read or fetched (application default credentials, the
+                    // metadata server): requests carry none.
+                    b = b.with_credentials(Arc::new(object_store::StaticCredentialProvider::new(
+                        object_store::gcp::GcpCredential { bearer: String::new() },
+                    )));
+                }
                 Ok(Arc::new(b.build().map_err(|e| failed("GCS", e))?))
             }
             #[cfg(feature = "azure")]
-            BackendConfig::Azure { account, container, access_key } => {
+            BackendConfig::Azure { account, container, access_key, endpoint, allow_http } => {
+                self.backend.validate()?;
                 let mut b = object_store::azure::MicrosoftAzureBuilder::new()
                     .with_account(account)
                     .with_container_name(container)
+                    .with_allow_http(*allow_http)
                     .with_retry(self.retry.to_retry_config());
                 if let Some(k) = access_key {
                     b = b.with_access_key(k.expose());
+                }
+                if let Some(url) = endpoint {
+                    b = b.with_endpoint(url.trim_end_matches('/').to_owned());
                 }
                 Ok(Arc::new(b.build().map_err(|e| failed("Azure", e))?))
             }

@@ -13,8 +13,8 @@ use crate::{ColdConfig, ColdTier, Layout};
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl ColdConfig {
-    /// Where the tier lives, for messages: `directory /x`, `S3 bucket b at http://…` (no
-    /// credential).
+    /// Where the tier lives, for messages: `directory /x`, `S3 bucket b at http://…`,
+    /// `GCS bucket b`, `Azure container c at http://…` (no credential).
     pub fn location(&self) -> String {
         match &self.backend {
             BackendConfig::Local { path } => format!("directory {}", path.display()),
@@ -22,8 +22,16 @@ impl ColdConfig {
                 Some(e) => format!("S3 bucket {bucket} at {e}"),
                 None => format!("S3 bucket {bucket}"),
             },
-            #[allow(unreachable_patterns)]
-            _ => "object store".to_owned(),
+            #[cfg(feature = "gcp")]
+            BackendConfig::Gcs { bucket, base_url, .. } => match base_url {
+                Some(u) => format!("GCS bucket {bucket} at {u}"),
+                None => format!("GCS bucket {bucket}"),
+            },
+            #[cfg(feature = "azure")]
+            BackendConfig::Azure { account, container, endpoint, .. } => match endpoint {
+                Some(e) => format!("Azure container {container} at {e}"),
+                None => format!("Azure container {container} of account {account}"),
+            },
         }
     }
 }

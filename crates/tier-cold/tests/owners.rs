@@ -83,3 +83,9 @@ async fn two_exporters_with_different_segmentations_on_s3() {
     let config = common::s3_config(&s3);
     two_exporters_with_different_segmentations(|| ColdTier::open(config.clone()).expect("tier")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_exporters_with_different_segmentations_on_azurite() {
+    let (_server, config) = common::azurite().await;
+    two_exporters_with_different_segmentations(|| ColdTier::open(config.clone()).expect("tier")).await;
+}

@@ -10,7 +10,7 @@ use object_store::local::LocalFileSystem;
 use tier_cold::{BackendConfig, ColdConfig, Secret};
 use tier_core::segment::{SegmentHeader, SegmentWriter};
 use tier_core::{Offset, Record, RecordBatch, TopicName};
-use tier_testkit::servers::SharedS3;
+use tier_testkit::servers::{Azurite, GcsEmulator, SharedS3};
 
 pub fn topic(name: &str) -> TopicName {
     TopicName::new(name).expect("valid topic name")
@@ -45,6 +45,46 @@ pub fn s3_config(s3: &SharedS3) -> ColdConfig {
     };
     config.retry.max_retries = 2;
     config
+}
+
+/// The container every Azurite test stores into (each test runs its own Azurite).
+pub const AZURE_CONTAINER: &str = "tierlog";
+/// The bucket every GCS emulator test stores into (each test runs its own emulator).
+pub const GCS_BUCKET: &str = "tierlog";
+
+/// A private Azurite with the container [`AZURE_CONTAINER`] created, and a config for it
+/// with few retries. Keep the server alive while the config is used.
+pub async fn azurite() -> (Azurite, ColdConfig) {
+    let server = Azurite::start().await.expect("Azurite for tests");
+    server.create_container(AZURE_CONTAINER).await.expect("create container");
+    let settings = server.settings();
+    let mut config = small_config();
+    config.backend = BackendConfig::Azure {
+        account: settings.account.clone(),
+        container: AZURE_CONTAINER.into(),
+        access_key: Some(Secret::new(settings.access_key.clone())),
+        endpoint: Some(settings.account_url.clone()),
+        allow_http: true,
+    };
+    config.retry.max_retries = 2;
+    (server, config)
+}
+
+/// A private GCS emulator (fake-gcs-server) with the bucket [`GCS_BUCKET`] created, and
+/// an anonymous config for it with few retries.
+pub async fn gcs_emulator() -> (GcsEmulator, ColdConfig) {
+    let server = GcsEmulator::start().await.expect("GCS emulator (fake-gcs-server) for tests");
+    server.create_bucket(GCS_BUCKET).await.expect("create bucket");
+    let mut config = small_config();
+    config.backend = BackendConfig::Gcs {
+        bucket: GCS_BUCKET.into(),
+        service_account_path: None,
+        base_url: Some(server.endpoint()),
+        anonymous: true,
+        allow_http: true,
+    };
+    config.retry.max_retries = 2;
+    (server, config)
 }
 
 /// `count` records from `base` whose payloads are `payload_len` bytes (the same shared

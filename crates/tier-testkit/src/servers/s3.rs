@@ -3,10 +3,10 @@
 use tempfile::TempDir;
 
 use super::{
-    HarnessError, MOTO_READY_TIMEOUT, PORT_CLASH_RETRIES, http,
+    HarnessError, MOTO_READY_TIMEOUT, http,
     locate::MotoBinary,
     poll::wait_until_answering,
-    process::{ServerProcess, free_port, log_shows_port_clash, temp_dir},
+    process::{ServerProcess, launch_on_a_free_port, temp_dir},
 };
 
 /// The region moto is addressed with.
@@ -75,24 +75,10 @@ impl S3Server {
         let binary = MotoBinary::locate()?;
         let dir = temp_dir("tierlog-moto-", "moto")?;
         let mut server = Self { binary, process: None, port: 0, dir };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let port = free_port()?;
-            match server.launch(port).await {
-                Ok(process) => {
-                    server.process = Some(process);
-                    server.port = port;
-                    return Ok(server);
-                }
-                Err(e) => {
-                    let clash = log_shows_port_clash(&server.log_path());
-                    if !(clash && attempt < PORT_CLASH_RETRIES) {
-                        return Err(e);
-                    }
-                }
-            }
-        }
+        let (process, port) = launch_on_a_free_port(&server.log_path(), |port| server.launch(port)).await?;
+        server.process = Some(process);
+        server.port = port;
+        Ok(server)
     }
 
     /// `http://127.0.0.1:<port>`.
