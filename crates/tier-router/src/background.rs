@@ -222,10 +222,13 @@ impl TieredStore {
             if segment.range.end <= cold_end {
                 continue;
             }
-            if segment.range.end > *core.hwm.borrow() {
-                // Not committed yet (under `fail`, a batch warm has not confirmed).
+            let committed = *core.hwm.borrow();
+            if segment.range.start > committed {
                 break;
             }
+            // What lies below the segment is committed (or held by no record) even while
+            // the segment itself is not: it is stored (warm's copy) or recorded lost first,
+            // as warm may be continued past it only once cold holds it.
             if !cold_empty && segment.range.start > cold_end {
                 self.fill_hole(topic, OffsetRange::new(cold_end, segment.range.start), &mut exported).await?;
             } else if cold_empty
@@ -249,6 +252,10 @@ impl TieredStore {
                         info!(topic = %topic, range = %lost, "recorded offsets no tier holds as a gap in cold");
                     }
                 }
+            }
+            if segment.range.end > committed {
+                // Not committed yet (under `fail`, a batch warm has not confirmed).
+                break;
             }
             let rebuilt = self.rebuilt_from_warm(topic, &segment).await?;
             let stored = cold.store_segment(topic, rebuilt.as_deref().unwrap_or(&segment.path)).await;

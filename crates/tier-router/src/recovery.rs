@@ -125,6 +125,8 @@ pub(crate) struct Recovered {
     /// records (`<topic>.unacked`, see [`read_unacked`]): what a writer whose warm end is
     /// unknown must restart warm past once it answers.
     pub(crate) unacked: Vec<OffsetRange>,
+    /// The reported losses no tier holds ([`plan::Plan::holes`]).
+    pub(crate) holes: Vec<OffsetRange>,
 }
 
 fn ctx(topic: &TopicName) -> ErrorContext {
@@ -257,6 +259,7 @@ async fn recover(
         reservation,
         warm_confirmed_from: plan.warm_confirmed_from,
         unacked: plan.unacked,
+        holes: plan.holes,
     })
 }
 
@@ -594,18 +597,54 @@ pub(crate) async fn only_in_warm(
     let wal = tiers.hot.range(topic).await?;
     let upper = OffsetRange::new(held.start.max(wal.start).min(held.end), held.end);
     let gaps = tiers.hot.gaps(topic);
-    if !upper.is_empty()
-        && (upper.end > wal.end || gaps.iter().any(|g| overlaps(*g, upper)))
+    if !upper.is_empty() && (upper.end > wal.end || gaps.iter().any(|g| overlaps(*g, upper))) {
         // An empty WAL (lost) holds none of them; cold may hold them all.
-        && (!wal.is_empty() || !cold_holds(tiers, topic, upper).await?)
-    {
-        return Ok(Some(upper));
+        if wal.is_empty() {
+            if !cold_holds(tiers, topic, upper).await? {
+                return Ok(Some(upper));
+            }
+        } else {
+            // What the WAL lacks of them — its gaps (a torn point warm's copy fills) and
+            // past its end — cold may hold as records, stored from warm's copy by the
+            // exporter; a gap cold recorded holds none.
+            let mut lacking: Vec<OffsetRange> = gaps
+                .iter()
+                .filter(|g| overlaps(**g, upper))
+                .map(|g| OffsetRange::new(g.start.max(upper.start), g.end.min(upper.end)))
+                .collect();
+            if upper.end > wal.end {
+                lacking.push(OffsetRange::new(wal.end.max(upper.start), upper.end));
+            }
+            for piece in lacking {
+                if !cold_gives(tiers, topic, piece).await? {
+                    return Ok(Some(upper));
+                }
+            }
+        }
     }
     let lower = OffsetRange::new(held.start, held.end.min(wal.start).max(held.start));
     if lower.is_empty() || tiers.cold.is_none() {
         return Ok(None);
     }
     Ok((!cold_holds(tiers, topic, lower).await?).then_some(lower))
+}
+
+/// Whether cold gives a record at every offset of `range` (false without cold, and where
+/// cold recorded offsets lost or cannot be read now).
+async fn cold_gives(tiers: &Tiers, topic: &TopicName, range: OffsetRange) -> Result<bool, TierError> {
+    let Some(cold) = tiers.cold.clone() else { return Ok(false) };
+    let mut stream = cold.record_batches_from(topic, range.start, range.end);
+    let mut next = range.start;
+    while next < range.end {
+        match stream.next().await {
+            Some(Ok(batch)) if batch.base_offset() <= next && batch.end_offset() > next => {
+                next = batch.end_offset()
+            }
+            Some(Err(e)) if e.kind() == ErrorKind::Unavailable => return Err(e),
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
 }
 
 /// Whether cold holds every offset of `range` (false without cold).

@@ -348,6 +348,7 @@ impl TieredStore {
             Arc::clone(&tiers.state_writes),
         );
         let mut writer = Writer::new(name.clone(), Arc::clone(tiers), next, hwm_tx, reservation);
+        writer.recovered_holes(recovered.holes);
         // Warm's back-fill stopped short of the WAL's end (offsets no tier holds lie in
         // between): until warm is continued, WAL retention (without cold) keeps what warm lacks.
         if let Some(warm) = recovered.report.warm {

@@ -129,6 +129,8 @@ pub(crate) struct Writer {
     reservation: Reservation,
     /// Offsets an operator's resume skipped, until the commit point passes them.
     skipped: Option<OffsetRange>,
+    /// Offsets recovery reported lost that no tier holds: no record is there.
+    holes: Vec<OffsetRange>,
 }
 
 impl std::fmt::Debug for Writer {
@@ -163,7 +165,15 @@ impl Writer {
             fenced: None,
             reservation,
             skipped: None,
+            holes: Vec::new(),
         }
+    }
+
+    /// The offsets recovery reported lost that no tier holds: the commit point passes
+    /// them once it reaches them, as it passes the WAL's gaps (they need not be one: a
+    /// cut may have taken the WAL's first segments, leaving it to start past them).
+    pub(crate) fn recovered_holes(&mut self, holes: Vec<OffsetRange>) {
+        self.holes = holes;
     }
 
     /// Keeps the warm floor at or below `at` (see [`WarmState::Known`]'s `hold`): the
@@ -943,11 +953,13 @@ impl Writer {
         Ok(())
     }
 
-    /// Where the holes starting at `at` end — the WAL's recorded gaps and the offsets a
-    /// resume skipped, which hold no record — or `at` itself outside them.
+    /// Where the holes starting at `at` end — the WAL's recorded gaps, the offsets a
+    /// resume skipped and the losses recovery found no tier holding, which hold no
+    /// record — or `at` itself outside them.
     fn past_holes(&self, at: Offset) -> Offset {
         let mut holes = self.tiers.hot.gaps(&self.topic);
         holes.extend(self.skipped);
+        holes.extend(self.holes.iter().copied());
         holes.sort_by_key(|h| h.start);
         let mut at = at;
         for hole in holes {

@@ -628,6 +628,27 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 73001299,
+        keep: &[47, 49, 56, 58],
+        case: "hot+warm+cold, fail, fsync never: batches refused (warm's WAIT fell short, the entries on the primary), then a power cut before a seal took the WAL's first segments, so the WAL started at 27 past warm's end 13; warm could be restarted past [13, 27) only once cold held its copy of [0, 13), and the exporter stored nothing before the WAL's first segment was committed, which waited for warm (the exporter now stores what lies below a segment once the commit point reaches the segment's start)",
+        invariant: model::inv::LIVENESS_EXPORT,
+        generator: 6,
+    },
+    Regression {
+        seed: 99000913,
+        keep: &[182, 184, 186, 187],
+        case: "hot+warm+cold, fail, fsync never: batches refused during a warm outage, then a power cut before a seal left the WAL empty at 7 past warm's end 4; the offsets between, reported maybe lost and held by no tier, were no WAL gap, so the commit point stopped at 4 and nothing below the WAL's segment was exported (the commit point now passes the losses recovery found no tier holding)",
+        invariant: model::inv::LIVENESS_FLUSH,
+        generator: 6,
+    },
+    Regression {
+        seed: 99000913,
+        keep: &[177, 182, 184, 186, 187],
+        case: "hot+warm+cold, fail, fsync never: as the schedule above, but the power cut left a torn point [5, 22) in the WAL whose [5, 19) only warm held; the exporter stored warm's copy in cold, yet warm was never restarted past [19, 22): a WAL gap counted as held only by warm even where cold held its records (cold's records now count)",
+        invariant: model::inv::LIVENESS_FLUSH,
+        generator: 6,
+    },
+    Regression {
         seed: 97002125,
         keep: &[66, 84, 92, 94, 96, 103, 105, 106, 108, 110],
         case: "hot+warm+cold, degrade: cold's LIST showed the second exported segment [21, 26) before the first [0, 21) (each object's listing lagging its own write); after a lost WAL the manifest started at 21, warm was trimmed to it, and reads of [0, 21) answered that no tier held them (the pointers from 0 now complete a listing before its first segment)",

@@ -164,6 +164,10 @@ pub(crate) struct Plan {
     /// holds (outside offsets a degraded open skipped): acknowledged records only warm
     /// holds now, which the exporter stores in cold from warm.
     pub(crate) torn_in_warm: Vec<OffsetRange>,
+    /// The offsets reported lost or maybe lost that no tier holds (no record is there):
+    /// the commit point passes them as it passes the WAL's gaps — also those the WAL
+    /// records no gap for (below its first offset, where a cut took its first segments).
+    pub(crate) holes: Vec<OffsetRange>,
     pub(crate) effects: Vec<Effect>,
 }
 
@@ -684,6 +688,11 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     }
     dedup(&mut lost);
     dedup(&mut maybe_lost);
+    let mut held = vec![warm_r, cold_r, wal_now];
+    held.extend(unacked.iter().copied());
+    let mut holes: Vec<OffsetRange> =
+        lost.iter().chain(&maybe_lost).flat_map(|r| outside(*r, &held)).collect();
+    dedup(&mut holes);
     let warm_confirmed_from = if degrade { e.warm_confirmed } else { e.checkpoint }.unwrap_or(0);
     Plan {
         lost,
@@ -696,6 +705,7 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         unacked,
         warm_confirmed_from,
         torn_in_warm,
+        holes,
         effects,
     }
 }

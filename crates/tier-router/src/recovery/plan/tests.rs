@@ -775,6 +775,9 @@ fn fail_does_not_commit_warms_unconfirmed_batches_below_a_cut_wal_past_its_end()
         "{p:?}"
     );
     assert_eq!(p.maybe_lost, [r(13, 16)], "{p:?}");
+    // No tier holds [13, 16) and the WAL records no gap there (it starts past them): the
+    // commit point passes them as a hole once warm confirmed its copy below.
+    assert_eq!(p.holes, [r(13, 16)], "{p:?}");
     // Warm holding nothing past the checkpoint: nothing unconfirmed to serve, and the
     // commit point is not held below offsets no tier holds.
     let confirmed = Evidence { warm: WarmSeen::Holds(r(0, 10)), ..e };
@@ -823,4 +826,38 @@ fn resume_records_cold_then_the_wal_then_clears_the_rebuilt_marker() {
             }
         }
     }
+}
+
+/// A reported loss is a hole only where no tier holds it: under `degrade`, warm's
+/// unconfirmed copy below a cut WAL's start is reported maybe lost and served from warm,
+/// so the commit point must not pass it as empty.
+#[test]
+fn holes_are_the_reported_losses_no_tier_holds() {
+    let e = Evidence {
+        policy: WarmFailurePolicy::Degrade,
+        fsync_always: false,
+        hot: OffsetRange::empty_at(16),
+        cut_back: true,
+        wal_gaps: vec![],
+        checkpoint: Some(10),
+        warm_confirmed: Some(10),
+        reservation: Some(16),
+        reservation_exact: false,
+        fence: None,
+        pending: Losses::default(),
+        unacked_state: vec![],
+        unacked_wal: vec![],
+        rebuilt: None,
+        cold: Some(OffsetRange::empty_at(0)),
+        cold_continues: 0,
+        warm: WarmSeen::Holds(r(0, 13)),
+    };
+    let after = AfterReplay { first_kept: None, marked: false, wal: e.hot };
+    let p = plan(&e, &plan_replay(&e).unwrap(), &after);
+    assert!(
+        p.maybe_lost.iter().any(|m| m.start < 13 && m.end > 10),
+        "warm's unconfirmed copy is reported: {p:?}"
+    );
+    assert!(p.holes.iter().all(|h| h.start >= 13), "no hole inside warm's copy: {p:?}");
+    assert!(p.holes.iter().any(|h| h.start == 13 && h.end == 16), "what no tier holds is a hole: {p:?}");
 }
