@@ -59,8 +59,9 @@ impl ColdTier {
     /// `listing` completed with the objects a lagging LIST did not show: before its first
     /// segment, the chain of pointers from 0 (which names the topic's first object) when
     /// it reaches that segment — a LIST that shows a later object before an earlier one
-    /// (each object's listing lags its own write) — and after it, the pointers from its
-    /// continuation ([`follow_chain`](Self::follow_chain)).
+    /// (each object's listing lags its own write) — between two listed segments, the
+    /// chain from the earlier one's end when it reaches the later one, and after the last,
+    /// the pointers from its continuation ([`follow_chain`](Self::follow_chain)).
     pub(crate) async fn follow_pointers(
         &self,
         topic: &TopicName,
@@ -79,6 +80,27 @@ impl ColdTier {
                 for gap in head.recorded() {
                     listing = listing.with_gap(gap.clone());
                 }
+            }
+        }
+        // Between two listed segments: the chain from the end of the earlier one, when it
+        // reaches the later one exactly (a segment whose own listing lags).
+        for hole in listing.gaps() {
+            let before = |end: Offset| end <= hole.start;
+            let segments = listing.segments().iter().filter(|s| before(s.range.end)).cloned().collect();
+            let gaps = listing.recorded().iter().filter(|g| before(g.range.end)).cloned().collect();
+            let prefix = Listing::new(topic, segments, gaps)?;
+            if prefix.continuation() != hole.start {
+                continue;
+            }
+            let filled = self.follow_chain(topic, prefix, hole.end).await?;
+            if filled.continuation() != hole.end {
+                continue;
+            }
+            for segment in filled.segments().iter().filter(|s| s.range.start >= hole.start) {
+                listing = listing.with(topic, segment.clone())?;
+            }
+            for gap in filled.recorded().iter().filter(|g| g.range.start >= hole.start) {
+                listing = listing.with_gap(gap.clone());
             }
         }
         self.follow_chain(topic, listing, Offset::MAX).await

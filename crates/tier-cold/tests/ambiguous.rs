@@ -267,6 +267,35 @@ async fn a_listing_that_shows_a_later_segment_before_an_earlier_one_is_completed
     assert_eq!(got.len() as u64, end);
 }
 
+/// A LIST that shows the segments on both sides of one whose listing lags: the pointer
+/// from the end of the earlier one completes the hole, so the middle offsets are not taken
+/// for missing (a reader would fail `NotFound` inside the committed range).
+#[tokio::test]
+async fn a_listing_that_misses_a_segment_between_two_listed_ones_is_completed_by_the_pointers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = topic("lagging-middle");
+    let (_memory, faulty) = bucket();
+    let writer = tier_over(&faulty);
+    let paths: Vec<_> = (0..3).map(|i| dir.path().join(format!("{i}.seg"))).collect();
+    let middle = write_segment(&paths[0], &t, 0, 2, 5, 40);
+    let last = write_segment(&paths[1], &t, middle, 3, 7, 40);
+    let end = write_segment(&paths[2], &t, last, 1, 5, 40);
+    writer.export_segment(&t, &paths[0]).await.expect("export");
+    faulty.set_faults(lag(5));
+    writer.export_segment(&t, &paths[1]).await.expect("export");
+    // Listed at once: only the middle segment's listing lags.
+    faulty.set_faults(lag(0));
+    writer.export_segment(&t, &paths[2]).await.expect("export");
+    let shows = |listed: &[String], base: u64| listed.iter().any(|k| k.contains(&format!("{base:020}-")));
+    let listed = keys(&faulty).await;
+    assert!(shows(&listed, 0) && !shows(&listed, middle) && shows(&listed, last), "{listed:?}");
+    let fresh = tier_over(&faulty);
+    assert_eq!(fresh.range(&t).await.expect("range"), OffsetRange::new(0, end));
+    assert!(fresh.gaps(&t).await.expect("holes").is_empty(), "no segment taken for missing");
+    let got = fresh.read(&t, middle, end, ReadLimit::unbounded()).await.expect("read across the middle");
+    assert_eq!(got.len() as u64, end - middle);
+}
+
 /// The same when the LIST shows nothing yet: the pointer from 0 names the topic's first
 /// object wherever it starts (a topic cold joined late), and a recorded gap after it is
 /// found the same way.

@@ -628,6 +628,16 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 100003362,
+        keep: &[
+            32, 35, 46, 50, 53, 54, 59, 61, 62, 64, 66, 68, 70, 73, 77, 87, 88, 90, 92, 93, 94, 95, 109, 112,
+            114, 115, 119,
+        ],
+        case: "hot+warm+cold, degrade, cold behind a defaults-only wrapper: the LIST lagged the export of [21, 111) but showed [0, 21) and [111, 134); after WAL retention and warm's trim a reopened store's manifest had a hole there, and reads of [21, 111) failed inside the committed range (the pointer chain now completes a hole between two listed segments)",
+        invariant: model::inv::READ_FAILED,
+        generator: 8,
+    },
+    Regression {
         seed: 73001299,
         keep: &[47, 49, 56, 58],
         case: "hot+warm+cold, fail, fsync never: batches refused (warm's WAIT fell short, the entries on the primary), then a power cut before a seal took the WAL's first segments, so the WAL started at 27 past warm's end 13; warm could be restarted past [13, 27) only once cold held its copy of [0, 13), and the exporter stored nothing before the WAL's first segment was committed, which waited for warm (the exporter now stores what lies below a segment once the commit point reaches the segment's start)",
