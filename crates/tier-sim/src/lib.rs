@@ -628,6 +628,20 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 100009087,
+        keep: &[33, 40, 41, 42, 43],
+        case: "a model gap, not a store bug: hot+warm, fail, fsync interval, failed fsyncs lose pages: a failover to a replica behind took warm's confirmed copy of [1, 2) while the WAL held it unsynced, then the interval's fsync failed while a rotation was awaited and lost its pages; no append was refused to show the failure, so the model never counted the WAL's copy lost and called the reuse of offset 1 a violation (the model now notes a failed fsync after such a wait too)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 11,
+    },
+    Regression {
+        seed: 100008752,
+        keep: &[3, 4, 6, 7, 57],
+        case: "a model gap, not a store bug: hot+warm, degrade, warm down: [0, 8) acknowledged on the WAL alone, the data directory lost, then a failover to a replica behind took warm's confirmed topic marker, the last evidence that offsets were handed out; the model excused that double fault only when the state directory went after the marker, and called the reuse of offset 0 a violation (either order is excused now)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 11,
+    },
+    Regression {
         seed: 100003362,
         keep: &[
             32, 35, 46, 50, 53, 54, 59, 61, 62, 64, 66, 68, 70, 73, 77, 87, 88, 90, 92, 93, 94, 95, 109, 112,

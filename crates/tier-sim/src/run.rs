@@ -904,6 +904,11 @@ impl World<'_> {
                 let (lost, confirmed) = self.warm.fail_over_behind(writes);
                 if self.warm.confirmed_marker_lost() && !marker_lost {
                     self.note("  the confirmed topic marker is lost");
+                    // The state directory went first (no open recorded the topic since):
+                    // the marker was the last evidence, as in the other order (`lost`).
+                    if self.lost_since_open.1 {
+                        self.lost(false, true);
+                    }
                 }
                 self.note(format!(
                     "  warm lost {lost:?}, {} confirmed record(s) among them",
@@ -1116,6 +1121,16 @@ impl World<'_> {
             }
             None => {}
         }
+        // An fsync of the WAL's interval that failed while the rotation was awaited (no
+        // append refused to show it) lost its pages before the cut all the same.
+        if !self.wal_failed && self.fsync_fired() {
+            self.wal_failed = true;
+            self.fsync_lost_pages();
+            if let Some(range) = unsynced {
+                self.note(format!("  the WAL's fsync failed: {range} written, not durable"));
+                self.model.unsynced.push(range);
+            }
+        }
         // The seal's fsyncs run now, after the cut's moment: they do not count.
         self.crash();
         synced
@@ -1167,7 +1182,9 @@ impl World<'_> {
 
     /// The WAL's directory (`wal`) and/or the state directory (`state`) is lost: once
     /// both are, since an open last recorded them, the store may no longer know the
-    /// offsets degraded opens skipped.
+    /// offsets degraded opens skipped. Also called when a failover took warm's confirmed
+    /// topic marker after the state directory was lost (`state` again: the loss counts
+    /// from then on).
     fn lost(&mut self, wal: bool, state: bool) {
         self.lost_since_open.0 |= wal;
         self.lost_since_open.1 |= state;
