@@ -66,7 +66,7 @@ use parking_lot::{Condvar, Mutex};
 
 mod dirs;
 
-pub use dirs::{DirListings, Undone};
+pub use dirs::{DirListings, Undone, subdirectories};
 
 /// Starts tracking the durable listings of `data_dir`'s directories (see the `dirs`
 /// module: what a power cut leaves of creates, renames and unlinks since a directory's

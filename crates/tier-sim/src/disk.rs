@@ -45,11 +45,7 @@ fn segments(topic_dir: &Path) -> Vec<(Offset, PathBuf)> {
 }
 
 fn topic_dirs(data_dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = fs::read_dir(data_dir)
-        .map(|it| it.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    out.sort();
-    out
+    tier_hot::faults::subdirectories(data_dir)
 }
 
 /// How a power cut treats the bytes written since a file's last fsync (see the module

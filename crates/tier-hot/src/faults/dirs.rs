@@ -186,7 +186,9 @@ fn snapshot(shadow: &Path, dir: &Path) -> Option<Listing> {
     Some(listing)
 }
 
-fn subdirectories(dir: &Path) -> Vec<PathBuf> {
+/// The directories directly inside `dir`, sorted (none when it cannot be read): a data
+/// directory's topic directories.
+pub fn subdirectories(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = fs::read_dir(dir)
         .map(|it| it.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect())
         .unwrap_or_default();
