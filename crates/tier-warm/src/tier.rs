@@ -89,6 +89,31 @@ if last then
 end
 return {n, ''}";
 
+/// The script of a trim or a restart by a writer that holds an owner epoch
+/// ([`WarmTier::claim_owner`]): `KEYS[1]` the stream, `KEYS[2]` its next key, `KEYS[3]` its
+/// owner key; `ARGV[1]` the writer's epoch, `ARGV[2]` the lowest entry ID kept, `ARGV[3]`
+/// the offset the stream restarts at (empty for a trim). It refuses (`{0, 'OWNER
+/// <epoch>'}`, nothing removed) when the owner key names another epoch — a writer that
+/// lost the topic must not remove what the new owner still needs — and a restart
+/// (`{0, 'NEXT <next>'}`) when the next key is past the restart offset (the stream holds
+/// batches beyond it). Else `XTRIM MINID` and, for a restart, `SET` the next key, in one
+/// step; returns `{1, <entries removed>}`.
+const OWNED_TRIM: &str = r"local owner = redis.call('GET', KEYS[3])
+if owner ~= ARGV[1] then
+  return {0, 'OWNER ' .. (owner or 'none')}
+end
+if ARGV[3] ~= '' then
+  local next = redis.call('GET', KEYS[2])
+  if next and tonumber(next) > tonumber(ARGV[3]) then
+    return {0, 'NEXT ' .. next}
+  end
+end
+local removed = redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[3])
+end
+return {1, removed}";
+
 /// The prefix of [`CONDITIONAL_XADD`]'s refusal when the stream does not continue at the
 /// first batch's base.
 const NEXT_REFUSAL: &str = "NEXT ";
@@ -539,13 +564,18 @@ impl WarmTier {
     /// than that of the batch containing `offset` (`XTRIM key MINID <that batch's ID>`).
     /// The batch containing `offset` stays, so `range().start` becomes a batch boundary
     /// `<= offset`; when `offset >= range().end` the newest batch stays, so the stream
-    /// always remembers where the log ends. Returns how many batches were removed.
+    /// always remembers where the log ends. Returns how many batches were removed. A
+    /// writer holding an owner epoch trims in a script that first checks it is still the
+    /// owner (`Fenced`, nothing removed, when another writer claimed the topic since).
     pub async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<u64, TierError> {
         let handle = self.handle(topic);
         let Some(keep) = handle.batch_at_or_before(offset).await? else {
             return Ok(0);
         };
-        let removed = self.trim_ids_below(&handle, keep.base_offset()).await?;
+        let removed = match self.owner_epoch(topic) {
+            Some(epoch) => self.owned_trim(topic, epoch, keep.base_offset(), None).await?,
+            None => self.trim_ids_below(&handle, keep.base_offset()).await?,
+        };
         let mut ranges = self.ranges.lock();
         let cached = ranges.topics.entry(topic.clone()).or_default();
         cached.version += 1;
@@ -564,10 +594,13 @@ impl WarmTier {
     /// offsets no tier holds (every record removed is also held elsewhere). `InvalidInput`
     /// when a batch ends beyond `offset`. Returns how many batches were removed.
     ///
-    /// The two writes are not one step, and need not be: the trim first, so that a next
-    /// key naming `offset` never sits beside entries ending below it; a restart stopped
-    /// between them leaves the next key at the stream's old end, where a batch at `offset`
-    /// is refused and the caller restarts again.
+    /// Without an owner epoch the two writes are not one step, and need not be: the trim
+    /// first, so that a next key naming `offset` never sits beside entries ending below
+    /// it; a restart stopped between them leaves the next key at the stream's old end,
+    /// where a batch at `offset` is refused and the caller restarts again. A writer holding
+    /// an epoch ([`claim_owner`](Self::claim_owner)) does both in one script step, refused
+    /// (`Fenced`, nothing removed) once another writer claimed the topic, as
+    /// [`trim_before`](Self::trim_before) is.
     pub async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<u64, TierError> {
         let range = self.refresh_range(topic).await?;
         if range.end > offset {
@@ -576,20 +609,92 @@ impl WarmTier {
                 format!("cannot restart the stream at {offset}: it holds {range}"),
             ));
         }
-        let removed = self.trim_ids_below(&self.handle(topic), offset).await?;
-        let next_key = self.next_key(topic);
-        let ctx = self.ctx(topic).offset(offset).location(next_key.clone());
-        let set = self.client.set::<(), _, _>(next_key.as_str(), offset.to_string(), None, None, false);
-        if let Err(e) = bounded(&ctx, "SET", self.config.command_timeout, set).await {
-            self.invalidate(topic);
-            return Err(e);
-        }
+        let removed = match self.owner_epoch(topic) {
+            Some(epoch) => match self.owned_trim(topic, epoch, offset, Some(offset)).await {
+                Ok(removed) => removed,
+                Err(e) => {
+                    self.invalidate(topic);
+                    return Err(e);
+                }
+            },
+            None => {
+                let removed = self.trim_ids_below(&self.handle(topic), offset).await?;
+                let next_key = self.next_key(topic);
+                let ctx = self.ctx(topic).offset(offset).location(next_key.clone());
+                let set =
+                    self.client.set::<(), _, _>(next_key.as_str(), offset.to_string(), None, None, false);
+                if let Err(e) = bounded(&ctx, "SET", self.config.command_timeout, set).await {
+                    self.invalidate(topic);
+                    return Err(e);
+                }
+                removed
+            }
+        };
         let mut ranges = self.ranges.lock();
         let cached = ranges.topics.entry(topic.clone()).or_default();
         cached.version += 1;
         cached.next_held = true;
         cached.range = Some(OffsetRange::empty_at(offset));
         Ok(removed)
+    }
+
+    /// [`OWNED_TRIM`]: removes every entry of batches below `below`, and with `restart`
+    /// sets the next key, unless another owner took the topic over (`Fenced`, naming both
+    /// epochs) or the stream holds batches past `restart` (`InvalidInput`); returns how
+    /// many entries it removed.
+    async fn owned_trim(
+        &self,
+        topic: &TopicName,
+        epoch: u64,
+        below: Offset,
+        restart: Option<Offset>,
+    ) -> Result<u64, TierError> {
+        let handle = self.handle(topic);
+        let key = handle.key.clone();
+        let ctx = handle.ctx.clone().offset(below);
+        let args: Vec<Value> = vec![
+            Value::from(OWNED_TRIM),
+            Value::from(3),
+            Value::from(key.as_str()),
+            Value::from(self.next_key(topic)),
+            Value::from(self.owner_key(topic)),
+            Value::from(epoch.to_string()),
+            Value::from(entry_id(below)),
+            Value::from(restart.map(|r| r.to_string()).unwrap_or_default()),
+        ];
+        // Routed by the key's slot in cluster mode (see `conditional_append`).
+        let eval = CustomCommand::new("EVAL", ClusterHash::Custom(redis_keyslot(key.as_bytes())), false);
+        let doing = if restart.is_some() { "EVAL (restart)" } else { "EVAL (trim)" };
+        let reply: Value =
+            bounded(&ctx, doing, self.config.command_timeout, self.client.custom(eval, args)).await?;
+        let mut items = match reply {
+            Value::Array(items) => items.into_iter(),
+            _ => return Err(TierError::internal(ctx, format!("{doing}: unexpected reply"))),
+        };
+        let done = matches!(items.next(), Some(Value::Integer(1)));
+        let detail = items.next();
+        if done {
+            return match detail {
+                Some(Value::Integer(n)) => Ok(u64::try_from(n).unwrap_or(0)),
+                _ => Err(TierError::internal(ctx, format!("{doing}: unexpected reply"))),
+            };
+        }
+        let refusal = detail.and_then(|v| v.as_string()).unwrap_or_default();
+        if let Some(owner) = refusal.strip_prefix(OWNER_REFUSAL) {
+            return Err(TierError::fenced(
+                ctx,
+                format!(
+                    "topic {topic} is owned by epoch {owner} in warm, and this writer holds epoch {epoch}: another writer took the topic over, so nothing is removed"
+                ),
+            ));
+        }
+        if let Some(next) = refusal.strip_prefix(NEXT_REFUSAL) {
+            return Err(TierError::invalid(
+                ctx,
+                format!("cannot restart the stream at {below}: it continues at {next}"),
+            ));
+        }
+        Err(TierError::internal(ctx, format!("{doing}: unexpected refusal {refusal:?}")))
     }
 
     /// `XTRIM key MINID <offset>-1` (the ID of a batch at `offset`): removes every entry

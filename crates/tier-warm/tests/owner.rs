@@ -52,3 +52,42 @@ async fn a_writer_whose_topic_was_claimed_after_it_is_fenced_and_writes_nothing(
     unclaimed.append(&t, batch(5, 1, "unclaimed")).await.unwrap();
     assert_eq!(unclaimed.owner_epoch(&t), None);
 }
+
+/// A stale owner's trim and restart are refused in the same script step as its appends:
+/// they would remove batches the new owner still needs (it replays a lost WAL from them,
+/// and exports them). Nothing is removed and the next key stays where the new owner left
+/// it; the new owner's own trim and restart go through.
+#[tokio::test]
+async fn a_stale_owner_can_neither_trim_nor_restart_the_stream() {
+    let (valkey, old) = shared_tier().await;
+    let new = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
+    let t = topic("owned-trim");
+    old.claim_owner(&t).await.unwrap();
+    old.append(&t, batch(0, 3, "old")).await.unwrap();
+    old.append(&t, batch(3, 3, "old")).await.unwrap();
+    let second = new.claim_owner(&t).await.unwrap();
+    new.append(&t, batch(6, 2, "new")).await.unwrap();
+
+    let err = old.trim_before(&t, 6).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{}", err.report());
+    assert!(err.to_string().contains(&format!("owned by epoch {second}")), "{err}");
+    // Past everything the stream holds: as a zombie whose pending batch lies beyond the
+    // new owner's end would restart it.
+    let err = old.restart_at(&t, 20).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{}", err.report());
+    assert_eq!(new.range(&t).await.unwrap(), OffsetRange::new(0, 8), "nothing removed");
+    new.append(&t, batch(8, 1, "new")).await.expect("the next key still names the new owner's end");
+
+    // The owner's own trim keeps the batch holding the offset, as without epochs.
+    assert_eq!(new.trim_before(&t, 4).await.unwrap(), 1);
+    assert_eq!(new.range(&t).await.unwrap(), OffsetRange::new(3, 9));
+    // A restart below the stream's end is refused by the next key, inside the script too.
+    let fresh = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
+    let third = fresh.claim_owner(&t).await.unwrap();
+    assert_eq!(third, second + 1);
+    let err = fresh.restart_at(&t, 9).await;
+    assert!(err.is_ok(), "at the stream's end: {err:?}");
+    assert_eq!(fresh.range(&t).await.unwrap(), OffsetRange::empty_at(9));
+    fresh.append(&t, batch(9, 1, "fresh")).await.unwrap();
+    assert_eq!(fresh.range(&t).await.unwrap(), OffsetRange::new(9, 10));
+}
