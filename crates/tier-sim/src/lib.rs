@@ -628,6 +628,20 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 104002451,
+        keep: &[135, 136, 139, 142, 143, 144],
+        case: "a model gap, not a store bug: hot+warm, fail, fsync interval, failed fsyncs lose pages: [3, 18) acknowledged, a failover to a replica behind took warm's confirmed copies, then a clean close's fsync failed and lost the WAL's; with no append refused the model never noted the failure and called the reuse of offset 3 a violation (a failure is now noted whenever the process ends)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 11,
+    },
+    Regression {
+        seed: 104002057,
+        keep: &[0, 1, 2, 28, 30, 37],
+        case: "a model gap, not a store bug: hot+warm, degrade, warm down: [0, 16) acknowledged on the WAL alone, the state directory lost, a failover to a replica behind took warm's confirmed topic marker, then the WAL was lost: every copy and every piece of evidence gone, in an order the model did not excuse",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 11,
+    },
+    Regression {
         seed: 100009087,
         keep: &[33, 40, 41, 42, 43],
         case: "a model gap, not a store bug: hot+warm, fail, fsync interval, failed fsyncs lose pages: a failover to a replica behind took warm's confirmed copy of [1, 2) while the WAL held it unsynced, then the interval's fsync failed while a rotation was awaited and lost its pages; no append was refused to show the failure, so the model never counted the WAL's copy lost and called the reuse of offset 1 a violation (the model now notes a failed fsync after such a wait too)",

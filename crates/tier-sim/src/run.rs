@@ -657,6 +657,13 @@ impl World<'_> {
     /// The process dies: its runtime is dropped (every task stops where it is), then
     /// its handles.
     fn crash(&mut self) {
+        // A WAL fsync that failed since the open with no append refused to show it (the
+        // `interval` timer's, or a clean close's) lost its pages all the same.
+        if self.proc.is_some() && !self.wal_failed && self.fsync_fired() {
+            self.wal_failed = true;
+            self.note("  a WAL fsync failed before the process ended");
+            self.fsync_lost_pages();
+        }
         if let Some(Proc { rt, store, topic, .. }) = self.proc.take() {
             // An offset reservation written ahead runs on the blocking pool: whether it
             // reached the file before the runtime stops would depend on when a blocking
