@@ -90,9 +90,10 @@ enum Child {
         #[arg(long)]
         router: bool,
     },
-    /// One sequential append case of workload 1 on its own, for profiling
-    /// (`strace -c -f`, `perf`): 1 KiB records, `--per` a batch, `--count` appends,
-    /// through the router (hot only) or, with `--tier`, `HotTier` alone.
+    /// One append case of workload 1 on its own, for profiling (`strace -c -f`, `perf`):
+    /// 1 KiB records, `--per` a batch, `--count` appends, through the router (hot only)
+    /// or, with `--tier`, `HotTier` alone; `--producers N` shares the appends among N
+    /// concurrent producer tasks (router only).
     #[command(hide = true)]
     RouterCase {
         /// Scratch directory.
@@ -110,6 +111,10 @@ enum Child {
         /// `HotTier` alone instead of the router.
         #[arg(long)]
         tier: bool,
+        /// Producer tasks, each awaiting its own appends (router only; 1: sequential,
+        /// with p50/p99 per append).
+        #[arg(long, default_value_t = 1)]
+        producers: usize,
     },
     /// Internal: workload 11 (the server soak) in this process, rows as JSON on stdout.
     #[command(hide = true)]
@@ -206,8 +211,15 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&out)?);
             Ok(())
         }
-        Some(Child::RouterCase { dir, per, count, always, tier }) => {
-            let out = runtime.block_on(router::one_case(dir, *per, *count, *always, *tier))?;
+        Some(Child::RouterCase { dir, per, count, always, tier, producers }) => {
+            let case = router::OneCase {
+                per: *per,
+                count: *count,
+                always: *always,
+                tier: *tier,
+                producers: *producers,
+            };
+            let out = runtime.block_on(router::one_case(dir, case))?;
             println!("{out}");
             Ok(())
         }

@@ -136,18 +136,19 @@ async fn router_seq(
     Ok(Run { appends: n, secs: took, lat_ms: lat })
 }
 
-/// `producers` tasks each awaiting single-record `Topic::append_batch` calls, `total`
+/// `producers` tasks each awaiting `per`-record `Topic::append_batch` calls, `total`
 /// appends in all.
 async fn router_concurrent(
     dir: &Path,
     fsync: FsyncPolicy,
     payload: &[u8],
+    per: usize,
     producers: usize,
     total: u64,
 ) -> Result<Run> {
     let (_case, store) = store(dir, fsync).await?;
     let topic = store.topic("append").await?;
-    topic.append_batch(records(payload, 1, 0)?).await?;
+    topic.append_batch(records(payload, per, 0)?).await?;
     let each = (total / producers as u64).max(1);
     let payload: Arc<[u8]> = payload.into();
     let start = Instant::now();
@@ -156,7 +157,7 @@ async fn router_concurrent(
             let (topic, payload) = (topic.clone(), Arc::clone(&payload));
             tokio::spawn(async move {
                 for i in 0..each {
-                    topic.append_batch(records(&payload, 1, i)?).await?;
+                    topic.append_batch(records(&payload, per, i * per as u64)?).await?;
                 }
                 Ok::<_, anyhow::Error>(())
             })
@@ -283,7 +284,7 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
         let total = n.max(1000);
         let tier_secs_for = |appends: u64| appends as f64 / tier_rate.max(1e-9);
         for producers in PRODUCERS {
-            let r = router_concurrent(dir, fsync, &payload, producers, total).await?;
+            let r = router_concurrent(dir, fsync, &payload, 1, producers, total).await?;
             rows.push(
                 Row::new(APPEND, format!("router 1 KiB x1 fsync={f}, {producers} producers awaiting each"))
                     .throughput(r.appends, r.appends * SIZE as u64, r.secs, Some(tier_secs_for(r.appends)))
@@ -310,24 +311,47 @@ pub(crate) async fn append(settings: &Settings, dir: &Path) -> Result<Vec<Row>> 
     Ok(rows)
 }
 
-/// One sequential case on its own (`tier-bench router-case`, for profiling): a line
-/// with the appends per second and p50/p99 per append.
-pub(crate) async fn one_case(dir: &Path, per: usize, count: u64, always: bool, tier: bool) -> Result<String> {
+/// One case of `tier-bench router-case`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OneCase {
+    /// Records per append.
+    pub(crate) per: usize,
+    /// Appends in all.
+    pub(crate) count: u64,
+    /// fsync `always` (else `never`).
+    pub(crate) always: bool,
+    /// `HotTier` alone instead of the router.
+    pub(crate) tier: bool,
+    /// Producer tasks awaiting their appends (router only).
+    pub(crate) producers: usize,
+}
+
+/// One case on its own (`tier-bench router-case`, for profiling): a line with the
+/// appends per second and, for one producer, p50/p99 per append.
+pub(crate) async fn one_case(dir: &Path, case: OneCase) -> Result<String> {
+    let OneCase { per, count, always, tier, producers } = case;
+    anyhow::ensure!(producers >= 1, "--producers must be at least 1");
+    anyhow::ensure!(!tier || producers == 1, "--producers applies to the router only");
     let fsync = if always { FsyncPolicy::Always } else { FsyncPolicy::Never };
     let payload = util::payload(SIZE);
     let run = if tier {
         tier_seq(dir, fsync, &payload, per, count, Duration::MAX).await?
+    } else if producers > 1 {
+        router_concurrent(dir, fsync, &payload, per, producers, count).await?
     } else {
         router_seq(dir, fsync, &payload, per, count, Duration::MAX).await?
     };
+    let latency = if run.lat_ms.is_empty() {
+        format!("{producers} producers")
+    } else {
+        format!("p50 {:.3} ms, p99 {:.3} ms", run.p(50.0), run.p(99.0))
+    };
     Ok(format!(
-        "{} {per} x 1 KiB fsync={}: {:.0} appends/s, {:.0} rec/s, p50 {:.3} ms, p99 {:.3} ms",
+        "{} {per} x 1 KiB fsync={}: {:.0} appends/s, {:.0} rec/s, {latency}",
         if tier { "HotTier" } else { "router" },
         fsync_label(fsync),
         run.appends as f64 / run.secs.max(1e-9),
         (run.appends * per as u64) as f64 / run.secs.max(1e-9),
-        run.p(50.0),
-        run.p(99.0)
     ))
 }
 

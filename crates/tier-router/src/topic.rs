@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -133,23 +133,85 @@ impl TopicCore {
         let mut arrivals = self.arrivals.lock();
         let id = arrivals.next_id;
         arrivals.next_id += 1;
-        arrivals.waiting.push_back(Arrival { id, batch, done });
+        arrivals.waiting.push_back(Arrival { id, batch, done, waker: None });
         Arrived { core: Arc::clone(self), id }
+    }
+
+    /// Waits until the batch `id`'s producer has its answer (a commit took the batch) or
+    /// its turn to commit ([`Lead`]): it takes a free turn, or finds the turn handed to
+    /// it; otherwise it leaves its waker with its batch, for the commit that hands the
+    /// turn over. The answer's channel is polled first.
+    fn poll_turn(
+        &self,
+        id: u64,
+        answer: &mut oneshot::Receiver<Result<OffsetRange, TierError>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Turn> {
+        if let Poll::Ready(answer) = Pin::new(answer).poll(cx) {
+            return Poll::Ready(Turn::Answered(answer.unwrap_or_else(|_| Err(closed(&self.name)))));
+        }
+        let mut arrivals = self.arrivals.lock();
+        let lead = arrivals.lead;
+        // Taken by a commit, which answers it (its waker is the answer channel's).
+        let Some(arrival) = arrivals.find_mut(id) else { return Poll::Pending };
+        match lead {
+            Lead::Producer(next) if next == id => Poll::Ready(Turn::Lead),
+            Lead::Free => {
+                arrivals.lead = Lead::Producer(id);
+                Poll::Ready(Turn::Lead)
+            }
+            Lead::Producer(_) | Lead::Committing => {
+                if !arrival.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    arrival.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
     }
 }
 
 /// The batches of awaited appends ([`Topic::append_batch`]) waiting for a commit, in
-/// arrival order. A producer that arrives and then gets the writer's lock takes the
-/// batches from the front as groups (up to `router.max_group_bytes` each) and commits them
-/// in its own task until its own batch is committed; producers whose batches it took find
-/// their answers. Every producer polled in one pass of the runtime (a join of appends)
-/// arrives before any of them takes a group, so which batches meet in a group depends on
-/// what arrived, never on whether a commit that started earlier has finished — which
-/// would depend on when a blocking job ran on a thread of its own.
+/// arrival order, and whose turn it is to commit them ([`Lead`]). The producer whose turn
+/// it is gets the writer's lock, takes the batches from the front as groups (up to
+/// `router.max_group_bytes` each) and commits them in its own task until its own batch is
+/// committed; producers whose batches it took find their answers. Its commit then hands
+/// the turn to the producer of the batch now at the front, if any — never to a producer
+/// already answered, so a producer whose batch was committed never waits for the writer's
+/// lock, and one not polled after its answer holds up no one. Every producer polled in
+/// one pass of the runtime (a join of appends) arrives before any of them takes a group,
+/// so which batches meet in a group depends on what arrived, never on whether a commit
+/// that started earlier has finished — which would depend on when a blocking job ran on a
+/// thread of its own.
 #[derive(Debug, Default)]
 pub(crate) struct Arrivals {
     next_id: u64,
+    /// Ids increase from front to back.
     waiting: VecDeque<Arrival>,
+    lead: Lead,
+}
+
+/// Whose turn it is to commit the [`Arrivals`]. At most one producer commits at a time;
+/// the turn passes on when a commit ends, or when the producer holding the turn stops
+/// waiting before its commit started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Lead {
+    /// Nobody's: the next producer with a batch waiting that looks takes it.
+    #[default]
+    Free,
+    /// The producer of the waiting batch `id`, which has not started its commit (it
+    /// waits for the writer's lock, or has yet to wake up and see the turn is its own).
+    Producer(u64),
+    /// A commit runs ([`commit_arrivals`], in its producer's task or a task of its own);
+    /// it passes the turn on when it ends.
+    Committing,
+}
+
+/// What a producer waiting in the [`Arrivals`] gets first.
+enum Turn {
+    /// Its batch was committed by a commit (or refused): the answer.
+    Answered(Result<OffsetRange, TierError>),
+    /// Its batch still waits and the turn to commit is its own.
+    Lead,
 }
 
 /// One batch waiting in the [`Arrivals`].
@@ -158,12 +220,39 @@ struct Arrival {
     id: u64,
     batch: RecordBatch,
     done: Reply,
+    /// Woken when the turn to commit is handed to this batch's producer.
+    waker: Option<Waker>,
 }
 
 impl Arrivals {
-    /// Whether the batch `id` still waits.
-    fn holds(&self, id: u64) -> bool {
-        self.waiting.iter().any(|a| a.id == id)
+    /// The batch `id`, while it waits.
+    fn find_mut(&mut self, id: u64) -> Option<&mut Arrival> {
+        let at = self.waiting.binary_search_by_key(&id, |a| a.id).ok()?;
+        self.waiting.get_mut(at)
+    }
+
+    /// Takes the batch `id` out, if it still waits.
+    fn remove(&mut self, id: u64) {
+        if let Ok(at) = self.waiting.binary_search_by_key(&id, |a| a.id) {
+            self.waiting.remove(at);
+        }
+    }
+
+    /// Hands the turn to commit to the producer of the batch at the front, if one waits
+    /// (else frees it), and returns that producer's waker, to be woken once the caller
+    /// let go of the lock.
+    #[must_use]
+    fn pass_lead(&mut self) -> Option<Waker> {
+        match self.waiting.front_mut() {
+            Some(front) => {
+                self.lead = Lead::Producer(front.id);
+                front.waker.take()
+            }
+            None => {
+                self.lead = Lead::Free;
+                None
+            }
+        }
     }
 
     /// The next group from the front, up to `max_bytes` (at least one batch), and whether
@@ -186,7 +275,7 @@ impl Arrivals {
 
 /// A producer's batch in the [`Arrivals`]: dropped while the batch still waits (the
 /// producer stopped waiting before any commit took it), it takes the batch out — it is
-/// not appended and holds no offsets.
+/// not appended and holds no offsets — and passes on the turn to commit if it held it.
 struct Arrived {
     core: Arc<TopicCore>,
     id: u64,
@@ -194,7 +283,13 @@ struct Arrived {
 
 impl Drop for Arrived {
     fn drop(&mut self) {
-        self.core.arrivals.lock().waiting.retain(|a| a.id != self.id);
+        let mut arrivals = self.core.arrivals.lock();
+        arrivals.remove(self.id);
+        let next = if arrivals.lead == Lead::Producer(self.id) { arrivals.pass_lead() } else { None };
+        drop(arrivals);
+        if let Some(next) = next {
+            next.wake();
+        }
     }
 }
 
@@ -237,8 +332,9 @@ fn closed(topic: &TopicName) -> TierError {
 }
 
 /// Commits the [`Arrivals`] of `core` from the front, group by group, under the writer's
-/// `lock`, until the batch `id` is committed (or no batch waits: another commit took it).
-/// Refused with `Closed` once the writer has stopped.
+/// `lock`, until the batch `id` is committed (or no batch waits), then passes the turn to
+/// commit on ([`Lead`]; the caller set it to `Committing`). Refused with `Closed` once the
+/// writer has stopped.
 async fn commit_arrivals(
     core: Arc<TopicCore>,
     mut writer: OwnedMutexGuard<Writer>,
@@ -263,6 +359,11 @@ async fn commit_arrivals(
     }
     if writer.has_retry_work() {
         core.wake.notify_one();
+    }
+    let next = core.arrivals.lock().pass_lead();
+    drop(writer);
+    if let Some(next) = next {
+        next.wake();
     }
 }
 
@@ -345,15 +446,18 @@ impl Topic {
     /// Appends the records of `builder` as one batch; see [`append`](Self::append).
     ///
     /// The batch is committed in the caller's task (no hand-off to the writer task and
-    /// back): it arrives among the topic's awaited appends, and the first producer to get
-    /// the writer's lock commits what arrived, as the writer task's group commit would
-    /// (offset reservation first, then the WAL and warm; see `docs/router.md`, "Write
-    /// path"). A caller that stops waiting cannot leave a commit half done: a batch no
-    /// commit took yet is not appended; one a commit took is committed to the end by a
-    /// task of its own. Once polled, the future is to be awaited to the end or dropped:
-    /// held without being polled while it leads a commit, it holds up the topic's
-    /// appends. While batches of [`enqueue_batch`](Self::enqueue_batch) (or a flush) are
-    /// queued, the batch goes through the writer's queue behind them.
+    /// back): it arrives among the topic's awaited appends, and the producer whose turn it
+    /// is takes the writer's lock and commits what arrived, as the writer task's group
+    /// commit would (offset reservation first, then the WAL and warm; see
+    /// `docs/router.md`, "Write path"); the turn then passes to the oldest batch still
+    /// waiting, so none waits forever, and a producer whose batch was committed by
+    /// another never waits for the lock. A caller that stops waiting cannot leave a commit
+    /// half done: a batch no commit took yet is not appended (and the turn, if it was its
+    /// own, passes on); one a commit took is committed to the end by a task of its own.
+    /// Once polled, the future is to be awaited to the end or dropped: held without being
+    /// polled while it leads a commit, it holds up the topic's appends. While batches of
+    /// [`enqueue_batch`](Self::enqueue_batch) (or a flush) are queued, the batch goes
+    /// through the writer's queue behind them.
     pub async fn append_batch(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
         if self.core.queued.load(Ordering::SeqCst) != 0 {
             return self.submit(builder).await?.await;
@@ -364,7 +468,9 @@ impl Topic {
         result
     }
 
-    /// [`append_batch`](Self::append_batch)'s commit in the caller's task.
+    /// [`append_batch`](Self::append_batch)'s commit in the caller's task: the batch
+    /// arrives, then its producer waits for its answer or its turn to commit
+    /// ([`Arrivals`]).
     async fn commit_here(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
         let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
         self.check_open()?;
@@ -373,18 +479,18 @@ impl Topic {
         let arrived = self.core.arrive(batch, done);
         // Every producer polled in this pass arrives before anyone takes a group.
         tokio::task::yield_now().await;
-        let lock = tokio::select! {
-            biased;
-            answer = &mut answer => return answer.unwrap_or_else(|_| Err(self.closed())),
-            lock = writer.lock_owned() => lock,
-        };
-        if self.core.arrivals.lock().holds(arrived.id) {
-            let (core, id) = (Arc::clone(&self.core), arrived.id);
-            let max_group = self.tiers.config.max_group_bytes;
-            Finish { work: Some(Box::pin(commit_arrivals(core, lock, id, max_group))) }.await;
-        } else {
-            drop(lock);
+        let id = arrived.id;
+        match std::future::poll_fn(|cx| self.core.poll_turn(id, &mut answer, cx)).await {
+            Turn::Answered(answer) => return answer,
+            Turn::Lead => {}
         }
+        // Dropped while waiting for the lock, `arrived` takes the batch out and passes
+        // the turn on.
+        let lock = writer.lock_owned().await;
+        // From here the commit holds the turn, and passes it on when it ends.
+        self.core.arrivals.lock().lead = Lead::Committing;
+        let max_group = self.tiers.config.max_group_bytes;
+        Finish { work: Some(Box::pin(commit_arrivals(Arc::clone(&self.core), lock, id, max_group))) }.await;
         drop(arrived);
         answer.await.unwrap_or_else(|_| Err(self.closed()))
     }

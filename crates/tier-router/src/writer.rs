@@ -5,9 +5,9 @@
 //!
 //! Producers send encoded batches (built at base offset 0) over an mpsc queue with a
 //! oneshot for the reply — or, for `Topic::append_batch` (nothing queued), add them to the
-//! topic's arrivals, and the first producer to get the writer's lock commits the arrivals
-//! in its own task ([`Writer::append_direct`]: the group commit the task would make,
-//! without the queue's two task hand-offs; see `topic.rs`, `Arrivals`). The writer's state
+//! topic's arrivals, and the producer whose turn it is takes the writer's lock and commits
+//! the arrivals in its own task ([`Writer::append_direct`]: the group commit the task
+//! would make, without the queue's two task hand-offs; see `topic.rs`, `Arrivals`). The writer's state
 //! sits behind that lock; the task holds it only while it handles commands. The task takes
 //! the first queued request and drains whatever
 //! else is queued (up to `max_group_bytes`), numbers each batch of the group from the
@@ -63,6 +63,9 @@ pub(crate) enum Command {
 
 /// Where an append's answer goes: its offsets once committed, or why not.
 pub(crate) type Reply = oneshot::Sender<Result<OffsetRange, TierError>>;
+
+/// Batches committed together, each with its producer's reply, in order.
+type Group = Vec<(RecordBatch, Reply)>;
 
 /// A numbered batch not yet in every enabled write tier.
 #[derive(Debug)]
@@ -529,24 +532,23 @@ impl Writer {
             return;
         }
         let base = self.next;
-        let (replies, numbered) = number(group, base);
-        let numbered = match numbered {
+        let numbered = match number(group, base) {
             Ok(numbered) => numbered,
-            Err(e) => {
+            Err((group, e)) => {
                 // Nothing was numbered: offsets past u64::MAX.
                 let e = Arc::new(e);
-                for done in replies {
+                for (_, done) in group {
                     let e = TierError::caused_by(self.ctx().offset(base), "not written", Arc::clone(&e));
                     let _ = done.send(Err(e));
                 }
                 return;
             }
         };
-        let end = numbered.last().map_or(base, RecordBatch::end_offset);
+        let end = numbered.last().map_or(base, |(batch, _)| batch.end_offset());
         if let Err(e) = self.reserve(end).await {
             warn!(topic = %self.topic, error = %e.report(), "writing the offset reservation failed");
             let e = Arc::new(e);
-            for done in replies {
+            for (_, done) in numbered {
                 let _ = done.send(Err(TierError::unavailable(
                     self.ctx().offset(base),
                     "not written: the offset reservation could not be recorded",
@@ -558,15 +560,16 @@ impl Writer {
         self.next = end;
         let has_warm = self.tiers.warm.is_some();
         let warm_backlog = self.warm_is_unknown() || self.pending.iter().any(|p| !p.in_warm);
-        let ranges: Vec<OffsetRange> =
-            numbered.iter().map(|b| OffsetRange::new(b.base_offset(), b.end_offset())).collect();
-        self.pending.extend(numbered.into_iter().map(|batch| Pending::new(batch, false, !has_warm)));
+        // The pending queue shares the batches' bytes; the group keeps them for their
+        // offsets, with the replies.
+        self.pending.extend(numbered.iter().map(|(batch, _)| Pending::new(batch.clone(), false, !has_warm)));
         let errors = self.settle(!warm_backlog).await.map(Arc::new);
         // Each producer is answered by where its own batch is: a tier that failed inside
         // the group (a rotation the disk refused) leaves the batches before it committed,
         // and those are acknowledged — recovery counts them as such.
         let hwm = *self.hwm.borrow();
-        for (range, done) in ranges.into_iter().zip(replies) {
+        for (batch, done) in numbered {
+            let range = batch.offset_range();
             let reply = if hwm >= range.end {
                 Ok(range)
             } else {
@@ -638,6 +641,11 @@ impl Writer {
         {
             warn!(topic = %self.topic, error = %e.report(), "the warm tier is still unreachable");
             with_warm = false;
+        }
+        // Nothing to send (the common case before a group: every batch is in every tier).
+        if self.pending.iter().all(|p| p.in_wal && (p.in_warm || !with_warm)) {
+            self.advance();
+            return None;
         }
         let wal_todo: Vec<RecordBatch> =
             self.pending.iter().skip_while(|p| p.in_wal).map(|p| p.batch.clone()).collect();
@@ -982,7 +990,8 @@ impl Writer {
             // is: a gap the WAL recorded, or offsets a resume skipped. Records the WAL holds
             // below the batch that were never committed (a backlog recovery could not
             // queue for warm: damaged, with no intact copy) keep it where it is.
-            if p.batch.base_offset() > self.past_holes(hwm) {
+            // (`past_holes(hwm)` is at least `hwm`: asked only for a batch past it.)
+            if p.batch.base_offset() > hwm && p.batch.base_offset() > self.past_holes(hwm) {
                 break;
             }
             hwm = hwm.max(p.batch.end_offset());
@@ -1027,32 +1036,30 @@ fn not_acknowledged(ctx: ErrorContext, message: String, cause: Option<&Arc<TierE
 }
 
 /// The batches of `group` numbered from `base` in order, each as the producer encoded it
-/// (only the base offset in its prefix changes: the CRC covers the body), with the
-/// replies in the same order; an error instead of the batches when the last one would
-/// pass `u64::MAX`.
-fn number(
-    group: Vec<(RecordBatch, Reply)>,
-    base: Offset,
-) -> (Vec<Reply>, Result<Vec<RecordBatch>, TierError>) {
-    let mut numbered = Vec::with_capacity(group.len());
-    let mut replies = Vec::with_capacity(group.len());
+/// (only the base offset in its prefix changes: the CRC covers the body), each with its
+/// reply, in the group's own vector; the group unnumbered and the error when the last
+/// batch would pass `u64::MAX`.
+fn number(group: Group, base: Offset) -> Result<Group, (Group, TierError)> {
     let mut at = base;
-    let mut failed = None;
-    for (batch, done) in group {
-        replies.push(done);
-        if failed.is_some() {
-            continue;
-        }
-        match batch.try_with_base_offset(at) {
-            Ok(batch) => {
-                at = batch.end_offset();
-                numbered.push(batch);
+    for (batch, _) in &group {
+        match at.checked_add(u64::from(batch.record_count())) {
+            Some(end) => at = end,
+            None => {
+                let e = match batch.clone().try_with_base_offset(at) {
+                    Err(e) => e,
+                    Ok(_) => TierError::invalid(ErrorContext::default().offset(at), "offsets past u64::MAX"),
+                };
+                return Err((group, e));
             }
-            Err(e) => failed = Some(e),
         }
     }
-    match failed {
-        None => (replies, Ok(numbered)),
-        Some(e) => (replies, Err(e)),
-    }
+    let mut at = base;
+    Ok(group
+        .into_iter()
+        .map(|(batch, done)| {
+            let batch = batch.with_base_offset(at);
+            at = batch.end_offset();
+            (batch, done)
+        })
+        .collect())
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{ColdOn, Deployment, Tiers, r};
 use futures::StreamExt;
-use tier_core::{OffsetRange, RecordBatch, RecordBatchBuilder, StartPosition, TopicName};
+use tier_core::{OffsetRange, RecordBatch, RecordBatchBuilder, StartPosition, TierError, TopicName};
 use tier_hot::FsyncPolicy;
 use tier_hot::faults::{self, FaultPoint};
 use tier_router::{TieredStore, Topic};
@@ -171,5 +171,90 @@ async fn an_append_dropped_before_a_commit_took_it_is_not_appended() {
     assert_eq!(topic.high_watermark(), 1);
     assert_eq!(committed(&topic, 1).await, vec![batch(0, "y", 1)]);
     assert_eq!(store.wal().range("dropped-on-arrival").await.unwrap(), r(0, 1), "the WAL holds only Y");
+    store.close().await;
+}
+
+/// Polls `fut` until it waits for something other than its own task (an append arrives,
+/// then lets the producers polled beside it arrive, then waits for its answer or its turn
+/// to commit): a few polls, each of which may wake the task at once.
+async fn poll_until_waiting<F: std::future::Future + Unpin>(fut: &mut F) {
+    for _ in 0..4 {
+        assert!(futures::poll!(&mut *fut).is_pending(), "the append waits for the commit ahead of it");
+    }
+}
+
+/// A producer's append, boxed.
+type Append<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<OffsetRange, TierError>> + Send + 'a>>;
+
+/// On a fresh topic with fsync `always`: A is committed at 0; D's commit then waits in its
+/// fsync (held) while E (2 records) and F (1) arrive behind it and wait; the fsync is
+/// released and D answered at [1, 2). Returns E and F, not polled since.
+async fn arriving_behind_a_held_commit<'a>(d: &Deployment, topic: &'a Topic) -> (Append<'a>, Append<'a>) {
+    assert_eq!(topic.append_batch(builder("a", 1)).await.unwrap(), r(0, 1));
+    let hot = d.hot_dir();
+    faults::hold(&hot, FaultPoint::Fsync);
+    let mut first = Box::pin(topic.append_batch(builder("d", 1)));
+    let held = tokio::task::spawn_blocking(move || faults::wait_held(&hot, FaultPoint::Fsync));
+    tokio::time::timeout(WAIT, async {
+        tokio::select! {
+            biased;
+            _ = first.as_mut() => panic!("D is answered while its fsync is held"),
+            waited = held => waited.unwrap(),
+        }
+    })
+    .await
+    .expect("D's fsync is reached");
+    let mut e: Append<'a> = Box::pin(topic.append_batch(builder("e", 2)));
+    let mut f: Append<'a> = Box::pin(topic.append_batch(builder("f", 1)));
+    poll_until_waiting(&mut e).await;
+    poll_until_waiting(&mut f).await;
+    faults::release(&d.hot_dir(), FaultPoint::Fsync);
+    assert_eq!(tokio::time::timeout(WAIT, first).await.expect("D is answered").unwrap(), r(1, 2));
+    (e, f)
+}
+
+/// A producer whose batch another producer's commit took has nothing left to do with the
+/// writer: held without being polled once its answer is there (its task busy elsewhere),
+/// it does not hold up the commits after it. D's commit waits in its fsync while E and F
+/// arrive; E then commits E and F; F is never polled again, and G is still committed.
+#[tokio::test]
+async fn an_answered_producer_not_polled_does_not_hold_up_the_next_commit() {
+    let mut d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    d.hot.fsync = FsyncPolicy::Always;
+    let store = d.open(&[]).await;
+    let topic = store.topic("answered-unpolled").await.unwrap();
+    let (e, f) = arriving_behind_a_held_commit(&d, &topic).await;
+    assert_eq!(tokio::time::timeout(WAIT, e).await.expect("E is answered").unwrap(), r(2, 4));
+    assert_eq!(topic.high_watermark(), 5, "E's commit took F's batch too");
+
+    // F's answer is there; F is not polled. G arrives and is committed all the same.
+    let g = tokio::time::timeout(WAIT, topic.append_batch(builder("g", 1)))
+        .await
+        .expect("G is committed while F, answered, is not polled");
+    assert_eq!(g.unwrap(), r(5, 6));
+    assert_eq!(tokio::time::timeout(WAIT, f).await.expect("F is answered").unwrap(), r(4, 5));
+    let expected =
+        vec![batch(0, "a", 1), batch(1, "d", 1), batch(2, "e", 2), batch(4, "f", 1), batch(5, "g", 1)];
+    assert_eq!(committed(&topic, 5).await, expected);
+    store.close().await;
+}
+
+/// The producer whose turn it is to commit next stops waiting before it started: its
+/// batch is not appended, and the turn passes to the next batch waiting, which is
+/// committed at the next offsets.
+#[tokio::test]
+async fn a_producer_that_stops_waiting_on_its_turn_to_commit_passes_it_on() {
+    let mut d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    d.hot.fsync = FsyncPolicy::Always;
+    let store = d.open(&[]).await;
+    let topic = store.topic("turn-passed-on").await.unwrap();
+    let (e, f) = arriving_behind_a_held_commit(&d, &topic).await;
+    // E's turn came with D's end; E stops waiting without having been polled since.
+    drop(e);
+    assert_eq!(tokio::time::timeout(WAIT, f).await.expect("F is answered").unwrap(), r(2, 3));
+    assert_eq!(topic.append_batch(builder("g", 1)).await.unwrap(), r(3, 4));
+    let expected = vec![batch(0, "a", 1), batch(1, "d", 1), batch(2, "f", 1), batch(3, "g", 1)];
+    assert_eq!(committed(&topic, 4).await, expected);
     store.close().await;
 }

@@ -63,7 +63,7 @@ impl Writer {
     /// True when `batch` can be written and committed at once: nothing is queued or
     /// grouped, it continues the log, the active segment exists, already holds a batch
     /// (so `first_write`, the age deadline, is set) and has room for it.
-    fn direct_applies(&self, batch: &RecordBatch) -> bool {
+    pub(super) fn direct_applies(&self, batch: &RecordBatch) -> bool {
         let len = batch.encoded_len() as u64;
         self.poisoned.is_none()
             && self.group.is_empty()
@@ -75,7 +75,7 @@ impl Writer {
 
     /// Writes `batch` (fsyncing when `sync`) and commits it, as a group of one would be;
     /// a failure poisons the writer. Blocking file I/O: call it where that is allowed.
-    fn append_now(&mut self, batch: RecordBatch, sync: bool) -> Result<(), TierError> {
+    pub(super) fn append_now(&mut self, batch: RecordBatch, sync: bool) -> Result<(), TierError> {
         let Some(mut active) = self.active.take() else {
             return Err(TierError::internal(ctx(self.topic()), "direct append without an active segment"));
         };
