@@ -61,6 +61,19 @@ pub trait WarmBackend: Tier {
     /// offsets no tier holds"). `InvalidInput` when a batch ends beyond `offset`.
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
 
+    /// Takes `topic` over as its writer: records a new owner epoch where every writer
+    /// sees it, after which this tier's appends, trims and restarts of the topic are
+    /// refused (`Fenced`) once another writer has claimed it since — a node that still
+    /// believes it owns the topic (paused, partitioned) then writes nothing. Returns the
+    /// epoch, or `None` for a tier without owner epochs (the default), whose writes are
+    /// not fenced. The router claims every topic it opens for writing, before recovery
+    /// reads the tier (`docs/router.md`, "Owner epochs"). `Unavailable` when the claim
+    /// was not confirmed (claim again: epochs may skip).
+    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
+        let _ = topic;
+        Ok(None)
+    }
+
     /// Records that `topic` exists, durably as the tier's appends are (on a replicated
     /// tier, confirmed by the replicas; `Unavailable` when they do not confirm it).
     /// Idempotent. Recovery calls it before a topic's first offset is handed out, while

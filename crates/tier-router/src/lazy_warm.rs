@@ -104,6 +104,10 @@ impl WarmBackend for LazyWarm {
         WarmBackend::restart_at(self.tier().await?, topic, offset).await
     }
 
+    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
+        WarmBackend::claim_owner(self.tier().await?, topic).await
+    }
+
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
         WarmBackend::record_topic(self.tier().await?, topic).await
     }

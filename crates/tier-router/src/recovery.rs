@@ -376,7 +376,14 @@ async fn gather(
         warm: WarmSeen::Disabled,
     };
     if let Some(w) = &tiers.warm {
-        evidence.warm = match w.range(topic).await {
+        // The topic is taken over first (its owner epoch, where warm has them): a writer
+        // that held it before writes nothing into warm after this, so what recovery reads
+        // next is all the old writer ever added there.
+        let claimed_range = async {
+            w.claim_owner(topic).await?;
+            w.range(topic).await
+        };
+        evidence.warm = match claimed_range.await {
             // Warm answers: first, it must hold none of the never-acknowledged records.
             Ok(r) => WarmSeen::Holds(drop_unacked(tiers, topic, r, &evidence.not_in_warm()).await?),
             Err(e) if e.kind() == ErrorKind::Unavailable => {

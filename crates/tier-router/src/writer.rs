@@ -441,8 +441,20 @@ impl Writer {
     }
 
     async fn flush(&mut self) -> Result<(), TierError> {
-        self.settle(true).await;
+        let failed = self.settle(true).await;
         match self.pending.front() {
+            // Another writer took the topic over: what warm lacks never reaches it.
+            Some(p) if failed.as_ref().is_some_and(|e| e.kind() == ErrorKind::Fenced) => {
+                Err(TierError::fenced(
+                    self.ctx().offset(p.batch.base_offset()),
+                    format!(
+                        "{} batch(es) from offset {} are not in warm, and never will be: {}",
+                        self.pending.len(),
+                        p.batch.base_offset(),
+                        self.fenced.as_deref().unwrap_or("another writer took the topic over")
+                    ),
+                ))
+            }
             None if self.warm_is_unknown() => Err(TierError::unavailable(
                 self.ctx(),
                 "the warm tier has been unreachable since the topic opened; its back-fill has not started",
@@ -716,6 +728,16 @@ impl Writer {
                 *behind = true;
             }
             warn!(topic = %self.topic, error = %e.report(), "warm tier did not confirm a batch");
+            if e.kind() == ErrorKind::Fenced && self.fenced.is_none() {
+                // Another writer claimed the topic in warm since this one opened it: this
+                // store writes it no more, under either policy (reopening claims it back).
+                error!(topic = %self.topic, error = %e.report(), "another writer took the topic over; its appends are refused");
+                self.fenced = Some(format!(
+                    "another writer took topic '{}' over (warm: {}); this store appends to it no more — reopen the \
+                     topic to take it back",
+                    self.topic, e
+                ));
+            }
         }
         if let Some(e) = &wal_err {
             warn!(topic = %self.topic, error = %e.report(), "WAL append failed");
@@ -886,6 +908,9 @@ impl Writer {
             self.publish_warm_floor();
             return Ok(());
         };
+        // Taken over first, as at recovery: a writer that held the topic while warm was
+        // unreachable writes nothing there after this.
+        warm.claim_owner(&self.topic).await?;
         let held = warm.range(&self.topic).await?;
         // It must hold none of the never-acknowledged records of offsets a degraded open
         // skipped: restarted past them (when the WAL or cold holds the rest), they are

@@ -1,5 +1,5 @@
 //! [`WarmTier`] in the router's warm position ([`WarmBackend`]): its native trimming,
-//! replay stream, restart and topic marker.
+//! replay stream, restart, owner epochs and topic marker.
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -28,6 +28,10 @@ impl WarmBackend for WarmTier {
 
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         WarmTier::restart_at(self, topic, offset).await.map(|_| ())
+    }
+
+    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
+        WarmTier::claim_owner(self, topic).await.map(Some)
     }
 
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {

@@ -41,8 +41,10 @@ use crate::{
 /// `(ID, batch, end offset)` triple per batch.
 ///
 /// It refuses (`{0, 'OWNER <epoch>'}`, no write) when the writer holds an owner epoch and
-/// the owner key names another ([`WarmTier::claim_owner`]: a node that took the topic over
-/// since).
+/// the owner key names a later one ([`WarmTier::claim_owner`]: a node that took the topic
+/// over since). An owner key that is missing or names an earlier epoch — a failover to a
+/// replica that lacks the writer's claim — is set to the writer's epoch: epochs only grow,
+/// and the writer that claimed last keeps the topic.
 ///
 /// It refuses (`{0, 'NEXT <next>'}`, no write) unless the next key names the first
 /// batch's base, or the key does not exist and either the caller allows that (a topic
@@ -59,8 +61,11 @@ use crate::{
 /// at is stored beside them.
 const CONDITIONAL_XADD: &str = r"if ARGV[4] ~= '' then
   local owner = redis.call('GET', KEYS[3])
+  if owner and tonumber(owner) > tonumber(ARGV[4]) then
+    return {0, 'OWNER ' .. owner}
+  end
   if owner ~= ARGV[4] then
-    return {0, 'OWNER ' .. (owner or 'none')}
+    redis.call('SET', KEYS[3], ARGV[4])
   end
 end
 local next = redis.call('GET', KEYS[2])
@@ -93,14 +98,18 @@ return {n, ''}";
 /// ([`WarmTier::claim_owner`]): `KEYS[1]` the stream, `KEYS[2]` its next key, `KEYS[3]` its
 /// owner key; `ARGV[1]` the writer's epoch, `ARGV[2]` the lowest entry ID kept, `ARGV[3]`
 /// the offset the stream restarts at (empty for a trim). It refuses (`{0, 'OWNER
-/// <epoch>'}`, nothing removed) when the owner key names another epoch — a writer that
-/// lost the topic must not remove what the new owner still needs — and a restart
+/// <epoch>'}`, nothing removed) when the owner key names a later epoch — a writer that
+/// lost the topic must not remove what the new owner still needs (a missing or earlier
+/// one is set to the writer's, as in [`CONDITIONAL_XADD`]) — and a restart
 /// (`{0, 'NEXT <next>'}`) when the next key is past the restart offset (the stream holds
 /// batches beyond it). Else `XTRIM MINID` and, for a restart, `SET` the next key, in one
 /// step; returns `{1, <entries removed>}`.
 const OWNED_TRIM: &str = r"local owner = redis.call('GET', KEYS[3])
+if owner and tonumber(owner) > tonumber(ARGV[1]) then
+  return {0, 'OWNER ' .. owner}
+end
 if owner ~= ARGV[1] then
-  return {0, 'OWNER ' .. (owner or 'none')}
+  redis.call('SET', KEYS[3], ARGV[1])
 end
 if ARGV[3] ~= '' then
   local next = redis.call('GET', KEYS[2])
