@@ -379,11 +379,15 @@ async fn gather(
         // The topic is taken over first (its owner epoch, where warm has them): a writer
         // that held it before writes nothing into warm after this, so what recovery reads
         // next is all the old writer ever added there.
-        let claimed_range = async {
-            w.claim_owner(topic).await?;
-            w.range(topic).await
-        };
-        evidence.warm = match claimed_range.await {
+        // A claim the replicas did not confirm still holds on the primary (the range
+        // read next tells whether warm answers at all).
+        if let Err(e) = w.claim_owner(topic).await {
+            if e.kind() != ErrorKind::Unavailable {
+                return Err(e);
+            }
+            warn!(topic = %topic, error = %e.report(), "recovery: the claim of the topic's owner epoch was not confirmed");
+        }
+        evidence.warm = match w.range(topic).await {
             // Warm answers: first, it must hold none of the never-acknowledged records.
             Ok(r) => WarmSeen::Holds(drop_unacked(tiers, topic, r, &evidence.not_in_warm()).await?),
             Err(e) if e.kind() == ErrorKind::Unavailable => {

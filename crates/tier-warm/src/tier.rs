@@ -334,11 +334,13 @@ impl WarmTier {
     /// earlier epoch — a node that still believes it owns the topic: paused, partitioned,
     /// a zombie — is refused by the append script, `Fenced` naming both epochs, and
     /// writes nothing. `Unavailable` when the replicas do not confirm the new epoch
-    /// (claim again: epochs may skip). A writer that never claims is not checked.
+    /// (claim again: epochs may skip); the tier holds the epoch all the same once the
+    /// primary applied the `INCR` (its writes carry it, and an owner key a failover lost
+    /// is set again by them: epochs only grow). A writer that never claims is not checked.
     ///
-    /// The check lives in the append script: a server that refuses scripts cannot fence,
-    /// so once an epoch is claimed an append there fails `InvalidInput` instead of
-    /// falling back to a plain `XADD`. `restart_at` and `trim_before` are not fenced.
+    /// The check lives in the append script (and in the trim and restart script): a server
+    /// that refuses scripts cannot fence, so once an epoch is claimed an append there
+    /// fails `InvalidInput` instead of falling back to a plain `XADD`.
     pub async fn claim_owner(&self, topic: &TopicName) -> Result<u64, TierError> {
         let key = self.owner_key(topic);
         let ctx = self.ctx(topic).location(key.clone());
@@ -352,10 +354,10 @@ impl WarmTier {
             Ok(other) => return Err(TierError::internal(ctx, format!("INCR: unexpected reply {other:?}"))),
             Err(e) => return Err(crate::client::map_fred(ctx, "INCR", e)),
         };
+        self.ranges.lock().topics.entry(topic.clone()).or_default().owner = Some(epoch);
         if let Some(reply) = wait {
             self.check_wait(ctx, reply)?;
         }
-        self.ranges.lock().topics.entry(topic.clone()).or_default().owner = Some(epoch);
         Ok(epoch)
     }
 

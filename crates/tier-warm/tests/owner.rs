@@ -91,3 +91,27 @@ async fn a_stale_owner_can_neither_trim_nor_restart_the_stream() {
     fresh.append(&t, batch(9, 1, "fresh")).await.unwrap();
     assert_eq!(fresh.range(&t).await.unwrap(), OffsetRange::new(9, 10));
 }
+
+/// A claim whose `WAIT` falls short (more replicas asked for than the server has) is
+/// `Unavailable`, yet the `INCR` applied on the primary: the tier holds the epoch, and a
+/// writer that claimed before it is fenced all the same.
+#[tokio::test]
+async fn a_claim_the_replicas_did_not_confirm_still_holds_on_the_primary() {
+    let (valkey, old) = shared_tier().await;
+    let mut short = config(valkey.primary_url(), valkey.key_prefix());
+    short.wait_replicas = 2;
+    short.wait_timeout = std::time::Duration::from_millis(50);
+    // Opening checks the replica count; the claim's WAIT is what falls short here.
+    let new = match WarmTier::connect(short).await {
+        Ok(tier) => tier,
+        Err(e) => panic!("connect: {}", e.report()),
+    };
+    let t = topic("owned-short");
+    let first = old.claim_owner(&t).await.unwrap();
+    old.append(&t, batch(0, 2, "old")).await.unwrap();
+    let err = new.claim_owner(&t).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
+    assert_eq!(new.owner_epoch(&t), Some(first + 1), "the epoch the primary gave");
+    let err = old.append(&t, batch(2, 1, "zombie")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{}", err.report());
+}
