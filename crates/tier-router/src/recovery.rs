@@ -379,14 +379,7 @@ async fn gather(
         // The topic is taken over first (its owner epoch, where warm has them): a writer
         // that held it before writes nothing into warm after this, so what recovery reads
         // next is all the old writer ever added there.
-        // A claim the replicas did not confirm still holds on the primary (the range
-        // read next tells whether warm answers at all).
-        if let Err(e) = w.claim_owner(topic).await {
-            if e.kind() != ErrorKind::Unavailable {
-                return Err(e);
-            }
-            warn!(topic = %topic, error = %e.report(), "recovery: the claim of the topic's owner epoch was not confirmed");
-        }
+        claim(w.as_ref(), topic).await?;
         evidence.warm = match w.range(topic).await {
             // Warm answers: first, it must hold none of the never-acknowledged records.
             Ok(r) => WarmSeen::Holds(drop_unacked(tiers, topic, r, &evidence.not_in_warm()).await?),
@@ -408,6 +401,20 @@ async fn gather(
         };
     }
     Ok((evidence, reservation))
+}
+
+/// Takes `topic` over in `warm` ([`WarmBackend::claim_owner`](crate::WarmBackend::claim_owner)).
+/// A claim the replicas did not confirm (`Unavailable`) still holds on the primary and is
+/// only logged: reading warm's range next tells whether warm answers at all.
+pub(crate) async fn claim(warm: &dyn crate::WarmBackend, topic: &TopicName) -> Result<(), TierError> {
+    match warm.claim_owner(topic).await {
+        Err(e) if e.kind() != ErrorKind::Unavailable => Err(e),
+        Err(e) => {
+            warn!(topic = %topic, error = %e.report(), "the claim of the topic's owner epoch was not confirmed");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+    }
 }
 
 /// The state file's form of `losses`.

@@ -910,12 +910,7 @@ impl Writer {
         };
         // Taken over first, as at recovery: a writer that held the topic while warm was
         // unreachable writes nothing there after this.
-        if let Err(e) = warm.claim_owner(&self.topic).await {
-            if e.kind() != ErrorKind::Unavailable {
-                return Err(e);
-            }
-            warn!(topic = %self.topic, error = %e.report(), "the claim of the topic's owner epoch was not confirmed");
-        }
+        crate::recovery::claim(warm.as_ref(), &self.topic).await?;
         let held = warm.range(&self.topic).await?;
         // It must hold none of the never-acknowledged records of offsets a degraded open
         // skipped: restarted past them (when the WAL or cold holds the rest), they are

@@ -745,10 +745,11 @@ fn fail_does_not_commit_below_the_start_of_a_cut_wal() {
 /// before it is served; [13, 16) is held by no tier and reported. Taking the start for
 /// committed served the refused batches, and once a failover took them and the data
 /// directory was lost, their offsets were handed out again.
-#[test]
-fn fail_does_not_commit_warms_unconfirmed_batches_below_a_cut_wal_past_its_end() {
-    let e = Evidence {
-        policy: WarmFailurePolicy::Fail,
+/// A power cut took the WAL's first segments: it starts, empty, at 16 (the reservation),
+/// past warm's end 13; the checkpoint says 10; cold is empty.
+fn cut_wal_at_16_past_warm(policy: WarmFailurePolicy) -> Evidence {
+    Evidence {
+        policy,
         fsync_always: false,
         hot: OffsetRange::empty_at(16),
         cut_back: true,
@@ -765,7 +766,12 @@ fn fail_does_not_commit_warms_unconfirmed_batches_below_a_cut_wal_past_its_end()
         cold: Some(OffsetRange::empty_at(0)),
         cold_continues: 0,
         warm: WarmSeen::Holds(r(0, 13)),
-    };
+    }
+}
+
+#[test]
+fn fail_does_not_commit_warms_unconfirmed_batches_below_a_cut_wal_past_its_end() {
+    let e = cut_wal_at_16_past_warm(WarmFailurePolicy::Fail);
     let after = AfterReplay { first_kept: None, marked: false, wal: e.hot };
     let p = plan(&e, &plan_replay(&e).unwrap(), &after);
     assert_eq!((p.committed, p.next_offset), (10, 16), "{p:?}");
@@ -833,25 +839,7 @@ fn resume_records_cold_then_the_wal_then_clears_the_rebuilt_marker() {
 /// so the commit point must not pass it as empty.
 #[test]
 fn holes_are_the_reported_losses_no_tier_holds() {
-    let e = Evidence {
-        policy: WarmFailurePolicy::Degrade,
-        fsync_always: false,
-        hot: OffsetRange::empty_at(16),
-        cut_back: true,
-        wal_gaps: vec![],
-        checkpoint: Some(10),
-        warm_confirmed: Some(10),
-        reservation: Some(16),
-        reservation_exact: false,
-        fence: None,
-        pending: Losses::default(),
-        unacked_state: vec![],
-        unacked_wal: vec![],
-        rebuilt: None,
-        cold: Some(OffsetRange::empty_at(0)),
-        cold_continues: 0,
-        warm: WarmSeen::Holds(r(0, 13)),
-    };
+    let e = Evidence { warm_confirmed: Some(10), ..cut_wal_at_16_past_warm(WarmFailurePolicy::Degrade) };
     let after = AfterReplay { first_kept: None, marked: false, wal: e.hot };
     let p = plan(&e, &plan_replay(&e).unwrap(), &after);
     assert!(
