@@ -67,6 +67,8 @@ mod reservation;
 mod slice;
 mod state;
 mod store;
+#[cfg(feature = "testkit")]
+pub mod testing;
 mod tiers;
 mod topic;
 mod writer;

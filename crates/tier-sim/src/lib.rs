@@ -743,6 +743,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 120000015,
+        keep: &[70, 71, 133, 136],
+        case: "hot only, fsync interval: a store whose data directory is a sibling of this one's opened on the same topic with the default state directory `<parent>/router`, appended and closed cleanly, overwriting this store's checkpoint and offset reservation; a power cut before a seal took the WAL's unsynced tail, and recovery, bounded by the other store's reservation, handed out acknowledged offsets again (the state directory is locked by the store that holds it and names its owner; `Revert::SharedStateDir` puts the shared directory back)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 12,
+    },
+    Regression {
         seed: 9000139,
         keep: &[1, 2, 7, 8, 11, 12],
         case: "never: warm restarted past a gap, then a failover to a replica behind emptied its stream (its batches were the stream's only entries); the empty stream took the next group past the batches it lost, which only the WAL held, and a power cut took the WAL's tail: recovery found offsets no tier held and refused to open (each append names the offset it continues, the stream's next key, checked with the write in one server-side step; `Revert::WarmIgnoresNext` puts the unchecked append back)",

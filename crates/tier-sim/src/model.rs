@@ -92,6 +92,9 @@ pub mod inv {
     pub const LIVENESS_RETENTION: &str = "liveness: WAL retention does not catch up";
     /// After the faults stopped, a flush still failed.
     pub const LIVENESS_FLUSH: &str = "liveness: flush keeps failing";
+    /// A second store opened on the state directory this store wrote (their data
+    /// directories are siblings, the state directory the default `<parent>/router`).
+    pub const SHARED_STATE: &str = "a second store opened on another store's state directory";
 }
 
 /// The model (see the module docs).

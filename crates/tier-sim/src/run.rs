@@ -229,6 +229,10 @@ pub enum Revert {
     /// without its conditional check): a stream that holds nothing takes any base at or
     /// past its end, so one a failover emptied takes a batch past the batches it lost.
     WarmIgnoresNext,
+    /// A store opens on its state directory without locking it or checking its `owner`
+    /// ([`tier_router::testing::share_state_dirs`]): a store beside it
+    /// ([`Step::Neighbour`]) overwrites its checkpoints and reservations.
+    SharedStateDir,
 }
 
 impl From<tier_hot::faults::Revert> for Revert {
@@ -298,9 +302,11 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
             Revert::Hot(behaviour) => tier_hot::faults::revert(&world.hot_dir, behaviour),
             Revert::WarmWaitAlone => world.warm.set_wait_alone(true),
             Revert::WarmIgnoresNext => world.warm.set_ignore_next(true),
+            Revert::SharedStateDir => tier_router::testing::share_state_dirs(&world.state_dir),
         }
     }
     world.run_all();
+    tier_router::testing::restore_state_dirs(&world.state_dir);
     world.disk.untrack(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
     tier_hot::faults::restore(&world.hot_dir);
@@ -1008,6 +1014,79 @@ impl World<'_> {
                 }
             }
             Step::Heal => self.heal(),
+            Step::Neighbour { records } => self.neighbour(records, rng),
+        }
+    }
+
+    /// [`Step::Neighbour`]: a second store whose data directory is a sibling of this
+    /// one's opens on the same topic, appends `records` records and closes, while this
+    /// store runs or (half the time) after it closed cleanly. Its open must be refused
+    /// (`Fenced`): the default state directory it would take, `<parent>/router`, is this
+    /// store's — locked while it runs, naming it in its `owner` file when it does not.
+    /// What the store beside it wrote, had it opened, is left for the checks to find.
+    fn neighbour(&mut self, records: u8, rng: &mut Rng) {
+        let recs = self.records(records, rng);
+        // Beside a store that has claimed its state directory (a first open claims it).
+        if !self.ensure_open() {
+            return;
+        }
+        let stopped = rng.chance(1, 2);
+        if stopped {
+            self.close();
+        }
+        let mut hot = HotConfig::new(self.data_dir.join("beside")).with_fsync(self.schedule.config.fsync);
+        hot.segment_bytes = self.schedule.config.segment_bytes;
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let mut router = RouterConfig::default();
+        router.export_sweep_interval = year;
+        router.retention_interval = year;
+        let builder = TieredStore::builder()
+            .hot(hot)
+            .router(router)
+            .topics([self.topic_name.clone()])
+            .background(false)
+            .boot_id(format!("sim-boot-{}", self.boots))
+            .clock(Arc::clone(&self.clock));
+        let rt = runtime();
+        let out = rt.block_on(within_real_time(async {
+            let store = match builder.open().await {
+                Ok(store) => store,
+                Err(e) => return Err(e),
+            };
+            let topic = store.topic(TOPIC).await?;
+            let new: Vec<NewRecord> =
+                recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
+            let acked = topic.append(new).await;
+            drop(topic);
+            store.close().await;
+            Ok(acked)
+        }));
+        match out {
+            None => {
+                self.violate(inv::HUNG, "the store beside it did not finish".into());
+                self.ended = Some("hung".into());
+            }
+            Some(Err(e)) if e.kind() == ErrorKind::Fenced => {
+                self.note(format!("  the store beside it was refused: {e}"));
+            }
+            Some(Err(e)) => self.note(format!("  the store beside it failed: {e}")),
+            Some(Ok(acked)) => {
+                self.note(format!(
+                    "  the store beside it opened and appended: {:?}",
+                    acked.map_err(|e| e.kind())
+                ));
+                self.violate(
+                    inv::SHARED_STATE,
+                    format!(
+                        "a store whose data directory is a sibling opened on {} ({})",
+                        self.state_dir.display(),
+                        if stopped { "its store stopped" } else { "its store running" }
+                    ),
+                );
+            }
+        }
+        if stopped {
+            self.ensure_open();
         }
     }
 

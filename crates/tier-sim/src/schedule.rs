@@ -249,6 +249,12 @@ pub enum Step {
     DamageSegment,
     /// One byte of a cold object flips.
     DamageCold,
+    /// A second store, hot only, whose data directory is a sibling of this one's (both
+    /// under one parent, the state directory left to its default `<parent>/router`),
+    /// opens on the same topic, appends `records` records and closes cleanly (generator
+    /// 12). Its open must be refused: the state directory belongs to the store that wrote
+    /// it (`docs/router.md`, "The state directory belongs to one store").
+    Neighbour { records: u8 },
     /// Every injected fault stops.
     Heal,
 }
@@ -280,6 +286,7 @@ impl Step {
             Step::DamageCold => "damaged cold object",
             Step::ClockJump { .. } => "clock jump",
             Step::ClockBack { .. } => "clock back",
+            Step::Neighbour { .. } => "a store beside it",
             _ => return None,
         })
     }
@@ -334,7 +341,11 @@ impl Step {
 /// - 11: power cuts also undo directory operations ([`CutModel::PagesAndDirs`]: in each
 ///   directory, with even chances, every create, rename and unlink since its last
 ///   fsync). Its steps are version 10's; only what a power cut leaves differs. Not the
-///   default: [`LATEST`].
+///   default.
+/// - 12: [`Step::Neighbour`], a second store whose data directory is a sibling of this
+///   one's, taken from rolls 972–979 of a heal step under 11, drawing no randomness
+///   (1 to 8 records, from the roll). Every other step of every seed, and the
+///   configuration, are version 11's. Not the default: [`LATEST`].
 ///
 /// The default stays 5 while versions 6 and 7 still find open recovery bugs (torn points
 /// whose loss goes unreported in shapes the router does not cover yet; see
@@ -342,8 +353,8 @@ impl Step {
 /// `--generator 6` / `--generator 7`; their regression schedules run with every test.
 pub const GENERATOR: u32 = 5;
 
-/// The newest generator version (`--generator 11`); [`GENERATOR`] is the default.
-pub const LATEST: u32 = 11;
+/// The newest generator version (`--generator 12`); [`GENERATOR`] is the default.
+pub const LATEST: u32 = 12;
 
 /// How far back [`Step::ClockBack`] moves the clock, by its roll: within a minute of the
 /// last seal, across retention times (at most 90.5 minutes in a schedule), and a day.
@@ -569,6 +580,10 @@ fn gen_step(
             962..=971 if generator >= 10 => {
                 let i = usize::try_from(roll - 962).unwrap_or(0);
                 Step::ClockBack { minutes: CLOCK_BACK_MINUTES[i % CLOCK_BACK_MINUTES.len()] }
+            }
+            // Version 12: taken from `Heal`'s rolls, drawing no randomness.
+            972..=979 if generator >= 12 => {
+                Step::Neighbour { records: u8::try_from(1 + (roll - 972)).unwrap_or(1) }
             }
             // Version 5: taken from `Heal`'s rolls where warm is deployed.
             911..=920 if generator >= 5 && config.deployment.warm() => {

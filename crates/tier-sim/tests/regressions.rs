@@ -33,6 +33,7 @@ fn each_reverted_repair_is_found_by_its_regression_schedule() {
         (9000139, Revert::WarmIgnoresNext),
         (1796426533093494512, Revert::Hot(Hot::TrustFailedFsyncs)),
         (60000000, Revert::Hot(Hot::HolesAreDamage)),
+        (120000015, Revert::SharedStateDir),
     ];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
@@ -74,7 +75,8 @@ fn three_hundred_short_benign_schedules_pass() {
 /// from version 7 where a `Heal` became an object-store fault (cold deployed); version 9
 /// from version 8 where a `Heal` became a warm connection or failover fault (warm
 /// deployed); version 10 from version 9 where a `Heal` became a `ClockBack`; version 11 from
-/// version 10 only in what a power cut leaves (directory operations undone). Regression
+/// version 10 only in what a power cut leaves (directory operations undone); version 12
+/// from version 11 where a `Heal` became a `Neighbour`. Regression
 /// schedules replay with the version they were found with, so their steps and power cuts
 /// never change.
 #[test]
@@ -270,10 +272,26 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         assert_eq!(v10.steps, v11.steps, "seed {seed}");
         assert_eq!(v11.config.cuts, CutModel::PagesAndDirs);
     }
+    // Version 12 is version 11 where a heal became a store beside this one.
+    let mut neighbours = 0;
+    for seed in 0..200 {
+        let (v11, v12) = (Schedule::generate_with(11, seed, 200), Schedule::generate_with(12, seed, 200));
+        assert_eq!(v11.config.to_string(), v12.config.to_string(), "seed {seed}");
+        for ((i, a), (_, b)) in v11.steps.iter().zip(&v12.steps) {
+            if a != b {
+                assert!(
+                    *a == Step::Heal && matches!(b, Step::Neighbour { records: 1..=8 }),
+                    "seed {seed} step {i}: {a:?} became {b:?}"
+                );
+                neighbours += 1;
+            }
+        }
+    }
+    assert!(neighbours > 0, "version 12 generates stores beside the store");
     assert_eq!(
         (GENERATOR, LATEST),
-        (5, 11),
-        "version 5 is the default (6 to 11 have open findings), 11 the newest"
+        (5, 12),
+        "version 5 is the default (6 to 12 have open findings), 12 the newest"
     );
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);

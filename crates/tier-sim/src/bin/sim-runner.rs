@@ -91,6 +91,8 @@ enum Reverted {
     TrustFailedFsyncs,
     /// Holes before written pages and unwritten headers are damage (the topic refused).
     HolesAreDamage,
+    /// A store opens on its state directory without locking it or checking its owner.
+    SharedStateDir,
 }
 
 impl Reverted {
@@ -101,6 +103,7 @@ impl Reverted {
             Self::IgnoreNext => Revert::WarmIgnoresNext,
             Self::TrustFailedFsyncs => Revert::Hot(tier_hot::faults::Revert::TrustFailedFsyncs),
             Self::HolesAreDamage => Revert::Hot(tier_hot::faults::Revert::HolesAreDamage),
+            Self::SharedStateDir => Revert::SharedStateDir,
         }
     }
 }
