@@ -45,6 +45,7 @@ impl Backend {
                 access_key_id: Some(tier_testkit::servers::S3_ACCESS_KEY.into()),
                 secret_access_key: Some(Secret::new(tier_testkit::servers::S3_SECRET_KEY)),
                 allow_http: true,
+                encryption: None,
             },
             Backend::Local { path } => BackendConfig::Local { path: path.clone() },
         };

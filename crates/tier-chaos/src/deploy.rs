@@ -144,6 +144,7 @@ pub async fn store_config(
             access_key_id: Some(settings.access_key_id.clone()),
             secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
             allow_http: true,
+            encryption: None,
         });
         cold.retry.max_retries = 3;
         cold.retry.retry_timeout = Duration::from_secs(5);

@@ -41,6 +41,10 @@ pub enum BackendConfig {
         /// Allow plain `http://` endpoints (test servers).
         #[serde(default)]
         allow_http: bool,
+        /// Server-side encryption requested on every object written (PUT and multipart
+        /// upload); `None` sends no encryption header, leaving it to the bucket's default.
+        #[serde(default)]
+        encryption: Option<S3Encryption>,
     },
     /// Google Cloud Storage (object_store's client speaks GCS's XML API).
     #[cfg(feature = "gcp")]
@@ -83,6 +87,69 @@ pub enum BackendConfig {
     },
 }
 
+/// S3 server-side encryption of the objects tier-cold writes: the
+/// `x-amz-server-side-encryption` headers object_store's S3 client sends with each PUT
+/// and multipart upload. Reads need no setting: S3 decrypts SSE-S3 and SSE-KMS objects
+/// for any caller allowed to read them (and, for SSE-KMS, to use the key).
+///
+/// In TOML: `encryption = { kind = "sse-s3" }` or
+/// `encryption = { kind = "sse-kms", key_id = "arn:aws:kms:…", bucket_key = true }`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum S3Encryption {
+    /// SSE-S3: keys S3 manages (`x-amz-server-side-encryption: AES256`). A struct
+    /// variant so that TOML naming a field it has not (`key_id`) is refused.
+    #[serde(rename = "sse-s3")]
+    SseS3 {},
+    /// SSE-KMS (`x-amz-server-side-encryption: aws:kms`).
+    #[serde(rename = "sse-kms")]
+    SseKms {
+        /// The KMS key (id, ARN or alias; not a secret) sent as
+        /// `x-amz-server-side-encryption-aws-kms-key-id`; `None` for the AWS-managed
+        /// `aws/s3` key or the bucket's default key.
+        #[serde(default)]
+        key_id: Option<String>,
+        /// `x-amz-server-side-encryption-bucket-key-enabled`: whether S3 uses a bucket
+        /// key (fewer KMS requests); `None` keeps the bucket's setting.
+        #[serde(default)]
+        bucket_key: Option<bool>,
+    },
+}
+
+impl S3Encryption {
+    /// Applies the setting to an S3 client builder.
+    fn apply(
+        &self,
+        builder: object_store::aws::AmazonS3Builder,
+    ) -> Result<object_store::aws::AmazonS3Builder, object_store::Error> {
+        use object_store::aws::AmazonS3ConfigKey;
+        let encryption_type = |value: &str| -> Result<_, object_store::Error> {
+            let key: AmazonS3ConfigKey = "aws_server_side_encryption".parse()?;
+            Ok((key, value.to_owned()))
+        };
+        Ok(match self {
+            S3Encryption::SseS3 {} => {
+                let (key, value) = encryption_type("AES256")?;
+                builder.with_config(key, value)
+            }
+            S3Encryption::SseKms { key_id, bucket_key } => {
+                let mut builder = match key_id {
+                    Some(id) => builder.with_sse_kms_encryption(id),
+                    None => {
+                        let (key, value) = encryption_type("aws:kms")?;
+                        builder.with_config(key, value)
+                    }
+                };
+                if let Some(enabled) = bucket_key {
+                    builder = builder.with_bucket_key(*enabled);
+                }
+                builder
+            }
+        })
+    }
+}
+
 /// Checks an endpoint URL of `what` (a TOML key) in the backend configuration: `http://`
 /// or `https://` followed by a host, and `http://` only with `allow_http`.
 #[cfg(any(feature = "gcp", feature = "azure"))]
@@ -121,7 +188,13 @@ impl BackendConfig {
     pub fn validate(&self) -> Result<(), TierError> {
         match self {
             BackendConfig::Local { .. } => Ok(()),
-            BackendConfig::S3 { bucket, .. } => check_named("backend.bucket", bucket),
+            BackendConfig::S3 { bucket, encryption, .. } => {
+                check_named("backend.bucket", bucket)?;
+                if let Some(S3Encryption::SseKms { key_id: Some(id), .. }) = encryption {
+                    check_named("backend.encryption.key_id", id)?;
+                }
+                Ok(())
+            }
             #[cfg(feature = "gcp")]
             BackendConfig::Gcs { bucket, service_account_path, base_url, anonymous, allow_http } => {
                 check_named("backend.bucket", bucket)?;
@@ -212,7 +285,7 @@ impl RetrySettings {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tier_cold::{BackendConfig, ColdConfig, Secret};
+/// use tier_cold::{BackendConfig, ColdConfig, S3Encryption, Secret};
 ///
 /// let mut config = ColdConfig::new(BackendConfig::S3 {
 ///     bucket: "segments".into(),
@@ -221,6 +294,7 @@ impl RetrySettings {
 ///     access_key_id: Some("AKIA…".into()),
 ///     secret_access_key: Some(Secret::new("…")),
 ///     allow_http: false,
+///     encryption: Some(S3Encryption::SseS3 {}),
 /// });
 /// config.prefix = "prod".into();
 /// config.retry.max_retries = 3;
@@ -351,7 +425,16 @@ impl ColdConfig {
                 let store = LocalFileSystem::new_with_prefix(path).map_err(|e| failed("local", e))?;
                 Ok(Arc::new(store))
             }
-            BackendConfig::S3 { bucket, region, endpoint, access_key_id, secret_access_key, allow_http } => {
+            BackendConfig::S3 {
+                bucket,
+                region,
+                endpoint,
+                access_key_id,
+                secret_access_key,
+                allow_http,
+                encryption,
+            } => {
+                self.backend.validate()?;
                 let mut b = object_store::aws::AmazonS3Builder::new()
                     .with_bucket_name(bucket)
                     .with_region(region)
@@ -365,6 +448,9 @@ impl ColdConfig {
                 }
                 if let Some(secret) = secret_access_key {
                     b = b.with_secret_access_key(secret.expose());
+                }
+                if let Some(encryption) = encryption {
+                    b = encryption.apply(b).map_err(|e| failed("S3", e))?;
                 }
                 Ok(Arc::new(b.build().map_err(|e| failed("S3", e))?))
             }

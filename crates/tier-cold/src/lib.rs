@@ -53,7 +53,7 @@ mod tier;
 mod topic_marker;
 
 pub use cold::ColdTier;
-pub use config::{BackendConfig, ColdConfig, MIN_PART_SIZE, RetrySettings, Secret};
+pub use config::{BackendConfig, ColdConfig, MIN_PART_SIZE, RetrySettings, S3Encryption, Secret};
 pub use export::ExportOutcome;
 pub use layout::Layout;
 pub use probe::PROBE_TIMEOUT;

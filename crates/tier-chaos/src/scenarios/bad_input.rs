@@ -160,6 +160,7 @@ pub async fn run(servers: &Servers, base: &Path) -> Result<ScenarioResult, Chaos
         access_key_id: Some(s3.access_key_id.clone()),
         secret_access_key: Some(Secret::new(s3.secret_access_key.clone())),
         allow_http: true,
+        encryption: None,
     });
     cold.retry.max_retries = 1;
     let cold_tier = ColdTier::open(cold).map_err(|e| ChaosError::tier("building the S3 cold tier", e))?;

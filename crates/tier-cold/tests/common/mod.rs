@@ -42,6 +42,7 @@ pub fn s3_config(s3: &SharedS3) -> ColdConfig {
         access_key_id: Some(settings.access_key_id.clone()),
         secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
         allow_http: true,
+        encryption: None,
     };
     config.retry.max_retries = 2;
     config

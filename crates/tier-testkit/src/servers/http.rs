@@ -14,10 +14,12 @@ const MAX_RESPONSE: u64 = 1 << 20;
 /// Longest one request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A response: status code and the raw body (not de-chunked; used for messages only).
+/// A response: status code, header fields (names lower-cased, in order) and the raw body
+/// (not de-chunked; used for messages only).
 #[derive(Debug)]
 pub(crate) struct Response {
     pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: String,
 }
 
@@ -80,7 +82,13 @@ fn parse_response(raw: &[u8]) -> Option<Response> {
         return None;
     }
     let status = parts.next()?.parse().ok()?;
-    Some(Response { status, body: body.to_owned() })
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Some(Response { status, headers, body: body.to_owned() })
 }
 
 /// `host:port` from an `http://host:port[/]` endpoint.
@@ -97,8 +105,13 @@ mod tests {
 
     #[test]
     fn parses_status_and_body() {
-        let r = parse_response(b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nnop").unwrap();
+        let r = parse_response(b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\nX-Amz-Id: a:b\r\n\r\nnop")
+            .unwrap();
         assert_eq!((r.status, r.body.as_str()), (404, "nop"));
+        assert_eq!(
+            r.headers,
+            [("content-length".to_owned(), "3".to_owned()), ("x-amz-id".to_owned(), "a:b".to_owned())]
+        );
         assert!(parse_response(b"garbage").is_none());
         assert!(parse_response(b"").is_none());
     }

@@ -56,6 +56,28 @@ impl S3Settings {
         }
         Ok(())
     }
+
+    /// The header fields (names lower-cased) of a path-style `HEAD /<bucket>/<key>`:
+    /// what the server stored with the object, such as `x-amz-server-side-encryption`.
+    /// `key` is sent as given (no percent-encoding). The request names the access key in
+    /// an `Authorization` header with a dummy signature: moto answers an anonymous
+    /// object request 403 and does not check signatures.
+    pub async fn head_object(&self, bucket: &str, key: &str) -> Result<Vec<(String, String)>, HarnessError> {
+        let what = format!("HEAD {bucket}/{key} at {}", self.endpoint);
+        let authority = http::authority(&self.endpoint).map_err(|m| HarnessError::request(&what, m))?;
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential={}/20000101/{}/s3/aws4_request, SignedHeaders=host, Signature=0",
+            self.access_key_id, self.region
+        );
+        let headers = [("Authorization", authorization)];
+        let response = http::request_with(authority, "HEAD", &format!("/{bucket}/{key}"), &headers, &[])
+            .await
+            .map_err(|m| HarnessError::request(&what, m))?;
+        if response.status != 200 {
+            return Err(HarnessError::request(what, format!("HTTP {}", response.status)));
+        }
+        Ok(response.headers)
+    }
 }
 
 /// A `moto_server` on a free 127.0.0.1 port, killed by PID when dropped.
