@@ -1,6 +1,7 @@
 //! The router's behavioural suite, run under every deployment: hot; hot+cold (local
-//! directory and moto S3); hot+warm (Valkey with a replica); hot+warm+cold (local and S3);
-//! hot+warm and hot+warm+cold (local) with warm on a Valkey Cluster.
+//! directory, moto S3, Azurite); hot+warm (Valkey with a replica); hot+warm+cold (local,
+//! S3, Azurite); hot+warm and hot+warm+cold (local) with warm on a Valkey Cluster.
+//! The Azure cells start a private Azurite per test (`tier_testkit::servers::Azurite`).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
@@ -311,6 +312,10 @@ deployment_tests! {
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer, background_exporter
     ];
+    hot_cold_azure => (Tiers::HotCold, ColdOn::Azure), [
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer, background_exporter
+    ];
     hot_warm => (Tiers::HotWarm, ColdOn::Local), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer
@@ -320,6 +325,10 @@ deployment_tests! {
         live_tail_slow_consumer, background_exporter
     ];
     hot_warm_cold_s3 => (Tiers::HotWarmCold, ColdOn::S3), [
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer, background_exporter
+    ];
+    hot_warm_cold_azure => (Tiers::HotWarmCold, ColdOn::Azure), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer, background_exporter
     ];

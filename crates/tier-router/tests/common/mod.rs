@@ -15,7 +15,7 @@ use tier_cold::{BackendConfig, ColdConfig, ColdTier, Secret};
 use tier_core::{OffsetRange, Record, TierError, TopicName};
 use tier_hot::{FsyncPolicy, HotConfig};
 use tier_router::{ColdBackend, NewRecord, RouterConfig, Source, TieredStore, Topic, WarmBackend};
-use tier_testkit::servers::{SharedS3, SharedValkey, ValkeyCluster};
+use tier_testkit::servers::{Azurite, SharedS3, SharedValkey, ValkeyCluster};
 use tier_warm::{Mode, WarmConfig, WarmTier};
 
 /// Which tiers a deployment enables.
@@ -41,6 +41,8 @@ impl Tiers {
 pub enum ColdOn {
     Local,
     S3,
+    /// A private Azurite (Azure Blob emulator) started for the deployment.
+    Azure,
 }
 
 /// A store's tiers on real servers, with its own data directory. Re-opening the store
@@ -55,6 +57,7 @@ pub struct Deployment {
     _valkey: Option<SharedValkey>,
     _cluster: Option<ValkeyCluster>,
     _s3: Option<SharedS3>,
+    _azurite: Option<Azurite>,
 }
 
 /// Warm settings for tests: WAIT 1 replica within 200 ms, short timeouts.
@@ -79,6 +82,26 @@ pub fn s3_cold_config(s3: &SharedS3) -> ColdConfig {
         access_key_id: Some(settings.access_key_id.clone()),
         secret_access_key: Some(Secret::new(settings.secret_access_key.clone())),
         allow_http: true,
+        encryption: None,
+    });
+    config.retry.max_retries = 2;
+    config
+}
+
+/// The container the Azure deployments store into.
+pub const AZURE_CONTAINER: &str = "suite";
+
+/// A cold config for container [`AZURE_CONTAINER`] (created here) of `azurite`'s
+/// development account.
+pub async fn azure_cold_config(azurite: &Azurite) -> ColdConfig {
+    azurite.create_container(AZURE_CONTAINER).await.expect("create the Azurite container");
+    let settings = azurite.settings();
+    let mut config = ColdConfig::new(BackendConfig::Azure {
+        account: settings.account.clone(),
+        container: AZURE_CONTAINER.into(),
+        access_key: Some(Secret::new(settings.access_key.clone())),
+        endpoint: Some(settings.account_url.clone()),
+        allow_http: true,
     });
     config.retry.max_retries = 2;
     config
@@ -89,6 +112,7 @@ impl Deployment {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut valkey = None;
         let mut s3 = None;
+        let mut azurite = None;
         let warm: Option<Arc<dyn WarmBackend>> = if tiers.warm() {
             let server = SharedValkey::get().await.expect("a Valkey server (install valkey-server)");
             let tier = WarmTier::connect(warm_config(server.primary_url(), server.key_prefix()))
@@ -109,6 +133,14 @@ impl Deployment {
                     s3 = Some(server);
                     config
                 }
+                ColdOn::Azure => {
+                    let server = Azurite::start()
+                        .await
+                        .expect("Azurite (`cargo xtask deps` installs it into target/azurite)");
+                    let config = azure_cold_config(&server).await;
+                    azurite = Some(server);
+                    config
+                }
             };
             Some(Arc::new(ColdTier::open(config).expect("cold tier")))
         } else {
@@ -126,6 +158,7 @@ impl Deployment {
             _valkey: valkey,
             _cluster: None,
             _s3: s3,
+            _azurite: azurite,
         }
     }
 

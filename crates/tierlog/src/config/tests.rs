@@ -163,3 +163,56 @@ fn docs_configuration_lists_every_key() {
         assert!(all.contains(*key), "SIZE_KEYS names {key}, which is not a key");
     }
 }
+
+/// The cloud backends' settings reach tier-cold as written: Azure and GCS (tier-cold's
+/// `azure` and `gcp` features, which tierlog enables) and S3's server-side encryption. The printed
+/// configuration hides the Azure key, shows the KMS key id (not a secret), and parses
+/// back to the same backends.
+#[test]
+fn cloud_backend_settings_pass_through_and_print_redacted() {
+    use tier_cold::S3Encryption;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cases = [
+        (
+            "backend = { kind = \"azure\", account = \"acct\", container = \"logs\", access_key = \"hunter7\", \
+             endpoint = \"http://127.0.0.1:10000/acct\", allow_http = true }",
+            "Azure container logs at http://127.0.0.1:10000/acct",
+        ),
+        (
+            "backend = { kind = \"gcs\", bucket = \"logs\", base_url = \"http://127.0.0.1:4443\", anonymous = true, \
+             allow_http = true }",
+            "GCS bucket logs at http://127.0.0.1:4443",
+        ),
+        (
+            "backend = { kind = \"s3\", bucket = \"logs\", secret_access_key = \"hunter8\", \
+             encryption = { kind = \"sse-kms\", key_id = \"alias/tierlog\", bucket_key = true } }",
+            "S3 bucket logs",
+        ),
+    ];
+    for (i, (backend, location)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("in{i}.toml"));
+        std::fs::write(&path, format!("[hot]\n[cold]\n{backend}\n")).expect("write");
+        let loaded = load(Some(&path), None, env(&[])).expect("loads");
+        let cold = loaded.config.cold.clone().expect("cold");
+        assert_eq!(cold.location(), location);
+        let out = to_redacted_toml(&loaded.config, &loaded.server, &loaded.client).expect("serializes");
+        assert!(!out.contains("hunter"), "{out}");
+        let printed = dir.path().join(format!("out{i}.toml"));
+        std::fs::write(&printed, &out).expect("write");
+        let back = load(Some(&printed), None, env(&[])).expect("the output is a valid configuration");
+        match (&cold.backend, &back.config.cold.expect("cold").backend) {
+            (BackendConfig::S3 { encryption, .. }, BackendConfig::S3 { encryption: printed, .. }) => {
+                let want =
+                    S3Encryption::SseKms { key_id: Some("alias/tierlog".into()), bucket_key: Some(true) };
+                assert_eq!(encryption.as_ref(), Some(&want));
+                assert_eq!(printed.as_ref(), Some(&want), "{out}");
+                assert!(out.contains("alias/tierlog"), "{out}");
+            }
+            (BackendConfig::Azure { access_key, .. }, BackendConfig::Azure { access_key: printed, .. }) => {
+                assert_eq!(access_key.as_ref().map(|k| k.expose().to_owned()), Some("hunter7".to_owned()));
+                assert_eq!(printed.as_ref().map(|k| k.expose().to_owned()), Some("***".to_owned()), "{out}");
+            }
+            (original, printed) => assert_eq!(original, printed, "{out}"),
+        }
+    }
+}
