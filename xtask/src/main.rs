@@ -13,6 +13,7 @@
 // Tooling: times the tasks it runs.
 #![allow(clippy::disallowed_methods)]
 
+mod backends;
 mod bench;
 mod chaos;
 mod cmd;

@@ -4,6 +4,8 @@
 //! first failure the rest are reported as skipped (unless `--keep-going`). The test steps
 //! (workspace tests against shared servers, a 60-second simulation run, doctests, the
 //! examples, a short fuzz run, the quick chaos run) all run even if one fails.
+//! After the workspace tests it prints tier-router's deployment matrix and the
+//! deployments × backends matrix (`backends.rs`).
 //! The summary table is always printed, and its very last line is `N passed, N failed`.
 
 use std::{
@@ -15,7 +17,7 @@ use std::{
 use anyhow::Result;
 
 use crate::{
-    chaos, cmd, deps, fuzz, matrix,
+    backends, chaos, cmd, deps, fuzz, matrix,
     report::{self, Outcome, StepReport},
     servers, sim,
     testout::{self, TestTally},
@@ -231,6 +233,7 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
             if !matrix.is_empty() {
                 println!("\n==> tier-router deployment matrix (tests/suite.rs)\n\n{matrix}");
             }
+            println!("\n==> deployments x backends\n\n{}", backends::render(&tally.outcomes));
         }
         None => run.skip("tests", "the shared servers did not start"),
     }

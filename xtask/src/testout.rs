@@ -25,6 +25,9 @@ pub(crate) struct TestTally {
     pub(crate) failures: Vec<String>,
     /// Outcomes of tier-router's deployment suite: `(deployment, test, passed)`.
     pub(crate) deployments: Vec<(String, String, bool)>,
+    /// Every test's final outcome: `(binary, test, passed)`, the binary as nextest names
+    /// it (`tier-router::suite`) or, from `cargo test`, libtest's binary label.
+    pub(crate) outcomes: Vec<(String, String, bool)>,
 }
 
 /// The nextest binary id of tier-router's behavioural suite, whose tests are named
@@ -159,6 +162,7 @@ pub(crate) fn parse_nextest(lines: &[String]) -> TestTally {
             }
             Verdict::NotFinal => continue,
         };
+        tally.outcomes.push((binary.to_owned(), test.to_owned(), passed));
         if binary == SUITE_BINARY {
             tally.note_deployment(test, passed);
         }
@@ -183,13 +187,15 @@ pub(crate) fn parse_cargo_test(lines: &[String]) -> TestTally {
             counts.failed += count_before(line, "failed").unwrap_or(0);
         } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... FAILED")) {
             tally.failures.push(format!("{current} {name}"));
+            tally.outcomes.push((current.clone(), name.to_owned(), false));
             if current.starts_with("suite ") {
                 tally.note_deployment(name, false);
             }
-        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... ok"))
-            && current.starts_with("suite ")
-        {
-            tally.note_deployment(name, true);
+        } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... ok")) {
+            tally.outcomes.push((current.clone(), name.to_owned(), true));
+            if current.starts_with("suite ") {
+                tally.note_deployment(name, true);
+            }
         }
     }
     tally
