@@ -74,6 +74,14 @@ pub trait WarmBackend: Tier {
         Ok(None)
     }
 
+    /// The epoch this tier's last [`claim_owner`](Self::claim_owner) of `topic` recorded
+    /// on the server, also when that claim answered `Unavailable` because the replicas did
+    /// not confirm it (the epoch holds on the primary); `None` when no claim recorded one.
+    fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {
+        let _ = topic;
+        None
+    }
+
     /// Records that `topic` exists, durably as the tier's appends are (on a replicated
     /// tier, confirmed by the replicas; `Unavailable` when they do not confirm it).
     /// Idempotent. Recovery calls it before a topic's first offset is handed out, while

@@ -20,7 +20,7 @@
 //! never handed out ([`HotTier::torn_points`](crate::HotTier::torn_points)).
 
 use std::{
-    fs::File,
+    fs::{self, File},
     io,
     path::{Path, PathBuf},
 };
@@ -98,6 +98,35 @@ pub(crate) fn gap_marker_is_torn(path: &Path) -> bool {
 /// The directory of `topic` under `data_dir`.
 pub(crate) fn topic_dir(data_dir: &Path, topic: &TopicName) -> PathBuf {
     data_dir.join(topic.as_str())
+}
+
+/// The name a discarded topic directory is renamed to before it is removed: not a topic
+/// name (a topic name takes no leading dot), so an open that finds one a crash left
+/// ignores it.
+fn discarded_dir(data_dir: &Path, topic: &TopicName) -> PathBuf {
+    data_dir.join(format!(".discarded-{}", topic.as_str()))
+}
+
+/// Removes `topic`'s directory under `data_dir`: renamed aside and the rename made
+/// durable first, so a crash leaves the whole directory or none of it, then removed
+/// (with whatever an earlier discard a crash cut short left aside).
+pub(crate) fn discard_topic_dir(data_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
+    let dir = topic_dir(data_dir, topic);
+    let aside = discarded_dir(data_dir, topic);
+    let remove = |path: &Path| match fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(io_err(topic, path, "removing a discarded topic directory", e))
+        }
+        _ => Ok(()),
+    };
+    remove(&aside)?;
+    match fs::rename(&dir, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(topic, &dir, "renaming the topic directory aside", e)),
+    }
+    fsync_dir(data_dir).map_err(|e| io_err(topic, data_dir, "fsyncing the data directory", e))?;
+    remove(&aside)
 }
 
 /// fsyncs a directory, making the creation, rename or removal of its entries durable.

@@ -15,6 +15,11 @@
 //!   router keeps the same ranges in `<state_dir>/<topic>.unacked`, and recovery takes
 //!   what either copy says.
 //!
+//! - `owner`: the owner epoch under which this WAL was last written (one decimal number,
+//!   [`crate::HotTier::record_owner_epoch`]): a router whose claim of the topic in warm
+//!   finds epochs claimed since this one knows another node may have owned the topic
+//!   since, and that this WAL is then not the log past that takeover;
+//!
 //! - `sealed`: the WAL's own record of which of the newest sealed segments are known
 //!   durable — their seal's fsyncs finished — written at a clean close (one
 //!   `<base> <bytes>` line each, [`write_durable_seals`]). Under `never`/`interval` an open
@@ -46,6 +51,9 @@ pub(crate) const CUT: Marker = Marker { file: "cut", tmp: "cut.tmp", what: "cut 
 /// The `unacked` marker.
 pub(crate) const UNACKED: Marker = Marker { file: "unacked", tmp: "unacked.tmp", what: "unacked marker" };
 
+/// The `owner` marker.
+pub(crate) const OWNER: Marker = Marker { file: "owner", tmp: "owner.tmp", what: "owner epoch marker" };
+
 /// The `sealed` record.
 pub(crate) const DURABLE_SEALS: Marker =
     Marker { file: crate::layout::DURABLE_SEALS_FILE, tmp: "sealed.tmp", what: "record of durable seals" };
@@ -53,7 +61,9 @@ pub(crate) const DURABLE_SEALS: Marker =
 /// True for a marker's file name, or that of a write of one a crash cut short: files of
 /// the topic directory that are not segments and not to be warned about.
 pub(crate) fn is_marker(name: &str) -> bool {
-    [&crate::rebuilt::REBUILT, &UNACKED, &CUT, &DURABLE_SEALS].iter().any(|m| name == m.file || name == m.tmp)
+    [&crate::rebuilt::REBUILT, &UNACKED, &CUT, &DURABLE_SEALS, &OWNER]
+        .iter()
+        .any(|m| name == m.file || name == m.tmp)
 }
 
 impl Marker {
@@ -128,6 +138,22 @@ pub(crate) fn read_unacked(data_dir: &Path, topic: &TopicName) -> Result<Vec<Off
         TierError::corruption(
             ctx(topic).location(path.display().to_string()),
             format!("the unacked marker: {why}"),
+        )
+    })
+}
+
+/// Records `epoch` as `topic`'s owner marker under `data_dir`.
+pub(crate) fn write_owner(data_dir: &Path, topic: &TopicName, epoch: u64) -> Result<(), TierError> {
+    OWNER.write(data_dir, topic, &format!("{epoch}\n"))
+}
+
+/// The epoch of `topic`'s owner marker under `data_dir` (`None` without one).
+pub(crate) fn read_owner(data_dir: &Path, topic: &TopicName) -> Result<Option<u64>, TierError> {
+    let Some((path, text)) = OWNER.read(data_dir, topic)? else { return Ok(None) };
+    text.trim().parse().map(Some).map_err(|_| {
+        TierError::corruption(
+            ctx(topic).location(path.display().to_string()),
+            format!("the owner epoch marker holds {:?}, not an epoch", text.trim()),
         )
     })
 }

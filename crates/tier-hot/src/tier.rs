@@ -280,6 +280,55 @@ impl HotTier {
         crate::marker::read_unacked(data_dir, topic)
     }
 
+    /// Records durably, in `topic`'s own directory, the owner epoch under which this WAL
+    /// is written from now on (the router's claim of the topic, see `docs/ownership.md`).
+    /// Creates the topic's directory when missing. Blocking file I/O.
+    pub fn record_owner_epoch(&self, topic: &TopicName, epoch: u64) -> Result<(), TierError> {
+        crate::marker::write_owner(&self.inner.config.data_dir, topic, epoch)
+    }
+
+    /// The owner epoch `topic`'s WAL was last written under
+    /// ([`record_owner_epoch`](Self::record_owner_epoch)), `None` when none was recorded.
+    pub fn owner_epoch(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
+        crate::marker::read_owner(&self.inner.config.data_dir, topic)
+    }
+
+    /// Drops everything the WAL holds of `topic` (segments, gap and marker files) as if
+    /// it had never been written here: for a WAL that another owner's log superseded
+    /// (`docs/ownership.md`). The topic's writer stops after the appends queued before
+    /// this call; the directory is renamed aside (one atomic step: a crash leaves the
+    /// whole old WAL or none of it) and removed. The next append creates the topic
+    /// afresh. Meant for a topic nothing else uses yet (the router's recovery, before the
+    /// topic serves).
+    ///
+    /// Errors: those of a damaged topic (its files are left for repair); `Unavailable`
+    /// when the directory cannot be renamed or removed.
+    pub async fn discard_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        if self.serving(topic)?.is_some() {
+            let log = self.inner.topics.write().remove(topic);
+            if let Some(log) = log {
+                let task = log.task.lock().take();
+                let shared = Arc::clone(&log.shared);
+                // Dropping the last sender ends the writer's loop.
+                drop(log);
+                if let Some(task) = task
+                    && let Err(e) = task.await
+                {
+                    warn!(topic = %topic, error = %e, "a WAL writer task failed");
+                }
+                shared.closed.send_replace(true);
+            }
+        }
+        let data_dir = self.inner.config.data_dir.clone();
+        let topic = topic.clone();
+        tokio::task::spawn_blocking(move || crate::layout::discard_topic_dir(&data_dir, &topic))
+            .await
+            .map_err(|e| {
+                TierError::internal(ErrorContext::tier(TierKind::Hot), "the discard task failed")
+                    .with_source(e)
+            })?
+    }
+
     /// Counters of `topic`'s writer since the tier opened (`None` for an unknown
     /// topic).
     pub fn write_stats(&self, topic: &TopicName) -> Option<WriteStats> {

@@ -106,3 +106,42 @@ async fn a_damaged_sealed_segment_isolates_its_topic_and_the_others_serve() {
     assert_eq!(sub.next().await.unwrap().offset, 29);
     tier.close().await;
 }
+
+/// A topic whose WAL another owner's log superseded is discarded whole: its files go,
+/// the other topics keep theirs, and the next append starts the topic afresh at the offset
+/// it names. The owner epoch marker survives a reopen and goes with the discard.
+#[tokio::test]
+async fn a_discarded_topic_loses_its_files_and_its_owner_epoch_and_starts_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path());
+    let tier = open(config.clone()).await;
+    let (a, b) = (topic("a"), topic("b"));
+    append_records(&tier, &a, 0, 40, 4).await;
+    append_records(&tier, &b, 0, 10, 5).await;
+    tier.record_owner_epoch(&a, 7).unwrap();
+    tier.close().await;
+
+    let tier = open(config.clone()).await;
+    assert_eq!(tier.owner_epoch(&a).unwrap(), Some(7), "the epoch survives a reopen");
+    assert_eq!(tier.owner_epoch(&b).unwrap(), None);
+    assert_eq!(tier.range(&a).await.unwrap(), OffsetRange::new(0, 40));
+    tier.discard_topic(&a).await.unwrap();
+    assert!(!dir.path().join("a").exists(), "the topic's directory is gone");
+    assert_eq!(tier.owner_epoch(&a).unwrap(), None);
+    assert_eq!(tier.range(&b).await.unwrap(), OffsetRange::new(0, 10), "the other topic keeps its log");
+    let fresh = batch_of(&sample_records(3, 2, 42));
+    tier.append(&a, fresh).await.expect("the next append starts it afresh");
+    assert_eq!(tier.range(&a).await.unwrap(), OffsetRange::new(3, 5));
+    tier.close().await;
+
+    let tier = open(config).await;
+    assert_eq!(tier.range(&a).await.unwrap(), OffsetRange::new(3, 5));
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".discarded"))
+    );
+    tier.close().await;
+}

@@ -108,6 +108,10 @@ impl WarmBackend for LazyWarm {
         WarmBackend::claim_owner(self.tier().await?, topic).await
     }
 
+    fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {
+        self.tier.get().and_then(|tier| tier.owner_epoch(topic))
+    }
+
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
         WarmBackend::record_topic(self.tier().await?, topic).await
     }

@@ -336,6 +336,15 @@ async fn gather(
     state_dir: &std::path::Path,
     topic: &TopicName,
 ) -> Result<(Evidence, Option<ReservationFile>), TierError> {
+    // The topic is taken over first (its owner epoch, where warm has them): a writer that
+    // held it before writes nothing into warm after this, so what recovery reads next is
+    // all the old writer ever added there; and a WAL written before another owner's
+    // claim is not the log past it.
+    if let Some(w) = &tiers.warm
+        && let Some(epoch) = claim(w.as_ref(), topic).await?
+    {
+        take_ownership(tiers, state_dir, topic, epoch).await?;
+    }
     let hot = tiers.hot.range(topic).await?;
     let checkpoint = read_checkpoint(state_dir, topic)?;
     let reservation = read_reservation(state_dir, topic)?;
@@ -376,10 +385,6 @@ async fn gather(
         warm: WarmSeen::Disabled,
     };
     if let Some(w) = &tiers.warm {
-        // The topic is taken over first (its owner epoch, where warm has them): a writer
-        // that held it before writes nothing into warm after this, so what recovery reads
-        // next is all the old writer ever added there.
-        claim(w.as_ref(), topic).await?;
         evidence.warm = match w.range(topic).await {
             // Warm answers: first, it must hold none of the never-acknowledged records.
             Ok(r) => WarmSeen::Holds(drop_unacked(tiers, topic, r, &evidence.not_in_warm()).await?),
@@ -403,18 +408,68 @@ async fn gather(
     Ok((evidence, reservation))
 }
 
-/// Takes `topic` over in `warm` ([`WarmBackend::claim_owner`](crate::WarmBackend::claim_owner)).
-/// A claim the replicas did not confirm (`Unavailable`) still holds on the primary and is
-/// only logged: reading warm's range next tells whether warm answers at all.
-pub(crate) async fn claim(warm: &dyn crate::WarmBackend, topic: &TopicName) -> Result<(), TierError> {
+/// Takes `topic` over in `warm` ([`WarmBackend::claim_owner`](crate::WarmBackend::claim_owner))
+/// and returns the epoch claimed (`None` from a tier without epochs, or when the claim's
+/// answer was lost). A claim the replicas did not confirm (`Unavailable`) still holds on
+/// the primary and is only logged: reading warm's range next tells whether warm answers
+/// at all.
+pub(crate) async fn claim(
+    warm: &dyn crate::WarmBackend,
+    topic: &TopicName,
+) -> Result<Option<u64>, TierError> {
     match warm.claim_owner(topic).await {
         Err(e) if e.kind() != ErrorKind::Unavailable => Err(e),
         Err(e) => {
             warn!(topic = %topic, error = %e.report(), "the claim of the topic's owner epoch was not confirmed");
-            Ok(())
+            Ok(warm.claimed_owner(topic))
         }
-        Ok(_) => Ok(()),
+        Ok(epoch) => Ok(epoch),
     }
+}
+
+/// Whether `topic`'s WAL continues the log of owner epoch `epoch`, just claimed: it does
+/// when it records no epoch (a WAL written before epochs were recorded, or none yet) or
+/// the one before `epoch`. A WAL written under an earlier epoch was superseded by the
+/// owners that claimed the topic since.
+pub(crate) fn wal_continues(tiers: &Tiers, topic: &TopicName, epoch: u64) -> Result<bool, TierError> {
+    Ok(tiers.hot.owner_epoch(topic)?.is_none_or(|wal| wal.saturating_add(1) >= epoch))
+}
+
+/// Makes the WAL of `topic` the log of owner epoch `epoch`, just claimed, and records
+/// `epoch` in the WAL's directory before anything is written under it.
+///
+/// Under `fail`, a WAL written under an earlier epoch than the one before `epoch`
+/// ([`wal_continues`]) is discarded with the topic's state files: another owner may have
+/// claimed the topic since, and what this WAL holds past that takeover is not the log.
+/// Nothing acknowledged goes with it — every acknowledgement waited for warm — and the
+/// topic continues from warm and cold. A claim of this node's own whose answer was lost
+/// also skips an epoch; its cost is the same rebuild from warm. Under `degrade`, where
+/// the WAL may hold records acknowledged on it alone, a skip is only reported: a node
+/// with no evidence of its own opens a topic fenced there until an operator resumes it
+/// past what the previous owner acknowledged (`docs/ownership.md`).
+async fn take_ownership(
+    tiers: &Tiers,
+    state_dir: &std::path::Path,
+    topic: &TopicName,
+    epoch: u64,
+) -> Result<(), TierError> {
+    if !wal_continues(tiers, topic, epoch)? {
+        let wal = tiers.hot.owner_epoch(topic)?.unwrap_or_default();
+        if tiers.config.warm_failure_policy == crate::WarmFailurePolicy::Fail {
+            warn!(
+                topic = %topic, wal_epoch = wal, epoch,
+                "the WAL was written under an owner epoch other claims followed; it is discarded and the topic continues from warm and cold"
+            );
+            crate::state::remove_topic_state(state_dir, topic)?;
+            tiers.hot.discard_topic(topic).await?;
+        } else {
+            warn!(
+                topic = %topic, wal_epoch = wal, epoch,
+                "the WAL was written under an owner epoch other claims followed; under degrade it is kept"
+            );
+        }
+    }
+    tiers.hot.record_owner_epoch(topic, epoch)
 }
 
 /// The state file's form of `losses`.

@@ -329,6 +329,15 @@ pub(crate) fn remove_fence(state_dir: &Path, topic: &TopicName) -> Result<(), Ti
     remove_state(state_dir, topic, FENCE)
 }
 
+/// Removes every state file of `topic`, durably: for a topic whose WAL another owner's
+/// log superseded (`docs/ownership.md`), where they describe that WAL's time.
+pub(crate) fn remove_topic_state(state_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
+    for kind in STATE_KINDS {
+        remove_state(state_dir, topic, kind)?;
+    }
+    Ok(())
+}
+
 /// Removes `topic`'s state file of `kind`, if any, durably.
 fn remove_state(state_dir: &Path, topic: &TopicName, kind: &str) -> Result<(), TierError> {
     let path = state_path(state_dir, topic, kind);

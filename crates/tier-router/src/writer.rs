@@ -910,7 +910,17 @@ impl Writer {
         };
         // Taken over first, as at recovery: a writer that held the topic while warm was
         // unreachable writes nothing there after this.
-        crate::recovery::claim(warm.as_ref(), &self.topic).await?;
+        if let Some(epoch) = crate::recovery::claim(warm.as_ref(), &self.topic).await? {
+            // Claims whose answers were lost while warm was unreachable skip epochs too, so
+            // a skip here is only reported (see `recovery::take_ownership`).
+            if !crate::recovery::wal_continues(&self.tiers, &self.topic, epoch)? {
+                warn!(
+                    topic = %self.topic, epoch,
+                    "owner epochs were claimed while the warm tier was unreachable here: by this node's lost answers, or by another node"
+                );
+            }
+            self.tiers.hot.record_owner_epoch(&self.topic, epoch)?;
+        }
         let held = warm.range(&self.topic).await?;
         // It must hold none of the never-acknowledged records of offsets a degraded open
         // skipped: restarted past them (when the WAL or cold holds the rest), they are

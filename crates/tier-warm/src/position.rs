@@ -34,6 +34,10 @@ impl WarmBackend for WarmTier {
         WarmTier::claim_owner(self, topic).await.map(Some)
     }
 
+    fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {
+        WarmTier::owner_epoch(self, topic)
+    }
+
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
         WarmTier::record_topic(self, topic).await
     }
