@@ -509,6 +509,7 @@ impl World<'_> {
                         self.model.report(*range);
                     }
                     if let Some(skipped) = r.skipped {
+                        self.forget_lost_in_skip(skipped);
                         self.model.skip(skipped, self.step);
                     }
                     self.note(format!(
@@ -1316,6 +1317,31 @@ impl World<'_> {
             self.note(format!(
                 "  offset {offset} holds another record: the one before was lost beyond the guarantee"
             ));
+            self.model.seen.remove(&offset);
+            self.model.acked.remove(&offset);
+        }
+    }
+
+    /// Forgets the acknowledged records in `skipped` (offsets a degraded open skipped as
+    /// never handed out) that were lost beyond the guarantee
+    /// ([`Self::lost_beyond_warm_guarantee`], [`Self::lost_with_the_marker`]): with every
+    /// copy and the evidence of their offsets gone, the store cannot know of them.
+    fn forget_lost_in_skip(&mut self, skipped: OffsetRange) {
+        let gone: Vec<Offset> = self
+            .model
+            .acked
+            .range(skipped.start..skipped.end)
+            .map(|(o, _)| *o)
+            .filter(|o| self.lost_beyond_warm_guarantee(*o) || self.lost_with_the_marker(*o))
+            .collect();
+        if let (Some(first), Some(last)) = (gone.first(), gone.last()) {
+            self.note(format!(
+                "  {} acknowledged record(s) in [{first}, {}] lost beyond the guarantee, inside the skip {skipped}",
+                gone.len(),
+                last + 1
+            ));
+        }
+        for offset in gone {
             self.model.seen.remove(&offset);
             self.model.acked.remove(&offset);
         }
