@@ -37,6 +37,8 @@ fn durable_state(hot_dir: &std::path::Path, state_dir: &std::path::Path) -> Dura
 
 /// The topic every schedule writes.
 pub const TOPIC: &str = "t";
+/// The second topic of generator 13's schedules ([`SimConfig::second_topic`](crate::schedule::SimConfig::second_topic)).
+pub const SECOND_TOPIC: &str = "u";
 /// Simulated time a step may take before it counts as hung.
 const STEP_LIMIT: Duration = Duration::from_secs(3600);
 
@@ -150,8 +152,19 @@ struct View {
     cold: Option<(OffsetRange, Vec<OffsetRange>)>,
 }
 
+/// What the simulation knows of the second topic: the records appended to it (whatever
+/// the answer) and the end of the offsets it handed out. Checked for isolation — it
+/// serves only its own records, densely; the first topic's model never sees its
+/// records — not for durability.
+#[derive(Default)]
+struct Side {
+    appended: std::collections::HashSet<Bytes>,
+    handed_out: Offset,
+}
+
 struct World<'a> {
     schedule: &'a Schedule,
+    side: Side,
     root: tempfile::TempDir,
     data_dir: PathBuf,
     hot_dir: PathBuf,
@@ -261,6 +274,7 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
     let disk = Disk::new(schedule.config.cuts, vec![data_dir.join("router")]);
     let mut world = World {
         schedule,
+        side: Side::default(),
         hot_dir: data_dir.join("hot"),
         state_dir: data_dir.join("router"),
         data_dir,
@@ -498,7 +512,9 @@ impl World<'_> {
         });
         match opened {
             Some(Ok(Ok((store, topic)))) => {
-                let reports = rt.block_on(store.recovery_reports());
+                let mut reports = rt.block_on(store.recovery_reports());
+                // The second topic is recovered when first used, and checked on its own.
+                reports.retain(|r| r.topic.as_str() == TOPIC);
                 // Recovery recorded the skipped offsets in both directories again — unless
                 // the topic's end is unknown (it records nothing until the resume).
                 if !reports.iter().any(|r| r.end_unknown) {
@@ -595,7 +611,9 @@ impl World<'_> {
         let handed_out = self.model.seen.keys().max().map_or(0, |o| o + 1);
         let result = self.on_proc(async |store: &TieredStore, _: &Topic| {
             let reports = store.recovery_reports().await;
-            let Some(r) = reports.iter().find(|r| r.end_unknown) else { return Ok(None) };
+            let Some(r) = reports.iter().find(|r| r.end_unknown && r.topic.as_str() == TOPIC) else {
+                return Ok(None);
+            };
             let at = r.next_offset.max(handed_out);
             store.resume_topic(TOPIC, at).await.map(|resumed| Some((at, resumed))).map_err(|e| (at, e))
         });
@@ -743,6 +761,9 @@ impl World<'_> {
                     return;
                 }
                 self.append(producers, records, false, rng);
+                if self.schedule.config.second_topic {
+                    self.append_side(records, rng);
+                }
             }
             Step::Read { from, max } => {
                 if !self.ensure_open() {
@@ -1267,6 +1288,94 @@ impl World<'_> {
         }
     }
 
+    /// One batch of `n` records appended to the second topic. A topic fenced because
+    /// nothing bounds its acknowledged end is resumed past every offset it handed out, as
+    /// the operator does for the first one.
+    fn append_side(&mut self, n: u8, rng: &mut Rng) {
+        let recs = self.records(n, rng);
+        for r in &recs {
+            self.side.appended.insert(r.payload.clone());
+        }
+        let new: Vec<NewRecord> =
+            recs.iter().map(|r| NewRecord::new(r.timestamp, r.payload.clone())).collect();
+        let handed_out = self.side.handed_out;
+        let out = self.on_proc(async |store: &TieredStore, _: &Topic| {
+            let topic = store.topic(SECOND_TOPIC).await?;
+            match topic.append(new).await {
+                Err(e) if e.kind() == ErrorKind::Fenced => {
+                    let reports = store.recovery_reports().await;
+                    if let Some(r) =
+                        reports.iter().find(|r| r.end_unknown && r.topic.as_str() == SECOND_TOPIC)
+                    {
+                        let _ = store.resume_topic(SECOND_TOPIC, r.next_offset.max(handed_out)).await;
+                    }
+                    Err(e)
+                }
+                other => other,
+            }
+        });
+        match out {
+            Some(Ok(range)) => {
+                self.note(format!("  {SECOND_TOPIC}: acked {range}"));
+                self.side.handed_out = self.side.handed_out.max(range.end);
+            }
+            Some(Err(e)) => self.note(format!("  {SECOND_TOPIC}: refused: {:?}", e.kind())),
+            None => {}
+        }
+    }
+
+    /// Reads the second topic from its earliest offset to its commit point: every record
+    /// served was appended to it (none of the first topic's), at dense offsets. Reads
+    /// past its reported losses; other failures are only noted (its durability is not
+    /// modelled).
+    fn check_side(&mut self) {
+        let got = self.on_proc(async |store: &TieredStore, _: &Topic| {
+            let topic = store.topic(SECOND_TOPIC).await?;
+            let reports = store.recovery_reports().await;
+            let skip: Vec<OffsetRange> = reports
+                .iter()
+                .filter(|r| r.topic.as_str() == SECOND_TOPIC)
+                .flat_map(|r| r.lost.iter().chain(&r.maybe_lost).copied().chain(r.skipped))
+                .collect();
+            let hwm = topic.high_watermark();
+            Ok::<_, TierError>(
+                read_until(&topic, StartPosition::Earliest, hwm, usize::MAX, &skip, None).await,
+            )
+        });
+        let obs = match got {
+            Some(Ok(obs)) => obs,
+            Some(Err(e)) => {
+                self.note(format!("  {SECOND_TOPIC}: not read: {e}"));
+                return;
+            }
+            None => return,
+        };
+        let mut served = 0u64;
+        for o in obs {
+            match o {
+                Obs::Served(offset, payload) => {
+                    served += 1;
+                    if !self.side.appended.contains(&payload) {
+                        self.violate(
+                            inv::FOREIGN,
+                            format!(
+                                "{:?} served in topic {SECOND_TOPIC} at {offset}, never appended to it",
+                                lossy(&payload)
+                            ),
+                        );
+                    }
+                }
+                Obs::NotDense(want, got) => self.violate(
+                    inv::NOT_DENSE,
+                    format!("topic {SECOND_TOPIC}: expected offset {want}, got {got}"),
+                ),
+                Obs::Error(at, e) => self.note(format!("  {SECOND_TOPIC}: read error at {at:?}: {e}")),
+                Obs::Stalled(at) => self.note(format!("  {SECOND_TOPIC}: reader stalled at {at:?}")),
+            }
+        }
+        self.note(format!("  {SECOND_TOPIC}: {served} record(s) read"));
+    }
+
     /// The WAL's directory (`wal`) and/or the state directory (`state`) is lost: once
     /// both are, since an open last recorded them, the store may no longer know the
     /// offsets degraded opens skipped. Also called when a failover took warm's confirmed
@@ -1686,6 +1795,9 @@ impl World<'_> {
     /// Reads everything from the earliest offset to the commit point and checks that
     /// every acknowledged record below it is there (or lost with every copy, reported).
     fn full_check(&mut self, last: bool) {
+        if self.schedule.config.second_topic {
+            self.check_side();
+        }
         let reported = self.skippable();
         let readable = self.readable();
         let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {

@@ -94,6 +94,9 @@ pub struct SimConfig {
     /// before the one `WAIT` (generator 9, `SimWarm::set_group_script`); otherwise one
     /// batch at a time, stopping at the first refusal.
     pub warm_group_script: bool,
+    /// A second topic in the same store (generator 13, [`SECOND_TOPIC`](crate::run::SECOND_TOPIC)):
+    /// every append step also appends a batch to it, and every full check reads it.
+    pub second_topic: bool,
 }
 
 impl fmt::Display for SimConfig {
@@ -108,7 +111,7 @@ impl fmt::Display for SimConfig {
         write!(
             f,
             "{}{}, policy {:?}, fsync {fsync}, segments {} B / {:?}, retention {:?} / {} B, keep {}, \
-             warm retry {:?}, background exporter {}{}",
+             warm retry {:?}, background exporter {}{}{}",
             self.deployment,
             if self.deployment.cold() && self.cold_shape == ColdShape::Defaults {
                 " (cold behind a defaults-only wrapper)"
@@ -123,6 +126,7 @@ impl fmt::Display for SimConfig {
             self.keep_segments,
             self.warm_retry,
             if self.background { "on" } else { "off" },
+            if self.second_topic { ", a second topic" } else { "" },
             match (self.cuts, self.fsync_loses_pages) {
                 (CutModel::PagesAndDirs, _) => {
                     ", power cuts by page and undoing directory operations, failed fsyncs lose pages"
@@ -345,7 +349,11 @@ impl Step {
 /// - 12: [`Step::Neighbour`], a second store whose data directory is a sibling of this
 ///   one's, taken from rolls 972–979 of a heal step under 11, drawing no randomness
 ///   (1 to 8 records, from the roll). Every other step of every seed, and the
-///   configuration, are version 11's. Not the default: [`LATEST`].
+///   configuration, are version 11's. Not the default.
+/// - 13: a second topic in the store ([`SimConfig::second_topic`]): every append step
+///   also appends a batch of as many records to it, and every full check reads it from
+///   its earliest offset, checking that it serves only its own records, densely. Its
+///   steps are version 12's. Not the default: [`LATEST`].
 ///
 /// The default stays 5 while versions 6 and 7 still find open recovery bugs (torn points
 /// whose loss goes unreported in shapes the router does not cover yet; see
@@ -353,8 +361,8 @@ impl Step {
 /// `--generator 6` / `--generator 7`; their regression schedules run with every test.
 pub const GENERATOR: u32 = 5;
 
-/// The newest generator version (`--generator 12`); [`GENERATOR`] is the default.
-pub const LATEST: u32 = 12;
+/// The newest generator version (`--generator 13`); [`GENERATOR`] is the default.
+pub const LATEST: u32 = 13;
 
 /// How far back [`Step::ClockBack`] moves the clock, by its roll: within a minute of the
 /// last seal, across retention times (at most 90.5 minutes in a schedule), and a day.
@@ -390,6 +398,7 @@ impl Schedule {
         if generator >= 11 {
             config.cuts = CutModel::PagesAndDirs;
         }
+        config.second_topic = generator >= 13;
         let mut out = Vec::with_capacity(steps as usize);
         // The rest of a burst: one step per index, as any other.
         let mut burst = std::collections::VecDeque::new();
@@ -475,6 +484,7 @@ fn gen_config(rng: &mut Rng) -> SimConfig {
         cuts: CutModel::Bytes,
         fsync_loses_pages: false,
         warm_group_script: false,
+        second_topic: false,
     }
 }
 
