@@ -343,7 +343,7 @@ fn open_or_reseal(
                 warn_torn_tail(topic, path, &outcome);
                 return Ok(None);
             }
-            return reseal(topic, path, &outcome, true, cut).map(Some);
+            return reseal(topic, path, &outcome, true, cut, config.clock.now()).map(Some);
         }
         Err(e) if e.kind() == ErrorKind::Corruption => e,
         Err(e) => return Err(e),
@@ -392,19 +392,21 @@ fn open_or_reseal(
     // Batch bytes dropped with the footer (a torn batch, a hole): offsets cut off.
     // Nothing but a cut-short footer after the data: every batch is there.
     let dropped = !footer_cut_short(&bytes, outcome.data_end, &footer);
-    reseal(topic, path, &outcome, dropped, cut).map(Some)
+    reseal(topic, path, &outcome, dropped, cut, config.clock.now()).map(Some)
 }
 
 /// Seals again, at the end of its last valid batch, a segment whose seal was cut short
 /// (`outcome` is its scan): truncated there, the footer written and fsynced. `dropped`:
 /// the truncation drops bytes of batches (the cut is noted first), not only a footer cut
-/// short. Returns the segment, and `true` (it was sealed again).
+/// short. Returns the segment, and `true` (it was sealed again), sealed at `now` (the
+/// tier's clock, also recorded as the file's modification time, see [`stamp_seal`]).
 fn reseal(
     topic: &TopicName,
     path: &Path,
     outcome: &ScanOutcome,
     dropped: bool,
     cut: &mut Cut<'_>,
+    now: std::time::SystemTime,
 ) -> Result<(SealedFile, bool), TierError> {
     let io = |what| move |e| io_err(topic, path, what, e);
     let footer = outcome.state.footer_bytes();
@@ -417,10 +419,11 @@ fn reseal(
     file.set_len(outcome.data_end).map_err(io("truncating a torn footer"))?;
     file.seek(SeekFrom::Start(outcome.data_end)).map_err(io("positioning in a segment"))?;
     file.write_all(&footer).map_err(io("writing a segment footer"))?;
+    crate::segment::stamp_seal(&file, now);
     file.sync_all().map_err(io("fsyncing a sealed segment"))?;
     synced!(path, &file);
     drop(file);
-    SealedFile::open(topic, path, None).map(|seg| (seg, true))
+    SealedFile::open(topic, path, Some(now)).map(|seg| (seg, true))
 }
 
 /// Reports the torn tail `outcome` cuts off, if any: its position and cause, and the

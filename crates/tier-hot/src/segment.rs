@@ -40,8 +40,8 @@ pub struct SegmentInfo {
     /// Largest record timestamp.
     pub max_timestamp: Timestamp,
     /// When the segment was sealed, by the tier's clock ([`HotConfig::clock`](crate::HotConfig::clock));
-    /// for segments found on disk at open, the file's modification time (the file
-    /// system's clock). May be later than a newer segment's when the clock went back.
+    /// for segments found on disk at open, the file's modification time, which the seal
+    /// set to that time. May be later than a newer segment's when the clock went back.
     pub sealed_at: SystemTime,
 }
 
@@ -301,9 +301,23 @@ impl ActiveSegment {
         self.file
             .write_all(&self.state.footer_bytes())
             .map_err(|e| io_err(topic, &path, "writing a segment footer", e))?;
+        stamp_seal(&self.file, sealed_at);
         let mut sealed = SealedFile::open(topic, &path, Some(sealed_at))?;
         *sealed.synced.get_mut() = false;
         Ok((sealed, self.file))
+    }
+}
+
+/// Records a segment's seal time, from the tier's clock, as its file's modification time:
+/// an open takes a sealed segment's seal time from there
+/// ([`SegmentInfo::sealed_at`](crate::SegmentInfo::sealed_at)), so that it is the clock's
+/// — an injected one's in tests and the simulation — rather than the file system's. Set
+/// after the last write, before the seal's fsync, which makes it durable with the file. A
+/// file system that refuses it leaves the time of the last write, which only moves when
+/// retention by age deletes the segment.
+pub(crate) fn stamp_seal(file: &File, sealed_at: SystemTime) {
+    if let Err(e) = file.set_modified(sealed_at) {
+        tracing::debug!(error = %e, "could not set a sealed segment's modification time");
     }
 }
 

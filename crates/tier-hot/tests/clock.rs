@@ -57,6 +57,32 @@ async fn creation_and_seal_times_come_from_the_injected_clock_even_going_backwar
     tier.close().await;
 }
 
+/// A sealed segment found on disk at open keeps the seal time the clock gave it (the
+/// seal records it as the file's modification time), not the file system's time of the
+/// last write, so retention by age after a reopen follows the same clock.
+#[tokio::test]
+async fn a_reopened_segment_keeps_the_seal_time_of_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(start()));
+    let mut config = small_config(dir.path());
+    config.clock = SharedClock::from(Arc::clone(&clock));
+    let tier = open(config.clone()).await;
+    let t = topic("reopened");
+    append_records(&tier, &t, 0, 10, 5).await;
+    clock.advance(Duration::from_secs(300));
+    let sealed = tier.rotate(&t).await.unwrap().unwrap();
+    append_records(&tier, &t, 10, 5, 5).await;
+    tier.close().await;
+
+    clock.advance(Duration::from_secs(7 * 24 * 3600));
+    let tier = open(config).await;
+    let found = tier.sealed_segments(&t);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].sealed_at, start() + Duration::from_secs(300), "the seal time survives the reopen");
+    assert_eq!(found[0].sealed_at, sealed.sealed_at);
+    tier.close().await;
+}
+
 #[tokio::test]
 async fn retention_by_age_deletes_nothing_young_when_the_clock_goes_back() {
     let dir = tempfile::tempdir().unwrap();

@@ -35,6 +35,12 @@ fn durable_state(hot_dir: &std::path::Path, state_dir: &std::path::Path) -> Dura
     (tier_hot::faults::durable_lengths(hot_dir), listings)
 }
 
+/// Where every schedule's wall clock starts (2096-10-02), far from the real time, so that
+/// a time read from the system clock instead of the injected one shows.
+pub fn sim_epoch() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(4_000_000_000)
+}
+
 /// The topic every schedule writes.
 pub const TOPIC: &str = "t";
 /// The second topic of generator 13's schedules ([`SimConfig::second_topic`](crate::schedule::SimConfig::second_topic)).
@@ -267,10 +273,10 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
     let data_dir = root.path().join("data");
     let topic_name = TopicName::new(TOPIC).expect("a valid topic name");
     let header_len = SegmentHeader::new(topic_name.clone(), 0, 0).encoded_len() as u64;
-    // The store's clock starts at the real time: a sealed segment found on disk at open
-    // counts as sealed at its file's modification time (the file system's clock).
-    #[allow(clippy::disallowed_methods)]
-    let start = SystemTime::now();
+    // The store's clock starts at a fixed time, whatever the real one: a sealed segment
+    // found on disk at open keeps the seal time the clock gave it (the seal sets it as the
+    // file's modification time).
+    let start = sim_epoch();
     let disk = Disk::new(schedule.config.cuts, vec![data_dir.join("router")]);
     let mut world = World {
         schedule,
