@@ -743,6 +743,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 130015493,
+        keep: &[8, 9, 16, 17, 20, 21, 24, 25, 26, 38, 39, 40, 55, 56, 67, 127, 131],
+        case: "degrade, WAIT short: [14, 17) acknowledged on the WAL alone (warm's copy on the primary, unconfirmed); the WAL lost, recoveries failing on cold's errors while the state directory was lost too; one of them saw warm's copy and recorded only [12, 14) and [17, 1041) as losses; a failover took warm's copy, and the next open reported nothing of [14, 17) (with the WAL lost, every offset below the next one past cold's log that no tier holds and no report names is now reported maybe lost)",
+        invariant: model::inv::UNREPORTED,
+        generator: 9,
+    },
+    Regression {
         seed: 130000656,
         keep: &[1, 11, 21, 31, 33, 40, 55, 56, 87, 94, 96, 114, 117],
         case: "a model gap, not a store bug: degrade, a failover to a replica behind took warm's confirmed topic marker, the WAL was lost under the running store with [1, 16) acknowledged on it alone (warm down), then the state directory: a double fault beyond the guarantee, after which [1, 7) were handed out again; a degraded open then skipped [7, 1031) as unused, and the model called the lost acknowledged record at 7 unreported (records lost beyond the guarantee inside a skip are now forgotten, as when their offsets are reused)",

@@ -530,6 +530,19 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
         maybe_lost.push(OffsetRange::new(next, at_least));
         next = at_least;
     }
+    // With the WAL lost or being rebuilt, what lies below `next` past cold's log is held by
+    // warm or the replay alone. An offset there that no tier holds and no report names
+    // is reported maybe lost: the report that named it may be gone (an earlier recovery
+    // saw warm's copy, unconfirmed under `degrade`, then a failover took it) (simulation
+    // seed 130015493).
+    if wal_lost || e.rebuilt.is_some() {
+        let mut known = vec![warm_r, after.wal];
+        known.extend(lost.iter().chain(&maybe_lost).chain(&unacked).copied());
+        let from = cold_r.end.max(e.cold_continues);
+        if from < next {
+            maybe_lost.extend(outside(OffsetRange::new(from, next), &known));
+        }
+    }
     let end_unknown = e.fence.is_some()
         || ((e.no_local_evidence() && other_tier_holds) || e.wal_unvouched() || e.rebuilt_unbounded())
             && !warm_bounds_acks;
