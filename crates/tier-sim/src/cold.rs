@@ -62,11 +62,16 @@ impl Bucket {
         keys
     }
 
-    /// Flips one byte of one segment object (chosen by `rng`). Returns the offsets the
-    /// object holds, or `None` when the bucket holds no segment.
-    pub async fn damage(&self, rng: &mut Rng) -> Option<OffsetRange> {
-        let keys: Vec<Path> =
-            self.keys().await.into_iter().filter(|k| k.as_ref().ends_with(".seg")).collect();
+    /// Flips one byte of one segment object of `topic` (chosen by `rng`). Returns the
+    /// offsets the object holds, or `None` when the bucket holds no segment of it.
+    pub async fn damage(&self, topic: &str, rng: &mut Rng) -> Option<OffsetRange> {
+        let prefix = format!("{topic}/");
+        let keys: Vec<Path> = self
+            .keys()
+            .await
+            .into_iter()
+            .filter(|k| k.as_ref().ends_with(".seg") && k.as_ref().starts_with(&prefix))
+            .collect();
         if keys.is_empty() {
             return None;
         }

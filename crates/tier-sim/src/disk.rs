@@ -318,16 +318,18 @@ fn zero(path: &Path, lo: u64, hi: u64) -> std::io::Result<()> {
     file.write_all(&vec![0; usize::try_from(hi - lo).unwrap_or(0)])
 }
 
-/// Flips one byte in the data of a sealed segment (any file but a topic's last) under
-/// `data_dir`. Returns the offsets the damaged file holds and its path, or `None` when
+/// Flips one byte in the data of a sealed segment (any file but the topic's last) of
+/// `topic` under `data_dir` (the topic the model follows: damage elsewhere would be
+/// counted against it). Returns the offsets the damaged file holds and its path, or `None` when
 /// there is no sealed segment.
 pub fn damage_sealed(
     data_dir: &Path,
+    topic: &str,
     header_len: u64,
     rng: &mut Rng,
 ) -> std::io::Result<Option<(OffsetRange, PathBuf)>> {
     let mut sealed = Vec::new();
-    for dir in topic_dirs(data_dir) {
+    for dir in topic_dirs(data_dir).into_iter().filter(|d| d.file_name().is_some_and(|n| n == topic)) {
         let segs = segments(&dir);
         for pair in segs.windows(2) {
             sealed.push((pair[0].0, pair[1].0, pair[0].1.clone()));

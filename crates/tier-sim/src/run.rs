@@ -941,9 +941,9 @@ impl World<'_> {
                 // A WAL fsync that failed since (losing its pages under generator 7) took
                 // the WAL's copies before this failover: note it first.
                 self.wal_failing();
-                let marker_lost = self.warm.confirmed_marker_lost();
-                let (lost, confirmed) = self.warm.fail_over_behind(writes);
-                if self.warm.confirmed_marker_lost() && !marker_lost {
+                let marker_lost = self.warm.confirmed_marker_lost(&self.topic_name);
+                let (lost, confirmed) = self.warm.fail_over_behind(writes, &self.topic_name);
+                if self.warm.confirmed_marker_lost(&self.topic_name) && !marker_lost {
                     self.note("  the confirmed topic marker is lost");
                     // The state directory went first (no open recorded the topic since):
                     // the marker was the last evidence, as in the other order (`lost`).
@@ -1005,7 +1005,7 @@ impl World<'_> {
                 // a mapped file under a running store would be memory corruption.)
                 self.close();
                 let cold_end = self.cold_end();
-                match disk::damage_sealed(&self.hot_dir, self.header_len, rng) {
+                match disk::damage_sealed(&self.hot_dir, TOPIC, self.header_len, rng) {
                     Ok(Some((range, path))) => {
                         self.note(format!("  damaged the WAL segment of {range}"));
                         self.damaged = true;
@@ -1020,7 +1020,7 @@ impl World<'_> {
             }
             Step::DamageCold => {
                 let rt = runtime();
-                if let Some(range) = rt.block_on(self.bucket.damage(rng)) {
+                if let Some(range) = rt.block_on(self.bucket.damage(TOPIC, rng)) {
                     self.note(format!("  damaged the cold object of {range}"));
                     self.damaged = true;
                     self.model.cold_damaged.push(range);
@@ -1390,7 +1390,7 @@ impl World<'_> {
     fn lost(&mut self, wal: bool, state: bool) {
         self.lost_since_open.0 |= wal;
         self.lost_since_open.1 |= state;
-        if (state || self.state_lost_without_marker) && self.warm.confirmed_marker_lost() {
+        if (state || self.state_lost_without_marker) && self.warm.confirmed_marker_lost(&self.topic_name) {
             // With the WAL's copy and the state directory gone, the marker was the only
             // evidence that these offsets were handed out.
             self.state_lost_without_marker = true;
@@ -1495,8 +1495,10 @@ impl World<'_> {
             let failing_wal = m.refused_by_failing_wal.contains(&payload);
             let excused = (cfg.deployment.warm()
                 && match cfg.policy {
-                    WarmFailurePolicy::Fail => self.warm.confirmed(offset).is_some_and(|(p, _)| p == payload),
-                    _ => failing_wal && self.warm.landed(offset).is_some_and(|p| p == payload),
+                    WarmFailurePolicy::Fail => {
+                        self.warm.confirmed(&self.topic_name, offset).is_some_and(|(p, _)| p == payload)
+                    }
+                    _ => failing_wal && self.warm.landed(&self.topic_name, offset).is_some_and(|p| p == payload),
                 })
                 // Written to the WAL before its fsync failed: a reopened WAL holds it.
                 || (failing_wal && m.unsynced.iter().any(|r| r.contains(offset)));
@@ -1733,7 +1735,7 @@ impl World<'_> {
         let Some(&(wal_held, epoch)) = self.model.warm_lost.get(&(offset, payload.clone())) else {
             return false;
         };
-        self.warm.confirmed_copy_lost(offset, payload)
+        self.warm.confirmed_copy_lost(&self.topic_name, offset, payload)
             && (!wal_held || self.model.wal_destroyed.iter().skip(epoch).any(|r| r.contains(offset)))
     }
 

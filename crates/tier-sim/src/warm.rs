@@ -171,17 +171,17 @@ struct State {
     /// Topics whose next key the client saw (tier-warm's `next_held`); forgotten by
     /// [`SimWarm::new_client`].
     next_seen: BTreeSet<TopicName>,
-    /// Offset → (payload, timestamp) of every record of a batch this tier confirmed.
-    confirmed: BTreeMap<Offset, (bytes::Bytes, Timestamp)>,
+    /// (topic, offset) → (payload, timestamp) of every record of a batch this tier confirmed.
+    confirmed: BTreeMap<(TopicName, Offset), (bytes::Bytes, Timestamp)>,
     /// Offset → payload of every record of a batch the primary ever took (confirmed or
     /// not).
-    landed: BTreeMap<Offset, bytes::Bytes>,
+    landed: BTreeMap<(TopicName, Offset), bytes::Bytes>,
     /// (offset, payload) of each confirmed record a failover to a replica behind took
     /// away while the replica `WAIT` counts held it, until confirmed again.
-    confirmed_lost: BTreeSet<(Offset, bytes::Bytes)>,
+    confirmed_lost: BTreeSet<(TopicName, Offset, bytes::Bytes)>,
     /// A failover to a replica behind took a topic marker the replica `WAIT` counts held,
     /// and no `WAIT` has confirmed a marker since.
-    marker_lost: bool,
+    marker_lost: BTreeSet<TopicName>,
     calls: u64,
 }
 
@@ -232,7 +232,7 @@ impl State {
             .map(|log| log.entries.iter().filter(|e| e.written <= applied).map(|e| e.batch.clone()).collect())
             .unwrap_or_default();
         for b in held.iter().chain(batch) {
-            confirm(self, b);
+            confirm(self, topic, b);
         }
         self.confirm_marker(topic);
     }
@@ -240,7 +240,7 @@ impl State {
     /// A met `WAIT` confirms the topic's marker if the replica holds it.
     fn confirm_marker(&mut self, topic: &TopicName) {
         if self.markers.get(topic).is_some_and(|w| *w <= self.replica_offset) {
-            self.marker_lost = false;
+            self.marker_lost.remove(topic);
         }
     }
 
@@ -351,25 +351,35 @@ impl SimWarm {
     /// replica `WAIT` counts lacks), confirmed ones among them. Returns the offsets that
     /// vanished and the records among them a met `WAIT` had confirmed while the replica it
     /// counts held them.
-    pub fn fail_over_behind(&self, writes: u8) -> (Vec<OffsetRange>, Vec<(Offset, bytes::Bytes)>) {
+    pub fn fail_over_behind(
+        &self,
+        writes: u8,
+        topic: &TopicName,
+    ) -> (Vec<OffsetRange>, Vec<(Offset, bytes::Bytes)>) {
         let mut s = self.state.lock();
         let applied = s.replica_offset.min(s.primary_offset.saturating_sub(u64::from(writes)));
         let counted = s.replica_offset;
         let mut taken = Vec::new();
-        for log in s.topics.values() {
+        for (name, log) in &s.topics {
             for e in log.entries.iter().filter(|e| e.written > applied && e.written <= counted) {
-                taken.extend(e.batch.records().map(|r| (r.offset, r.payload)));
+                taken.extend(e.batch.records().map(|r| (name.clone(), r.offset, r.payload)));
             }
         }
-        if s.markers.values().any(|w| *w > applied && *w <= counted) {
-            s.marker_lost = true;
-        }
+        let markers_taken: Vec<TopicName> = s
+            .markers
+            .iter()
+            .filter(|(_, w)| **w > applied && **w <= counted)
+            .map(|(t, _)| t.clone())
+            .collect();
+        s.marker_lost.extend(markers_taken);
         let mut confirmed_lost = Vec::new();
-        for (offset, payload) in taken {
-            if s.confirmed.get(&offset).is_some_and(|(p, _)| *p == payload) {
+        for (name, offset, payload) in taken {
+            if s.confirmed.get(&(name.clone(), offset)).is_some_and(|(p, _)| *p == payload) {
                 let payload = bytes::Bytes::copy_from_slice(&payload);
-                s.confirmed_lost.insert((offset, payload.clone()));
-                confirmed_lost.push((offset, payload));
+                s.confirmed_lost.insert((name.clone(), offset, payload.clone()));
+                if name == *topic {
+                    confirmed_lost.push((offset, payload));
+                }
             }
         }
         (s.promote(applied), confirmed_lost)
@@ -378,14 +388,18 @@ impl SimWarm {
     /// True when a failover to a replica behind took away the confirmed record `payload`
     /// at `offset` (see [`fail_over_behind`](Self::fail_over_behind)) and no `WAIT` has
     /// confirmed it again since.
-    pub fn confirmed_copy_lost(&self, offset: Offset, payload: &[u8]) -> bool {
-        self.state.lock().confirmed_lost.contains(&(offset, bytes::Bytes::copy_from_slice(payload)))
+    pub fn confirmed_copy_lost(&self, topic: &TopicName, offset: Offset, payload: &[u8]) -> bool {
+        self.state.lock().confirmed_lost.contains(&(
+            topic.clone(),
+            offset,
+            bytes::Bytes::copy_from_slice(payload),
+        ))
     }
 
     /// True when a failover to a replica behind took a topic marker the replica `WAIT`
     /// counts held (a confirmed one) and no `WAIT` has confirmed a marker since.
-    pub fn confirmed_marker_lost(&self) -> bool {
-        self.state.lock().marker_lost
+    pub fn confirmed_marker_lost(&self, topic: &TopicName) -> bool {
+        self.state.lock().marker_lost.contains(topic)
     }
 
     /// The record the primary holds at `offset` of `topic` now (payload and timestamp).
@@ -399,14 +413,14 @@ impl SimWarm {
         entry.batch.records().find(|r| r.offset == offset).map(|r| (r.payload, r.timestamp))
     }
 
-    /// What the tier confirmed at `offset` (payload and timestamp), ever.
-    pub fn confirmed(&self, offset: Offset) -> Option<(bytes::Bytes, Timestamp)> {
-        self.state.lock().confirmed.get(&offset).cloned()
+    /// What the tier confirmed at `offset` of `topic` (payload and timestamp), ever.
+    pub fn confirmed(&self, topic: &TopicName, offset: Offset) -> Option<(bytes::Bytes, Timestamp)> {
+        self.state.lock().confirmed.get(&(topic.clone(), offset)).cloned()
     }
 
     /// What the primary took at `offset` (payload), ever, confirmed or not.
-    pub fn landed(&self, offset: Offset) -> Option<bytes::Bytes> {
-        self.state.lock().landed.get(&offset).cloned()
+    pub fn landed(&self, topic: &TopicName, offset: Offset) -> Option<bytes::Bytes> {
+        self.state.lock().landed.get(&(topic.clone(), offset)).cloned()
     }
 
     /// Calls answered so far.
@@ -487,7 +501,7 @@ impl SimWarm {
         log.ends.push((written, log.end));
         s.next_seen.insert(topic.clone());
         for r in batch.records() {
-            s.landed.insert(r.offset, bytes::Bytes::copy_from_slice(&r.payload));
+            s.landed.insert((topic.clone(), r.offset), bytes::Bytes::copy_from_slice(&r.payload));
         }
     }
 
@@ -530,12 +544,13 @@ impl SimWarm {
 /// Records `batch`'s records as confirmed, each payload a copy of its own: a batch the
 /// router sends warm may be read from a WAL segment file that the simulation later damages
 /// in place, and the model would see what warm confirmed change under it.
-fn confirm(s: &mut State, batch: &RecordBatch) {
+fn confirm(s: &mut State, topic: &TopicName, batch: &RecordBatch) {
     for r in batch.records() {
         // Confirmed again: held by the replica `WAIT` counts once more (another record
         // confirmed at its offset leaves it lost).
-        s.confirmed_lost.remove(&(r.offset, bytes::Bytes::copy_from_slice(&r.payload)));
-        s.confirmed.insert(r.offset, (bytes::Bytes::copy_from_slice(&r.payload), r.timestamp));
+        s.confirmed_lost.remove(&(topic.clone(), r.offset, bytes::Bytes::copy_from_slice(&r.payload)));
+        s.confirmed
+            .insert((topic.clone(), r.offset), (bytes::Bytes::copy_from_slice(&r.payload), r.timestamp));
     }
 }
 

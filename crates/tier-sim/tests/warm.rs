@@ -36,13 +36,13 @@ async fn an_identical_retry_on_a_fresh_connection_confirms_nothing_the_replica_l
     warm.set_wait_short(true);
     let err = warm.append(&t, batch(1, "b")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
-    assert!(warm.landed(1).is_some(), "the entry is on the primary");
+    assert!(warm.landed(&t, 1).is_some(), "the entry is on the primary");
     warm.reconnect();
     let err = warm.append(&t, batch(1, "b")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "the retry's WAIT counts its own SET: {err}");
-    assert!(warm.confirmed(1).is_none(), "never confirmed");
+    assert!(warm.confirmed(&t, 1).is_none(), "never confirmed");
     assert_eq!(warm.fail_over(), vec![tier_core::OffsetRange::new(1, 2)]);
-    assert!(warm.confirmed(0).is_some() && warm.holds(&t, 0).is_some(), "the confirmed batch survives");
+    assert!(warm.confirmed(&t, 0).is_some() && warm.holds(&t, 0).is_some(), "the confirmed batch survives");
 }
 
 /// The same with the reverted protocol (`WAIT` alone on the retry): the `WAIT` of a fresh
@@ -59,7 +59,7 @@ async fn wait_alone_on_a_fresh_connection_confirms_a_batch_the_replica_never_got
     assert!(warm.append(&t, batch(0, "a")).await.is_err());
     warm.reconnect();
     warm.append(&t, batch(0, "a")).await.unwrap();
-    assert!(warm.confirmed(0).is_some(), "confirmed by a WAIT that counted nothing");
+    assert!(warm.confirmed(&t, 0).is_some(), "confirmed by a WAIT that counted nothing");
     assert_eq!(warm.fail_over(), vec![tier_core::OffsetRange::new(0, 1)], "the replica never held it");
 }
 
@@ -73,10 +73,10 @@ async fn a_lost_answer_leaves_the_entry_and_its_retry_is_confirmed() {
     warm.set_answers_lost(Some(1));
     let err = warm.append(&t, batch(0, "a")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
-    assert!(warm.holds(&t, 0).is_some() && warm.confirmed(0).is_none());
+    assert!(warm.holds(&t, 0).is_some() && warm.confirmed(&t, 0).is_none());
     warm.set_answers_lost(None);
     warm.append(&t, batch(0, "a")).await.unwrap();
-    assert!(warm.confirmed(0).is_some());
+    assert!(warm.confirmed(&t, 0).is_some());
     assert!(warm.fail_over().is_empty(), "the replica held it");
 }
 
@@ -88,10 +88,10 @@ async fn a_failover_to_a_replica_behind_names_the_confirmed_records_it_took() {
     let t = topic();
     warm.append(&t, batch(0, "a")).await.unwrap();
     warm.append(&t, batch(1, "b")).await.unwrap();
-    let (lost, confirmed) = warm.fail_over_behind(1);
+    let (lost, confirmed) = warm.fail_over_behind(1, &t);
     assert_eq!(lost, vec![tier_core::OffsetRange::new(1, 2)]);
     assert_eq!(confirmed, vec![(1, Bytes::from_static(b"b"))]);
-    assert!(warm.confirmed_copy_lost(1, b"b"));
+    assert!(warm.confirmed_copy_lost(&t, 1, b"b"));
     warm.append(&t, batch(1, "b")).await.unwrap();
-    assert!(!warm.confirmed_copy_lost(1, b"b"), "confirmed again");
+    assert!(!warm.confirmed_copy_lost(&t, 1, b"b"), "confirmed again");
 }
