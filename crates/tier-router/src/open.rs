@@ -246,19 +246,27 @@ impl StoreBuilder {
         names.dedup();
         // Topics recover concurrently (at most `OPEN_CONCURRENCY` at once); the first
         // failure, in topic order, that is not the topic's alone fails the open.
-        let results: Vec<(TopicName, Result<Arc<TopicCore>, TierError>)> = stream::iter(names)
+        // Each topic, its core and whether this open recovered it (or the error).
+        type Recovered = Result<(Arc<TopicCore>, bool), TierError>;
+        let results: Vec<(TopicName, Recovered)> = stream::iter(names)
             .map(|name| {
                 let store = &store;
                 async move {
-                    let result = store.core(&name).await;
+                    let result = store.core_kept(&name).await;
                     (name, result)
                 }
             })
             .buffer_unordered(OPEN_CONCURRENCY)
             .collect()
             .await;
-        let mut failures: Vec<(TopicName, TierError)> =
-            results.into_iter().filter_map(|(name, r)| r.err().map(|e| (name, e))).collect();
+        let mut opened = Vec::new();
+        let mut failures: Vec<(TopicName, TierError)> = Vec::new();
+        for (name, result) in results {
+            match result {
+                Ok((core, recovered)) => opened.extend(recovered.then_some((name, core))),
+                Err(e) => failures.push((name, e)),
+            }
+        }
         failures.sort_by(|a, b| a.0.cmp(&b.0));
         // A failure of the topic's own data is the topic's alone: `core` logs and
         // remembers it — any failure of a topic the WAL kept aside as damaged (its files
@@ -271,6 +279,10 @@ impl StoreBuilder {
         }) {
             store.close().await;
             return Err(e);
+        }
+        // The open succeeds: the reports are handed out with the store.
+        for (name, core) in &opened {
+            store.hand_out_report(name, core).await;
         }
         if self.background {
             background::spawn_all(&store);

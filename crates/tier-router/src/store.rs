@@ -276,6 +276,17 @@ impl TieredStore {
     }
 
     pub(crate) async fn core(&self, name: &TopicName) -> Result<Arc<TopicCore>, TierError> {
+        let (core, recovered) = self.core_kept(name).await?;
+        if recovered {
+            self.hand_out_report(name, &core).await;
+        }
+        Ok(core)
+    }
+
+    /// The open topic `name`, recovered (and its writer started) if it was not open, and
+    /// whether this call recovered it; the losses its recovery kept in the state
+    /// directory stay there until [`hand_out_report`](Self::hand_out_report).
+    pub(crate) async fn core_kept(&self, name: &TopicName) -> Result<(Arc<TopicCore>, bool), TierError> {
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(TierError::closed(
                 ErrorContext::tier(TierKind::Router).topic(name),
@@ -283,14 +294,14 @@ impl TieredStore {
             ));
         }
         if let Some(core) = self.inner.topics.lock().get(name) {
-            return Ok(Arc::clone(core));
+            return Ok((Arc::clone(core), false));
         }
         // One recovery of this topic at a time, under its own gate; a caller that waited
         // for another's finds the topic open.
         let gate = Arc::clone(self.inner.opening.lock().entry(name.clone()).or_default());
         let _opening = gate.lock().await;
         if let Some(core) = self.inner.topics.lock().get(name) {
-            return Ok(Arc::clone(core));
+            return Ok((Arc::clone(core), false));
         }
         let core = self.open_core(name).await?;
         self.inner.topics.lock().insert(name.clone(), Arc::clone(&core));
@@ -303,8 +314,15 @@ impl TieredStore {
                 "the store is closed",
             ));
         }
-        // The report is handed out (and logged): the losses kept for it are done with. A
-        // report without losses had none kept (recovery writes the file only for losses).
+        Ok((core, true))
+    }
+
+    /// The report of the topic `core` (just recovered) is handed out (and logged): the
+    /// losses kept for it are done with. Not before: a store whose open fails after this
+    /// topic recovered (another topic's tier unreachable) is dropped with its reports,
+    /// and the next open must report the losses again.
+    pub(crate) async fn hand_out_report(&self, name: &TopicName, core: &TopicCore) {
+        // A report without losses had none kept (recovery writes the file only for losses).
         let had_losses = {
             let report = core.report.lock();
             !report.lost.is_empty() || !report.maybe_lost.is_empty()
@@ -319,7 +337,6 @@ impl TieredStore {
                 Err(e) => warn!(topic = %name, error = %e, "removing the recorded losses failed"),
             }
         }
-        Ok(core)
     }
 
     /// Recovers topic `name` and starts its writer (the caller holds its gate).

@@ -743,6 +743,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 140000052,
+        keep: &[96, 98, 99],
+        case: "two topics, hot+cold, fsync interval: a power cut took [0, 3) of topic t; the reopen recovered t (its losses recorded, the report handed out with the topic) while topic u's recovery failed on cold's errors, which failed the whole open; the next open reported nothing of t's loss (a topic's kept losses are removed only once the store's open succeeds)",
+        invariant: model::inv::UNREPORTED,
+        generator: 13,
+    },
+    Regression {
         seed: 130015493,
         keep: &[8, 9, 16, 17, 20, 21, 24, 25, 26, 38, 39, 40, 55, 56, 67, 127, 131],
         case: "degrade, WAIT short: [14, 17) acknowledged on the WAL alone (warm's copy on the primary, unconfirmed); the WAL lost, recoveries failing on cold's errors while the state directory was lost too; one of them saw warm's copy and recorded only [12, 14) and [17, 1041) as losses; a failover took warm's copy, and the next open reported nothing of [14, 17) (with the WAL lost, every offset below the next one past cold's log that no tier holds and no report names is now reported maybe lost)",
