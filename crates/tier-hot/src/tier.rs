@@ -306,18 +306,7 @@ impl HotTier {
     pub async fn discard_topic(&self, topic: &TopicName) -> Result<(), TierError> {
         if self.serving(topic)?.is_some() {
             let log = self.inner.topics.write().remove(topic);
-            if let Some(log) = log {
-                let task = log.task.lock().take();
-                let shared = Arc::clone(&log.shared);
-                // Dropping the last sender ends the writer's loop.
-                drop(log);
-                if let Some(task) = task
-                    && let Err(e) = task.await
-                {
-                    warn!(topic = %topic, error = %e, "a WAL writer task failed");
-                }
-                shared.closed.send_replace(true);
-            }
+            stop_writers(log.into_iter().collect()).await;
         }
         let data_dir = self.inner.config.data_dir.clone();
         let topic = topic.clone();
@@ -464,24 +453,7 @@ impl HotTier {
     pub async fn close(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
         let logs: Vec<Arc<TopicLog>> = self.inner.topics.write().drain().map(|(_, log)| log).collect();
-        let mut tasks = Vec::new();
-        for log in &logs {
-            if let Some(task) = log.task.lock().take() {
-                tasks.push(task);
-            }
-        }
-        let shared: Vec<Arc<TopicShared>> = logs.into_iter().map(|log| Arc::clone(&log.shared)).collect();
-        // Dropping the last sender ends the writer's loop.
-        for task in tasks {
-            if let Err(e) = task.await {
-                warn!(error = %e, "a WAL writer task failed");
-            }
-        }
-        // Every commit is done: wake live-tail subscribers waiting for a batch that will
-        // not come (they deliver what was committed first).
-        for s in &shared {
-            s.closed.send_replace(true);
-        }
+        stop_writers(logs).await;
         // Every writer has stopped: another process may take the directory now.
         drop(self.inner.lock.lock().take());
     }
@@ -619,6 +591,28 @@ fn recover_all(config: &HotConfig) -> Result<(std::fs::File, Found), TierError> 
         found.push((topic, recovered));
     }
     Ok((lock, found))
+}
+
+/// Stops the writers of `logs`, taken out of the tier's map, after the appends already
+/// queued, then wakes their live-tail subscribers waiting for a batch that will not come
+/// (they deliver what was committed first).
+async fn stop_writers(logs: Vec<Arc<TopicLog>>) {
+    let mut tasks = Vec::new();
+    for log in &logs {
+        if let Some(task) = log.task.lock().take() {
+            tasks.push(task);
+        }
+    }
+    let shared: Vec<Arc<TopicShared>> = logs.into_iter().map(|log| Arc::clone(&log.shared)).collect();
+    // Dropping the last sender ends the writer's loop.
+    for task in tasks {
+        if let Err(e) = task.await {
+            warn!(error = %e, "a WAL writer task failed");
+        }
+    }
+    for s in &shared {
+        s.closed.send_replace(true);
+    }
 }
 
 async fn send(topic: &TopicName, tx: &mpsc::Sender<Command>, cmd: Command) -> Result<(), TierError> {

@@ -427,12 +427,12 @@ pub(crate) async fn claim(
     }
 }
 
-/// Whether `topic`'s WAL continues the log of owner epoch `epoch`, just claimed: it does
-/// when it records no epoch (a WAL written before epochs were recorded, or none yet) or
-/// the one before `epoch`. A WAL written under an earlier epoch was superseded by the
-/// owners that claimed the topic since.
-pub(crate) fn wal_continues(tiers: &Tiers, topic: &TopicName, epoch: u64) -> Result<bool, TierError> {
-    Ok(tiers.hot.owner_epoch(topic)?.is_none_or(|wal| wal.saturating_add(1) >= epoch))
+/// Whether a WAL last written under owner epoch `wal` continues the log of `epoch`, just
+/// claimed: it does when it records no epoch (a WAL written before epochs were recorded,
+/// or none yet) or the one before `epoch`. A WAL written under an earlier epoch was
+/// superseded by the owners that claimed the topic since.
+pub(crate) fn wal_continues(wal: Option<u64>, epoch: u64) -> bool {
+    wal.is_none_or(|wal| wal.saturating_add(1) >= epoch)
 }
 
 /// Makes the WAL of `topic` the log of owner epoch `epoch`, just claimed, and records
@@ -453,8 +453,9 @@ async fn take_ownership(
     topic: &TopicName,
     epoch: u64,
 ) -> Result<(), TierError> {
-    if !wal_continues(tiers, topic, epoch)? {
-        let wal = tiers.hot.owner_epoch(topic)?.unwrap_or_default();
+    let wal = tiers.hot.owner_epoch(topic)?;
+    if !wal_continues(wal, epoch) {
+        let wal = wal.unwrap_or_default();
         if tiers.config.warm_failure_policy == crate::WarmFailurePolicy::Fail {
             warn!(
                 topic = %topic, wal_epoch = wal, epoch,

@@ -913,7 +913,7 @@ impl Writer {
         if let Some(epoch) = crate::recovery::claim(warm.as_ref(), &self.topic).await? {
             // Claims whose answers were lost while warm was unreachable skip epochs too, so
             // a skip here is only reported (see `recovery::take_ownership`).
-            if !crate::recovery::wal_continues(&self.tiers, &self.topic, epoch)? {
+            if !crate::recovery::wal_continues(self.tiers.hot.owner_epoch(&self.topic)?, epoch) {
                 warn!(
                     topic = %self.topic, epoch,
                     "owner epochs were claimed while the warm tier was unreachable here: by this node's lost answers, or by another node"
