@@ -368,9 +368,7 @@ async fn gather(
         fsync_always: tiers.hot.config().fsync == tier_hot::FsyncPolicy::Always,
         hot,
         cut_back,
-        // A torn point recorded at this open is among the gaps only when opening cut the
-        // log back (see `Evidence::wal_gaps`).
-        wal_gaps: if cut_back { tiers.hot.gaps(topic) } else { Vec::new() },
+        wal_gaps: tiers.hot.gaps(topic),
         checkpoint: checkpoint.map(|c| c.end),
         warm_confirmed: checkpoint.and_then(|c| c.warm),
         reservation: reservation.as_ref().map(|r| r.offset),

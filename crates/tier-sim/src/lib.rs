@@ -743,6 +743,13 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 140000660,
+        keep: &[16, 21, 30, 31, 37],
+        case: "two topics, hot+cold, fsync never: a power cut before a seal took [30, 41) of topic t; the reopen recovered t (the loss recorded as a WAL gap, a gap marker in cold and the state directory's kept losses) while topic u's recovery failed on cold's errors, which failed the whole open; then the state directory was lost, and the next open reported nothing: cold's trailing gap lay inside the WAL's range, which counted its recorded gaps as held (the WAL's torn points are now reported again once the state directory is lost)",
+        invariant: model::inv::UNREPORTED,
+        generator: 13,
+    },
+    Regression {
         seed: 140000052,
         keep: &[96, 98, 99],
         case: "two topics, hot+cold, fsync interval: a power cut took [0, 3) of topic t; the reopen recovered t (its losses recorded, the report handed out with the topic) while topic u's recovery failed on cold's errors, which failed the whole open; the next open reported nothing of t's loss (a topic's kept losses are removed only once the store's open succeeds)",

@@ -41,12 +41,10 @@ pub(crate) struct Evidence {
     pub(crate) hot: OffsetRange,
     /// Opening the WAL cut its tail back (a torn write or media damage).
     pub(crate) cut_back: bool,
-    /// The WAL's recorded gaps that may be torn points recorded at this open: a seal a
-    /// power cut cut short lost the sealed segment's unsynced tail, and opening the WAL
-    /// recorded the lost offsets as a gap (`docs/hot.md`, Recovery). tier-hot does not say
-    /// which of its gaps it recorded at this open, so these are all of them when opening
-    /// cut the log back (`cut_back`, which a torn point sets), none otherwise; a gap an
-    /// earlier recovery recorded was reported then and is reported again.
+    /// The torn points the WAL records as gaps: a seal a power cut cut short lost the
+    /// sealed segment's unsynced tail, and an open of the WAL recorded the lost offsets as
+    /// a gap (`docs/hot.md`, Recovery). tier-hot does not say which open recorded which;
+    /// [`Evidence::torn_points`] says which recovery reports.
     pub(crate) wal_gaps: Vec<OffsetRange>,
     /// The checkpointed commit point.
     pub(crate) checkpoint: Option<Offset>,
@@ -160,7 +158,7 @@ pub(crate) struct Plan {
     pub(crate) warm_backfill: Option<OffsetRange>,
     pub(crate) unacked: Vec<OffsetRange>,
     pub(crate) warm_confirmed_from: Offset,
-    /// The offsets of torn points the WAL recorded ([`Evidence::wal_gaps`]) that warm
+    /// The offsets of torn points recovery reports ([`Evidence::torn_points`]) that warm
     /// holds (outside offsets a degraded open skipped): acknowledged records only warm
     /// holds now, which the exporter stores in cold from warm.
     pub(crate) torn_in_warm: Vec<OffsetRange>,
@@ -233,6 +231,21 @@ impl Evidence {
             || !self.pending.lost.is_empty()
             || !self.pending.maybe_lost.is_empty()
             || self.rebuilt.is_some()
+    }
+
+    /// The torn points this recovery reports (see [`Evidence::wal_gaps`]): all of them
+    /// when opening cut the log back (a torn point may have been recorded at this open;
+    /// one an earlier recovery recorded is reported again), or when the state directory
+    /// was lost (no checkpoint, no reservation) — the earlier recovery's report of them
+    /// lived there until its open succeeded, and an open that failed on another topic
+    /// never gave it (simulation seed 140000660); none otherwise: the recovery that
+    /// recorded them reported them, and its kept losses say so until its open succeeds.
+    pub(crate) fn torn_points(&self) -> &[OffsetRange] {
+        if self.cut_back || (self.checkpoint.is_none() && self.reservation.is_none()) {
+            &self.wal_gaps
+        } else {
+            &[]
+        }
     }
 
     /// Offsets warm must hold no record of: those earlier degraded opens skipped, and
@@ -443,7 +456,7 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     let mut held_elsewhere = vec![warm_r, cold_r];
     held_elsewhere.extend(e.unacked_found());
     let mut torn_in_warm = Vec::new();
-    for gap in &e.wal_gaps {
+    for gap in e.torn_points() {
         let (from, to) = (gap.start.max(warm_r.start), gap.end.min(warm_r.end));
         if from < to {
             torn_in_warm.extend(outside(OffsetRange::new(from, to), &e.unacked_found()));
@@ -587,18 +600,20 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     // the WAL (its torn points, and below its first offset), warm's copy past the point
     // known confirmed may lack its confirmation (a `WAIT` that fell short), and a failover
     // to a replica would take the only copy of acknowledged records. It is served and
-    // confirmed again, and reported maybe lost.
+    // confirmed again, and reported maybe lost (the torn points as long as they are
+    // reported, [`Evidence::torn_points`]; what lies below the WAL at the open that cut it).
     if degrade
-        && e.cut_back
         && !e.wal_lost()
-        && let (Some(w), Some(floor)) = (warm, below_wal_from)
+        && let Some(w) = warm
     {
         let confirmed = e.warm_confirmed.unwrap_or(w.start).clamp(w.start, w.end);
         let unconfirmed = OffsetRange::new(confirmed, w.end);
-        let below_wal = OffsetRange::new(floor.min(wal.start), wal.start);
+        let below_wal = below_wal_from
+            .filter(|_| e.cut_back)
+            .map(|floor| OffsetRange::new(floor.min(wal.start), wal.start));
         let mut held_durably = vec![cold_r];
         held_durably.extend(e.unacked_found());
-        for taken in e.wal_gaps.iter().copied().chain([below_wal]) {
+        for taken in e.torn_points().iter().copied().chain(below_wal) {
             let (from, to) = (taken.start.max(unconfirmed.start), taken.end.min(unconfirmed.end));
             if from < to {
                 maybe_lost.extend(outside(OffsetRange::new(from, to), &held_durably));

@@ -7,9 +7,9 @@ fn r(start: Offset, end: Offset) -> OffsetRange {
     OffsetRange::new(start, end)
 }
 
-/// Whether opening the WAL cut `hot` back, and the gaps it may have recorded then: none,
-/// or a torn point — after a sealed segment, ending where the next segment starts (at
-/// the WAL's end when that segment holds nothing).
+/// Whether opening the WAL cut `hot` back, and the torn points the WAL records: none, or
+/// one — after a sealed segment, ending where the next segment starts (at the WAL's end
+/// when that segment holds nothing) — recorded at this open (cut back) or an earlier one.
 fn torn_points(hot: OffsetRange) -> Vec<(bool, Vec<OffsetRange>)> {
     let mut out = vec![(false, vec![])];
     if hot.is_empty() {
@@ -19,9 +19,16 @@ fn torn_points(hot: OffsetRange) -> Vec<(bool, Vec<OffsetRange>)> {
     for gap in [r(1, 3), r(2, 4), r(3, 4)] {
         if hot.start < gap.start && gap.end <= hot.end {
             out.push((true, vec![gap]));
+            out.push((false, vec![gap]));
         }
     }
     out
+}
+
+/// The WAL's torn points an earlier recovery recorded and reported: opening did not cut
+/// the log back this time, and the state directory that kept the report survived.
+fn reported_earlier(e: &Evidence) -> &[OffsetRange] {
+    if !e.cut_back && (e.checkpoint.is_some() || e.reservation.is_some()) { &e.wal_gaps } else { &[] }
 }
 
 /// Every combination of the evidence's dimensions, passed to `f`.
@@ -353,17 +360,22 @@ fn every_offset_no_tier_holds_is_reported() {
         let skipped: Vec<OffsetRange> = p.skipped.into_iter().collect();
         let found = e.unacked_found();
         let cold_gap = [r(cold.end, e.cold_continues.max(cold.end))];
+        let earlier = reported_earlier(e);
         for o in floor..p.next_offset {
             assert!(
-                covered(&[&held, &p.lost, &p.maybe_lost, &skipped, &found, &p.unacked, &cold_gap], o),
+                covered(
+                    &[&held, &p.lost, &p.maybe_lost, &skipped, &found, &p.unacked, &cold_gap, earlier],
+                    o
+                ),
                 "offset {o} is held by no tier and not reported: {e:?} {after:?} -> {p:?}"
             );
         }
     });
 }
 
-/// A torn point the WAL recorded at open is reported exactly where no other tier holds
-/// it and no degraded open skipped it: lost below the checkpoint (acknowledged), maybe
+/// A torn point the WAL recorded, at this open or at one whose report was kept in a
+/// state directory since lost, is reported exactly where no other tier holds it and no
+/// degraded open skipped it: lost below the checkpoint (acknowledged), maybe
 /// lost above; the offsets warm or cold holds are not reported (they are served from
 /// there) — except, under `degrade`, warm's copy past the point known confirmed and not
 /// in cold, which a failover may take: maybe lost.
@@ -371,6 +383,9 @@ fn every_offset_no_tier_holds_is_reported() {
 fn a_torn_point_is_reported_where_no_other_tier_holds_it() {
     let n = each_plan(|e, _, _, p| {
         let Some(gap) = e.wal_gaps.first() else { return };
+        if !reported_earlier(e).is_empty() {
+            return;
+        }
         let warm = e.warm_range().unwrap_or_default();
         let cold = e.cold.unwrap_or_default();
         let found = e.unacked_found();
@@ -615,6 +630,40 @@ fn cold_trailing_gap_is_reported_again_after_the_state_directory_is_lost() {
         assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
     }
     assert!(!covered(&[&p.lost, &p.maybe_lost], 43), "the WAL holds 43: {p:?}");
+}
+
+/// A torn point an earlier open recorded in the WAL is reported again once the state
+/// directory is lost: that open's report was kept there until the open succeeded, and
+/// an open that failed on another topic never gave it (simulation seed 140000660: cold's
+/// trailing gap inside the WAL's range, which the WAL counted as held).
+#[test]
+fn a_torn_point_the_wal_recorded_is_reported_again_after_the_state_directory_is_lost() {
+    let e = Evidence {
+        hot: r(0, 47),
+        cut_back: false,
+        wal_gaps: vec![r(30, 41)],
+        checkpoint: None,
+        reservation: None,
+        rebuilt: None,
+        cold: Some(r(0, 30)),
+        cold_continues: 41,
+        warm: WarmSeen::Disabled,
+        ..torn_point_evidence(WarmSeen::Disabled, None)
+    };
+    let step = plan_replay(&e).unwrap();
+    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    for o in 30..41 {
+        assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
+    }
+    assert!(!covered(&[&p.lost, &p.maybe_lost], 41), "the WAL holds 41: {p:?}");
+    // With the state directory, the recovery that recorded it reported it.
+    let kept = Evidence { checkpoint: Some(47), reservation: Some(47), ..e };
+    let p = plan(
+        &kept,
+        &plan_replay(&kept).unwrap(),
+        &AfterReplay { first_kept: None, marked: false, wal: kept.hot },
+    );
+    assert!(!covered(&[&p.lost, &p.maybe_lost], 30), "reported a second time: {p:?}");
 }
 
 /// Never wedged: a topic with local evidence of its end (a checkpoint or a reservation)
