@@ -53,25 +53,85 @@ const STEP_LIMIT: Duration = Duration::from_secs(3600);
 /// a step takes milliseconds of real time, so this fires only on such a loop.
 const REAL_STEP_LIMIT: Duration = Duration::from_secs(120);
 
-/// `fut`'s output, or `None` once [`REAL_STEP_LIMIT`] of real time passed: a watchdog
-/// thread wakes the runtime then (the busy task yields to it at its cooperative budget).
+/// `fut`'s output, or `None` once [`REAL_STEP_LIMIT`] of real time passed: the thread's
+/// watchdog wakes the runtime then (the busy task yields to it at its cooperative budget).
+/// A call inside another is covered by the outer one's limit.
 async fn within_real_time<T>(fut: impl Future<Output = T>) -> Option<T> {
-    let (expired, expiry) = tokio::sync::oneshot::channel::<()>();
-    let (done, finished) = std::sync::mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(REAL_STEP_LIMIT) {
-            let _ = expired.send(());
-        }
-    });
+    let Some(armed) = Watchdog::arm() else { return Some(fut.await) };
     let out = tokio::select! {
         biased;
         out = fut => Some(out),
-        _ = expiry => None,
+        _ = armed.expiry => None,
     };
-    drop(done);
-    let _ = watchdog.join();
+    drop(armed.guard);
     out
 }
+
+/// One thread per simulation thread that times the steps in real time (a thread per step
+/// would cost a thread's creation and exit every step).
+struct Watchdog {
+    orders: std::sync::mpsc::Sender<Order>,
+    armed: std::cell::Cell<bool>,
+}
+
+enum Order {
+    /// Time a step: tell the sender if it is not disarmed within [`REAL_STEP_LIMIT`].
+    Arm(tokio::sync::oneshot::Sender<()>),
+    Disarm,
+}
+
+/// An armed watchdog: its expiry, and the guard that disarms it when dropped.
+struct Armed {
+    expiry: tokio::sync::oneshot::Receiver<()>,
+    guard: Disarm,
+}
+
+struct Disarm;
+
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        WATCHDOG.with(|w| {
+            w.armed.set(false);
+            let _ = w.orders.send(Order::Disarm);
+        });
+    }
+}
+
+thread_local! {
+    static WATCHDOG: Watchdog = Watchdog::start();
+}
+
+impl Watchdog {
+    fn start() -> Watchdog {
+        let (orders, rx) = std::sync::mpsc::channel::<Order>();
+        std::thread::spawn(move || {
+            while let Ok(order) = rx.recv() {
+                let Order::Arm(expired) = order else { continue };
+                match rx.recv_timeout(REAL_STEP_LIMIT) {
+                    Ok(_) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        let _ = expired.send(());
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        });
+        Watchdog { orders, armed: std::cell::Cell::new(false) }
+    }
+
+    /// Arms this thread's watchdog; `None` when it is armed already (a nested call).
+    fn arm() -> Option<Armed> {
+        WATCHDOG.with(|w| {
+            if w.armed.replace(true) {
+                return None;
+            }
+            let (expired, expiry) = tokio::sync::oneshot::channel();
+            let _ = w.orders.send(Order::Arm(expired));
+            Some(Armed { expiry, guard: Disarm })
+        })
+    }
+}
+
 /// Simulated time a reader may wait for its next record inside the committed range.
 const READ_WAIT: Duration = Duration::from_secs(120);
 /// A full check (read everything from the earliest offset) every this many steps.

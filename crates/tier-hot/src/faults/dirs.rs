@@ -55,7 +55,7 @@ pub(super) fn track(data_dir: &Path) {
         let mut dirs = vec![data_dir.to_owned()];
         dirs.extend(subdirectories(data_dir));
         for dir in dirs {
-            if let Some(listing) = snapshot(&tracked.shadow, &dir) {
+            if let Some(listing) = snapshot(&tracked.shadow, &dir, None) {
                 tracked.listings.insert(dir, listing);
             }
         }
@@ -82,7 +82,7 @@ pub(super) fn synced(dir: &Path) {
     else {
         return;
     };
-    if let Some(listing) = snapshot(&t.shadow, dir) {
+    if let Some(listing) = snapshot(&t.shadow, dir, t.listings.get(dir)) {
         t.listings.insert(dir.to_owned(), listing);
     }
 }
@@ -169,14 +169,23 @@ impl DirListings {
 }
 
 /// `dir`'s entries now, each file hard-linked into `shadow` (`None` when `dir` cannot be
-/// read).
-fn snapshot(shadow: &Path, dir: &Path) -> Option<Listing> {
+/// read). A file `before` (the previous listing) kept a link to keeps that link: the
+/// links are not removed while the directory is tracked.
+fn snapshot(shadow: &Path, dir: &Path, before: Option<&Listing>) -> Option<Listing> {
     let mut listing = Listing::new();
     for entry in fs::read_dir(dir).ok()?.flatten() {
         let Ok(kind) = entry.file_type() else { continue };
         if kind.is_dir() {
             listing.insert(entry.file_name(), None);
         } else if kind.is_file() {
+            if let Some(Some(kept)) = before.and_then(|b| b.get(&entry.file_name()))
+                && let (Ok(now), Ok(then)) = (entry.metadata(), fs::metadata(kept))
+                && now.ino() == then.ino()
+                && now.dev() == then.dev()
+            {
+                listing.insert(entry.file_name(), Some(kept.clone()));
+                continue;
+            }
             let link = shadow.join(NEXT_LINK.fetch_add(1, Ordering::Relaxed).to_string());
             if fs::hard_link(entry.path(), &link).is_ok() {
                 listing.insert(entry.file_name(), Some(link));
