@@ -30,16 +30,20 @@ pub(crate) struct ChaosArgs {
 
 impl ChaosArgs {
     /// The quick run with a fresh seed, as `cargo xtask test` runs it: every scenario
-    /// but those of [`KNOWN_FAILING`], which the run lists as NOT RUN.
+    /// but those of [`KNOWN_FAILING`] and [`NOT_QUICK`], which the run lists as NOT RUN.
     pub(crate) fn quick() -> Self {
         Self {
             quick: true,
             seed: None,
             only: None,
-            skip: KNOWN_FAILING.iter().map(|s| (*s).to_owned()).collect(),
+            skip: KNOWN_FAILING.iter().chain(NOT_QUICK).map(|s| (*s).to_owned()).collect(),
         }
     }
 }
+
+/// Scenarios `cargo xtask test` leaves out because their quick plan has not been shown to
+/// take at most 60 s; `cargo xtask chaos --quick` and `cargo xtask chaos` run them.
+pub(crate) const NOT_QUICK: &[&str] = &["handover fail"];
 
 /// Scenarios `cargo xtask test` leaves out because they fail on an open bug, each with
 /// the bug (see `docs/reliability.md`, "Known failures"). `cargo xtask chaos` runs them.

@@ -13,8 +13,8 @@ use crate::{
     ChaosError, ScenarioResult,
     deploy::{Deployment, Servers},
     scenarios::{
-        bad_input, compound, corruption, crash, full_disk, load, lost_disk, objstore_faults, server_kill,
-        valkey_failover, valkey_faults,
+        bad_input, compound, corruption, crash, full_disk, handover, load, lost_disk, objstore_faults,
+        server_kill, valkey_failover, valkey_faults,
     },
 };
 
@@ -39,6 +39,11 @@ impl Plan {
     /// Kills per crash configuration, and of the tierlog server in `server-kill hot`.
     pub fn kills(&self) -> u64 {
         self.kills.unwrap_or(if self.quick { 50 } else { 500 })
+    }
+
+    /// Moves of the topic between the two servers of `handover fail`.
+    pub fn handover_moves(&self) -> u64 {
+        if self.quick { 20 } else { 100 }
     }
 
     /// Whether scenario `name` is selected.
@@ -117,6 +122,19 @@ pub async fn run(plan: &Plan, base: &Path, producer: &Path) -> Result<Vec<Scenar
             Err(e) => Err(e),
         };
         push(or_failed(server_kill::NAME.into(), outcome), started);
+    }
+    if plan.wants(handover::NAME) {
+        let started = Instant::now();
+        let opts = handover::HandoverOptions {
+            moves: plan.handover_moves(),
+            uptime_ms: (150, 600),
+            seed: plan.seed.wrapping_add(60),
+        };
+        let outcome = match server_kill::tierlog_binary() {
+            Ok(tierlog) => Box::pin(handover::run(&servers, base, &tierlog, &opts)).await,
+            Err(e) => Err(e),
+        };
+        push(or_failed(handover::NAME.into(), outcome), started);
     }
     for (i, deployment) in Deployment::ALL.into_iter().enumerate() {
         if !plan.wants(&format!("lost-disk {}", deployment.label())) {

@@ -10,6 +10,9 @@
 //! - [`load`]: 8 producers and 8 consumers over 100 topics; memory stays flat.
 //! - [`server_kill`]: SIGKILL the real `tierlog serve` under 8 client producers and 8
 //!   followers, restart it, verify through the client.
+//! - [`handover`]: one topic moves between two `tierlog serve` processes sharing Valkey
+//!   and a bucket (graceful, crash and zombie moves) under client producers; a resumed
+//!   zombie refuses every append.
 //! - [`full_disk`]: a real ext4 file system on a loop device fills up and frees again
 //!   under the producers; after a remount every acknowledged record is there.
 //! - [`bad_input`]: invalid names, oversized records, bad configuration, bad credentials.
@@ -22,6 +25,7 @@ pub mod compound;
 pub mod corruption;
 pub mod crash;
 pub mod full_disk;
+pub mod handover;
 mod inproc;
 pub mod load;
 pub mod lost_disk;

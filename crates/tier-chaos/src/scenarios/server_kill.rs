@@ -67,15 +67,15 @@ pub struct ServerKillOptions {
 }
 
 /// A running `tierlog serve`.
-struct Served {
-    child: Child,
-    url: String,
+pub(crate) struct Served {
+    pub(crate) child: Child,
+    pub(crate) url: String,
 }
 
 impl Served {
     /// Starts `tierlog --config CONFIG serve --listen 127.0.0.1:0` and reads its URL (the
     /// first stdout line: the store is open and the port bound).
-    async fn start(tierlog: &Path, config: &Path) -> Result<Self, ChaosError> {
+    pub(crate) async fn start(tierlog: &Path, config: &Path) -> Result<Self, ChaosError> {
         let mut child = Command::new(tierlog)
             .arg("--config")
             .arg(config)
@@ -103,7 +103,7 @@ impl Served {
     }
 
     /// SIGKILL, and wait until it is gone.
-    async fn kill(&mut self) -> Result<(), ChaosError> {
+    pub(crate) async fn kill(&mut self) -> Result<(), ChaosError> {
         if let Ok(Some(_)) = self.child.try_wait() {
             return Ok(());
         }
@@ -115,7 +115,7 @@ impl Served {
 
 /// The server the clients talk to: its generation and a client for its URL; `None` once
 /// the clients must stop.
-type Current = Option<(u64, Client)>;
+pub(crate) type Current = Option<(u64, Client)>;
 
 /// What the followers saw.
 #[derive(Debug, Default)]
@@ -224,7 +224,7 @@ pub async fn run(
 
     // Read everything back through a fresh server.
     let mut fresh = Served::start(tierlog, &config_path).await?;
-    let readback = read_back(&client(&fresh.url)?, &config.hot.data_dir.join(TOPIC)).await;
+    let readback = read_back(&client(&fresh.url)?, TOPIC, &config.hot.data_dir.join(TOPIC)).await;
     fresh.kill().await?;
     let ReadBack { records, committed, passed } = readback?;
     let v = check_read_back(&acks, &records, committed);
@@ -255,11 +255,11 @@ pub async fn run(
     Ok(result)
 }
 
-fn client(url: &str) -> Result<Client, ChaosError> {
+pub(crate) fn client(url: &str) -> Result<Client, ChaosError> {
     Client::new(url).map_err(|e| ChaosError::Other(format!("a client of {url}: {e}")))
 }
 
-fn record(id: RecordId) -> Record {
+pub(crate) fn record(id: RecordId) -> Record {
     Record {
         offset: 0,
         timestamp: SERVER_CLOCK,
@@ -271,7 +271,7 @@ fn record(id: RecordId) -> Record {
 
 /// The server to use after a failed request on generation `used`: the current one when
 /// it is newer, else the next one once it is published; `None` once the run stops.
-async fn next_server(rx: &mut watch::Receiver<Current>, used: u64) -> Option<(u64, Client)> {
+pub(crate) async fn next_server(rx: &mut watch::Receiver<Current>, used: u64) -> Option<(u64, Client)> {
     loop {
         match &*rx.borrow_and_update() {
             None => return None,
@@ -445,15 +445,15 @@ async fn follow(mut rx: watch::Receiver<Current>, seen: Arc<Mutex<Seen>>) {
 /// the commit point.
 /// Reads the whole topic back: the records in the order served, the commit point, and
 /// the gaps the WAL recorded that the read went past.
-async fn read_back(client: &Client, wal_dir: &Path) -> Result<ReadBack, ChaosError> {
+pub(crate) async fn read_back(client: &Client, topic: &str, wal_dir: &Path) -> Result<ReadBack, ChaosError> {
     let err = |what: &str, e: tierlog_client::Error| ChaosError::Other(format!("{what}: {e}"));
-    let committed = client.topic(TOPIC).await.map_err(|e| err("the topic's commit point", e))?.committed;
+    let committed = client.topic(topic).await.map_err(|e| err("the topic's commit point", e))?.committed;
     let mut out: Vec<(Offset, bytes::Bytes)> = Vec::new();
     let mut from = Start::Earliest;
     let mut passed = Vec::new();
     'read: loop {
         let mut stream =
-            client.read_with(TOPIC, from, false, None).await.map_err(|e| err("reading back", e))?;
+            client.read_with(topic, from, false, None).await.map_err(|e| err("reading back", e))?;
         while let Some(item) = stream.next().await {
             match item {
                 Ok(r) => out.push((r.offset, r.payload)),
@@ -479,10 +479,10 @@ async fn read_back(client: &Client, wal_dir: &Path) -> Result<ReadBack, ChaosErr
 }
 
 /// What [`read_back`] read.
-struct ReadBack {
-    records: Vec<(Offset, bytes::Bytes)>,
-    committed: Offset,
-    passed: Vec<OffsetRange>,
+pub(crate) struct ReadBack {
+    pub(crate) records: Vec<(Offset, bytes::Bytes)>,
+    pub(crate) committed: Offset,
+    pub(crate) passed: Vec<OffsetRange>,
 }
 
 /// The gaps the WAL of the topic recorded (its `<from>-<to>.gap` markers).
