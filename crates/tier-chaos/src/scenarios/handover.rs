@@ -1,7 +1,7 @@
 //! Handover: two nodes — two real `tierlog serve` processes, each on its own data
 //! directory — share one Valkey pair (`router.warm_failure_policy = "fail"`, one replica
 //! confirmed by `WAIT`) and one S3 bucket (moto), and one topic moves between them under
-//! the load of [`PRODUCERS`] client producers (`tierlog-client`, one `POST` per batch).
+//! the load of `PRODUCERS` client producers (`tierlog-client`, one `POST` per batch).
 //! Each move, of a kind drawn from the seeded generator, goes from the node serving the
 //! topic (A) to the other (B), whose process is started on its own data directory (on a
 //! new port; its open claims the topic, `docs/ownership.md`):
@@ -11,7 +11,7 @@
 //! - **crash**: A is SIGKILLed; then B starts;
 //! - **zombie**: A is SIGSTOPped with the producers' appends under way on it; B starts and
 //!   an append through B confirms its claim; A is SIGCONTed: the appends it held and
-//!   [`ZOMBIE_APPENDS`] more sent to it afterwards by a client of its own must all be
+//!   `ZOMBIE_APPENDS` more sent to it afterwards by a client of its own must all be
 //!   refused (`409 fenced`), and A is then stopped with SIGTERM.
 //!
 //! The producers move to B once their append to A fails (a refused, lost or unanswered
