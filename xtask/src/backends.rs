@@ -109,8 +109,6 @@ pub(crate) const EVIDENCE: &[Evidence] = &[
     suite(&["hot_warm_cold_s3::"], Row::HotWarmCold, &[Column::Standalone, Column::S3]),
     suite(&["hot_warm_cold_azure::"], Row::HotWarmCold, &[Column::Standalone, Column::Azure]),
     suite(&["hot_warm_cluster_cold_local::"], Row::HotWarmCold, &[Column::Cluster, Column::Local]),
-    suite(&["hot_warm_tls::"], Row::HotWarm, &[Column::Tls]),
-    suite(&["hot_warm_tls_cold_s3::"], Row::HotWarmCold, &[Column::Tls, Column::S3]),
     // The router over sentinel-mode warm through failovers.
     Evidence {
         binary: "tier-router::sentinel",
