@@ -31,7 +31,7 @@ use std::{
     time::Duration,
 };
 
-use tier_core::{Offset, OffsetRange};
+use tier_core::Offset;
 use tierlog_client::{Client, ErrorKind, Record};
 use tokio::{process::Command, sync::watch, task::JoinHandle};
 
@@ -43,7 +43,7 @@ use crate::{
     rng::Rng,
     scenarios::{
         open_and_verify,
-        server_kill::{Current, Served, check_read_back, client, next_server, read_back, record},
+        server_kill::{Current, Served, acked, check_read_back, client, next_server, read_back, record},
         temp_dir,
     },
 };
@@ -389,11 +389,7 @@ async fn claim(client: &Client, seq: &mut u64) -> Result<Ack, ChaosError> {
         match client.append_binary(TOPIC, &[record(RecordId { writer: RUNNER_WRITER, seq: first_seq })]).await
         {
             Ok(r) => {
-                return Ok(Ack {
-                    range: OffsetRange { start: r.start, end: r.end },
-                    writer: RUNNER_WRITER,
-                    first_seq,
-                });
+                return Ok(acked(&r, RUNNER_WRITER, first_seq));
             }
             Err(e) => last = e.to_string(),
         }
@@ -423,11 +419,7 @@ async fn resume_zombie(
         match to.append_binary(TOPIC, &[record(RecordId { writer: ZOMBIE_WRITER, seq: first_seq })]).await {
             Ok(r) => {
                 moves.zombie_accepted += 1;
-                acks.push(Ack {
-                    range: OffsetRange { start: r.start, end: r.end },
-                    writer: ZOMBIE_WRITER,
-                    first_seq,
-                });
+                acks.push(acked(&r, ZOMBIE_WRITER, first_seq));
             }
             Err(e) if e.kind() == Some(ErrorKind::Fenced) => fenced += 1,
             Err(_) => moves.zombie_other += 1,
@@ -484,7 +476,7 @@ async fn produce(writer: u64, seed: u64, mut rx: watch::Receiver<Current>) -> Pr
                 if r.end - r.start != n {
                     tally.errors += 1;
                 }
-                let ack = Ack { range: OffsetRange { start: r.start, end: r.end }, writer, first_seq: seq };
+                let ack = acked(&r, writer, seq);
                 tally.acks.push((generation, ack));
             }
             Err(e) => {
@@ -505,6 +497,8 @@ async fn produce(writer: u64, seed: u64, mut rx: watch::Receiver<Current>) -> Pr
 
 #[cfg(test)]
 mod tests {
+    use tier_core::OffsetRange;
+
     use super::*;
 
     #[test]

@@ -162,11 +162,7 @@ pub async fn run(
         .append_binary(TOPIC, &[record(RecordId { writer: CLIENTS, seq: 0 })])
         .await
         .map_err(|e| ChaosError::Other(format!("the first append: {e}")))?;
-    let mut acks = vec![Ack {
-        range: OffsetRange { start: setup.start, end: setup.end },
-        writer: CLIENTS,
-        first_seq: 0,
-    }];
+    let mut acks = vec![acked(&setup, CLIENTS, 0)];
     let (tx, rx) = watch::channel::<Current>(Some((0, first)));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let producers: Vec<JoinHandle<ProducerTally>> = (0..CLIENTS)
@@ -269,6 +265,12 @@ pub(crate) fn record(id: RecordId) -> Record {
     }
 }
 
+/// The acknowledgement of writer `writer`'s append from sequence number `first_seq`,
+/// as the server answered it.
+pub(crate) fn acked(r: &tierlog_client::AppendResponse, writer: u64, first_seq: u64) -> Ack {
+    Ack { range: OffsetRange { start: r.start, end: r.end }, writer, first_seq }
+}
+
 /// The server to use after a failed request on generation `used`: the current one when
 /// it is newer, else the next one once it is published; `None` once the run stops.
 pub(crate) async fn next_server(rx: &mut watch::Receiver<Current>, used: u64) -> Option<(u64, Client)> {
@@ -306,19 +308,11 @@ async fn produce(writer: u64, seed: u64, mut rx: watch::Receiver<Current>) -> Pr
         let batch: Vec<Record> = (seq..seq + n).map(|s| record(RecordId { writer, seq: s })).collect();
         match client.append_binary(TOPIC, &batch).await {
             Ok(r) if r.end - r.start == n => {
-                tally.acks.push(Ack {
-                    range: OffsetRange { start: r.start, end: r.end },
-                    writer,
-                    first_seq: seq,
-                });
+                tally.acks.push(acked(&r, writer, seq));
             }
             Ok(r) => {
                 // Recorded as acknowledged: the verifier then reports the mismatch.
-                tally.acks.push(Ack {
-                    range: OffsetRange { start: r.start, end: r.end },
-                    writer,
-                    first_seq: seq,
-                });
+                tally.acks.push(acked(&r, writer, seq));
                 tally.errors += 1;
             }
             Err(_) => {
@@ -371,11 +365,7 @@ async fn produce_streaming(writer: u64, seed: u64, mut rx: watch::Receiver<Curre
                         if r.end - r.start != n {
                             tally.errors += 1;
                         }
-                        tally.acks.push(Ack {
-                            range: OffsetRange { start: r.start, end: r.end },
-                            writer,
-                            first_seq,
-                        });
+                        tally.acks.push(acked(&r, writer, first_seq));
                     }
                     Err(_) => {
                         tally.errors += 1;

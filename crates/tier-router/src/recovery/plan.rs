@@ -202,6 +202,12 @@ impl Evidence {
         }
     }
 
+    /// No state file that bounds the offsets handed out survived: no checkpoint, no
+    /// reservation (the state directory was lost, or the topic is new).
+    pub(crate) fn state_lost(&self) -> bool {
+        self.checkpoint.is_none() && self.reservation.is_none()
+    }
+
     /// The WAL holds nothing of the topic: it was lost (or the topic is new).
     pub(crate) fn wal_lost(&self) -> bool {
         self.hot.end == 0
@@ -216,10 +222,7 @@ impl Evidence {
     /// while no state file survived, written without an fsync per append: a power cut (or
     /// a failed fsync) may have taken acknowledged records.
     pub(crate) fn wal_unvouched(&self) -> bool {
-        (!self.wal_lost() || self.cut_back)
-            && self.checkpoint.is_none()
-            && self.reservation.is_none()
-            && !self.fsync_always
+        (!self.wal_lost() || self.cut_back) && self.state_lost() && !self.fsync_always
     }
 
     /// The WAL cannot vouch for its end (see the module docs of `recovery`).
@@ -241,11 +244,7 @@ impl Evidence {
     /// never gave it (simulation seed 140000660); none otherwise: the recovery that
     /// recorded them reported them, and its kept losses say so until its open succeeds.
     pub(crate) fn torn_points(&self) -> &[OffsetRange] {
-        if self.cut_back || (self.checkpoint.is_none() && self.reservation.is_none()) {
-            &self.wal_gaps
-        } else {
-            &[]
-        }
+        if self.cut_back || self.state_lost() { &self.wal_gaps } else { &[] }
     }
 
     /// Offsets warm must hold no record of: those earlier degraded opens skipped, and
@@ -292,7 +291,7 @@ impl Evidence {
 
     /// Neither the WAL nor a state file survived: nothing local bounds the offsets handed out.
     pub(crate) fn no_local_evidence(&self) -> bool {
-        self.wal_lost() && self.checkpoint.is_none() && self.reservation.is_none()
+        self.wal_lost() && self.state_lost()
     }
 
     /// No offset was ever handed out, as far as the local state tells.
@@ -309,7 +308,7 @@ impl Evidence {
     /// A WAL an earlier recovery was rebuilding when nothing local bounded the acknowledged
     /// offsets, and still no state file: as if the WAL were lost.
     fn rebuilt_unbounded(&self) -> bool {
-        self.rebuilt.is_some_and(|b| b.is_none()) && self.checkpoint.is_none() && self.reservation.is_none()
+        self.rebuilt.is_some_and(|b| b.is_none()) && self.state_lost()
     }
 }
 
@@ -517,8 +516,7 @@ pub(crate) fn plan(e: &Evidence, replay: &ReplayPlan, after: &AfterReplay) -> Pl
     // completed (its gap marker written, its answer lost) and its record of them (the
     // state directory's losses, the WAL's gap marker) may be gone: cold's is then the
     // only evidence left, and what no tier holds of it is reported again.
-    let state_lost = e.checkpoint.is_none() && e.reservation.is_none();
-    if (wal_lost || e.rebuilt.is_some() || state_lost) && e.cold_continues > cold_r.end {
+    if (wal_lost || e.rebuilt.is_some() || e.state_lost()) && e.cold_continues > cold_r.end {
         let mut known: Vec<OffsetRange> = vec![hot, warm_r, after.wal];
         known.extend(lost.iter().chain(&maybe_lost).copied());
         known.extend(unacked.iter().copied());

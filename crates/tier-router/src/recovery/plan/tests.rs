@@ -415,6 +415,12 @@ fn a_torn_point_is_reported_where_no_other_tier_holds_it() {
     assert!(n > 100_000, "only {n} plans");
 }
 
+/// The plan for evidence whose replay step replays nothing (the WAL stays as it is).
+fn plan_unreplayed(e: &Evidence) -> Plan {
+    let step = plan_replay(e).unwrap();
+    plan(e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot })
+}
+
 fn torn_point_evidence(warm: WarmSeen, cold: Option<OffsetRange>) -> Evidence {
     Evidence {
         policy: WarmFailurePolicy::Degrade,
@@ -452,8 +458,7 @@ fn a_torn_point_below_the_wals_end_is_reported_unless_warm_holds_it_confirmed() 
     ] {
         let mut e = torn_point_evidence(warm, Some(OffsetRange::empty_at(0)));
         e.warm_confirmed = confirmed;
-        let step = plan_replay(&e).unwrap();
-        let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+        let p = plan_unreplayed(&e);
         assert_eq!(p.next_offset, 1038, "{p:?}");
         assert!(p.lost.is_empty(), "{p:?}");
         outcomes.push((p.maybe_lost, p.torn_in_warm));
@@ -493,8 +498,7 @@ fn without_cold_a_cut_wal_starting_past_warms_end_reports_the_offsets_between() 
         cold_continues: 0,
         warm: WarmSeen::Holds(r(0, 3)),
     };
-    let step = plan_replay(&e).unwrap();
-    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    let p = plan_unreplayed(&e);
     assert_eq!(p.next_offset, 1033, "{p:?}");
     assert!(p.lost.is_empty(), "{p:?}");
     assert_eq!(p.maybe_lost, [r(9, 1033), r(3, 9)], "{p:?}");
@@ -572,8 +576,7 @@ fn a_wal_cut_back_to_nothing_without_state_files_fences_the_topic() {
             cold: None,
             ..torn_point_evidence(WarmSeen::Disabled, None)
         };
-        let step = plan_replay(&e).unwrap();
-        let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+        let p = plan_unreplayed(&e);
         assert_eq!(p.end_unknown, !fsync_always, "fsync always {fsync_always}: {p:?}");
     }
 }
@@ -597,8 +600,7 @@ fn cold_trailing_gap_is_reported_again_while_the_wal_is_rebuilt() {
         warm: WarmSeen::Holds(r(1036, 1051)),
         ..torn_point_evidence(WarmSeen::Disabled, None)
     };
-    let step = plan_replay(&e).unwrap();
-    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    let p = plan_unreplayed(&e);
     for o in [12, 500, 1035] {
         assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
     }
@@ -624,8 +626,7 @@ fn cold_trailing_gap_is_reported_again_after_the_state_directory_is_lost() {
         warm: WarmSeen::Disabled,
         ..torn_point_evidence(WarmSeen::Disabled, None)
     };
-    let step = plan_replay(&e).unwrap();
-    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    let p = plan_unreplayed(&e);
     for o in [18, 30, 42] {
         assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
     }
@@ -650,19 +651,14 @@ fn a_torn_point_the_wal_recorded_is_reported_again_after_the_state_directory_is_
         warm: WarmSeen::Disabled,
         ..torn_point_evidence(WarmSeen::Disabled, None)
     };
-    let step = plan_replay(&e).unwrap();
-    let p = plan(&e, &step, &AfterReplay { first_kept: None, marked: false, wal: e.hot });
+    let p = plan_unreplayed(&e);
     for o in 30..41 {
         assert!(covered(&[&p.lost, &p.maybe_lost], o), "offset {o} unreported: {p:?}");
     }
     assert!(!covered(&[&p.lost, &p.maybe_lost], 41), "the WAL holds 41: {p:?}");
     // With the state directory, the recovery that recorded it reported it.
     let kept = Evidence { checkpoint: Some(47), reservation: Some(47), ..e };
-    let p = plan(
-        &kept,
-        &plan_replay(&kept).unwrap(),
-        &AfterReplay { first_kept: None, marked: false, wal: kept.hot },
-    );
+    let p = plan_unreplayed(&kept);
     assert!(!covered(&[&p.lost, &p.maybe_lost], 30), "reported a second time: {p:?}");
 }
 
