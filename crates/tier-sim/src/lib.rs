@@ -743,6 +743,27 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 9,
     },
     Regression {
+        seed: 200002882,
+        keep: &[87, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 119, 127, 128, 129, 139],
+        case: "a model gap, not a store bug: hot+warm, degrade, interval: [1032, 1037) acknowledged on warm and the WAL, a power cut took the WAL's copy and the reopen wrote warm's back into it; warm was then trimmed, and the model, which counts every WAL copy a power cut may reach as destroyed, had the full check's reader restart after a failure past the WAL's copy and called [1032, 1037) lost unreported (the reader now never restarts past an offset the WAL's range claims)",
+        invariant: model::inv::UNREPORTED,
+        generator: 13,
+    },
+    Regression {
+        seed: 200013768,
+        keep: &[38, 39, 40, 41, 42, 44, 45, 46, 47, 48, 49, 50, 51, 55, 57, 58, 59, 60, 61, 62, 64, 79],
+        case: "a model gap, not a store bug: as 200002882 with the WAL's own copy: degrade, warm down, [1028, 1037) acknowledged on the WAL alone and sealed (fsynced) by the next open; a later power cut did not reach it, but the model counted it destroyed and its reader restarted past it",
+        invariant: model::inv::UNREPORTED,
+        generator: 13,
+    },
+    Regression {
+        seed: 200007126,
+        keep: &[4, 6, 9, 12, 16, 17, 20, 31],
+        case: "a model gap, not a store bug: hot+cold, fail, never: a WAL segment damaged, exported as it was under refused cold writes (the object stored, its successor pointer refused, so the running store's cold did not list it), then the cold object damaged again: the read failed with `Corruption` naming the WAL's damaged segment, and the model demanded cold's object be named (either damaged copy is a true answer when cold's was exported from the damaged segment)",
+        invariant: model::inv::READ_FAILED,
+        generator: 13,
+    },
+    Regression {
         seed: 140000660,
         keep: &[16, 21, 30, 31, 37],
         case: "two topics, hot+cold, fsync never: a power cut before a seal took [30, 41) of topic t; the reopen recovered t (the loss recorded as a WAL gap, a gap marker in cold and the state directory's kept losses) while topic u's recovery failed on cold's errors, which failed the whole open; then the state directory was lost, and the next open reported nothing: cold's trailing gap lay inside the WAL's range, which counted its recorded gaps as held (the WAL's torn points are now reported again once the state directory is lost)",

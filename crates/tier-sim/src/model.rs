@@ -231,13 +231,17 @@ impl Model {
     /// segment it was exported from after the damage (an export uploads the file as it
     /// is).
     pub fn cold_copy_damaged(&self, offset: Offset) -> bool {
-        self.cold_damaged.iter().any(|r| r.contains(offset))
-            || self
-                .wal_destroyed
-                .iter()
-                .zip(&self.wal_damage)
-                .zip(&self.wal_cold_end)
-                .any(|((r, damage), cold_end)| *damage && r.contains(offset) && offset >= *cold_end)
+        self.cold_damaged.iter().any(|r| r.contains(offset)) || self.exported_damaged(offset)
+    }
+
+    /// True when the WAL segment holding `offset` was damaged before cold held it: an
+    /// export uploads the file as it is, so cold's copy (if any) is damaged too.
+    pub fn exported_damaged(&self, offset: Offset) -> bool {
+        self.wal_destroyed
+            .iter()
+            .zip(&self.wal_damage)
+            .zip(&self.wal_cold_end)
+            .any(|((r, damage), cold_end)| *damage && r.contains(offset) && offset >= *cold_end)
     }
 
     /// The offsets of the damaged cold object holding `offset`, if the schedule damaged

@@ -1726,9 +1726,11 @@ impl World<'_> {
     /// Whether a read failing with `e` at `at`, where every copy is gone, fails as it
     /// must: when the copy cold still lists there is damaged (the schedule flipped a byte
     /// of the last copy), only `Corruption` naming the damaged object excuses the failure
-    /// (a copy exported from a damaged WAL segment: `Corruption` naming a location), so a
-    /// store that answered anything else over damage — or skipped it, which the density
-    /// check catches — is not excused. Other lost copies may fail with any error.
+    /// (a copy exported from a damaged WAL segment, damaged again in cold or not:
+    /// `Corruption` naming a location — the WAL's damaged segment is as true an answer
+    /// as cold's object), so a store that answered anything else over damage — or skipped
+    /// it, which the density check catches — is not excused. Other lost copies may fail
+    /// with any error.
     fn fails_loudly(&self, at: Offset, e: &TierError, view: &View) -> bool {
         let cold_lists = view
             .cold
@@ -1741,7 +1743,8 @@ impl World<'_> {
         else {
             return false;
         };
-        self.model.damaged_object(at).is_none_or(|r| location.contains(&cold::object_name(r)))
+        self.model.exported_damaged(at)
+            || self.model.damaged_object(at).is_none_or(|r| location.contains(&cold::object_name(r)))
     }
 
     /// The ranges a reader skips after failing inside one: reported losses, cold's gaps
@@ -1762,10 +1765,27 @@ impl World<'_> {
     }
 
     /// The acknowledged offsets some tier still holds intact (the full check demands
-    /// them; its reader never skips one after a failure).
+    /// them).
     fn readable(&self) -> BTreeSet<Offset> {
         let Some(view) = self.view() else { return BTreeSet::new() };
         self.model.acked.keys().copied().filter(|o| self.copies_gone(*o, &view) == Some(false)).collect()
+    }
+
+    /// Where the full check's reader may go on after a failure: the `readable` offsets,
+    /// and the acknowledged ones the WAL's range claims although the model counts its copy
+    /// destroyed. The model over-approximates what a power cut takes (every WAL copy; a
+    /// sealed segment's fsynced copy survives the cut) and does not follow recovery
+    /// writing warm's copy of what the WAL lost back into it: what the store still serves
+    /// there is checked like any other record, never skipped.
+    fn resumable(&self, readable: &BTreeSet<Offset>) -> BTreeSet<Offset> {
+        let Some(view) = self.view() else { return readable.clone() };
+        let claimed = self
+            .model
+            .acked
+            .keys()
+            .copied()
+            .filter(|o| view.hot.contains(*o) && !view.hot_gaps.iter().any(|g| g.contains(*o)));
+        readable.iter().copied().chain(claimed).collect()
     }
 
     /// The runs of `range` whose every copy is gone (or that hold no acknowledged record);
@@ -1834,7 +1854,9 @@ impl World<'_> {
                 .map(|(p, l)| (p.file_name().map(|n| n.to_string_lossy().into_owned()), l))
                 .collect();
             durable.sort();
-            let sealed = p.store.wal().sealed_segments(&self.topic_name).len();
+            let sealed: Vec<_> =
+                p.store.wal().sealed_segments(&self.topic_name).iter().map(|s| s.range).collect();
+            let gaps = p.store.wal().gaps(&self.topic_name);
             // Read the clock without driving the runtime: a `block_on` here would let
             // background tasks run (and the paused clock auto-advance) only in verbose
             // runs, so a replay would not be the run it replays.
@@ -1842,7 +1864,8 @@ impl World<'_> {
                 let _runtime = p.rt.enter();
                 tokio::time::Instant::now() - p.started
             };
-            let line = format!("  state: hwm {hwm} sealed {sealed} durable {durable:?} t {now:?}");
+            let line =
+                format!("  state: hwm {hwm} sealed {sealed:?} gaps {gaps:?} durable {durable:?} t {now:?}");
             self.note(line);
         }
         let cold = self.view().and_then(|v| v.cold).map(|(range, _)| range);
@@ -1868,6 +1891,7 @@ impl World<'_> {
         }
         let reported = self.skippable();
         let readable = self.readable();
+        let resumable = self.resumable(&readable);
         let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {
             let hwm = topic.high_watermark();
             // From the earliest offset any tier holds, named, so that a failure before
@@ -1880,7 +1904,7 @@ impl World<'_> {
                 }
                 Err(_) => StartPosition::Earliest,
             };
-            (hwm, read_until(topic, start, hwm, usize::MAX, &reported, Some(&readable)).await)
+            (hwm, read_until(topic, start, hwm, usize::MAX, &reported, Some(&resumable)).await)
         });
         let Some((hwm, obs)) = got else { return };
         let Some(served) = self.observe(obs, true, Some(&readable)) else { return };
@@ -2030,9 +2054,9 @@ impl World<'_> {
 /// After a failed read at `a`, the reader restarts past the nearest end of the skippable
 /// ranges holding `a` (from `skip`), or at `a + 1`. The nearest end, not the farthest:
 /// a range reported lost earlier may since hold records acknowledged after an operator
-/// resumed the topic inside it, and those must be read. A full check passes `readable`
-/// (the records some tier holds intact, which it demands): its reader never restarts
-/// past one, and restarts at the next one rather than at `a + 1` where no skippable
+/// resumed the topic inside it, and those must be read. A full check passes `resumable`
+/// (the records some tier holds intact, which it demands, or that the WAL claims): its
+/// reader never restarts past one, and restarts at the next one rather than at `a + 1` where no skippable
 /// range holds `a` (every offset before it is gone), so a long unreported loss does not
 /// use up its restarts.
 async fn read_until(
@@ -2041,7 +2065,7 @@ async fn read_until(
     hwm: Offset,
     max: usize,
     skip: &[OffsetRange],
-    readable: Option<&BTreeSet<Offset>>,
+    resumable: Option<&BTreeSet<Offset>>,
 ) -> Vec<Obs> {
     let mut obs = Vec::new();
     let mut start = start;
@@ -2093,7 +2117,7 @@ async fn read_until(
                     match at {
                         Some(a) if restarts < 512 => {
                             let past = skip.iter().filter(|r| r.contains(a)).map(|r| r.end).min();
-                            let held = readable.and_then(|r| r.range(a + 1..).next().copied());
+                            let held = resumable.and_then(|r| r.range(a + 1..).next().copied());
                             let restart = match (past, held) {
                                 (Some(p), Some(h)) => p.min(h),
                                 (Some(p), None) => p,
