@@ -109,6 +109,8 @@ pub(crate) const EVIDENCE: &[Evidence] = &[
     suite(&["hot_warm_cold_s3::"], Row::HotWarmCold, &[Column::Standalone, Column::S3]),
     suite(&["hot_warm_cold_azure::"], Row::HotWarmCold, &[Column::Standalone, Column::Azure]),
     suite(&["hot_warm_cluster_cold_local::"], Row::HotWarmCold, &[Column::Cluster, Column::Local]),
+    suite(&["hot_warm_tls::"], Row::HotWarm, &[Column::Tls]),
+    suite(&["hot_warm_tls_cold_s3::"], Row::HotWarmCold, &[Column::Tls, Column::S3]),
     // The router over sentinel-mode warm through failovers.
     Evidence {
         binary: "tier-router::sentinel",
@@ -320,8 +322,8 @@ mod tests {
                 assert_eq!(cell, want, "{name} column {i}: {matrix}");
             }
         }
-        let matrix = render(&[outcome(SUITE, "hot_warm_tls::restart", true)]);
-        assert!(matrix.contains("in no cell (add them to xtask's EVIDENCE): hot_warm_tls"), "{matrix}");
+        let matrix = render(&[outcome(SUITE, "hot_warm_quic::restart", true)]);
+        assert!(matrix.contains("in no cell (add them to xtask's EVIDENCE): hot_warm_quic"), "{matrix}");
         assert_eq!(cells(&matrix, "hot+warm")[8], "not run");
     }
 

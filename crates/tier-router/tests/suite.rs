@@ -1,6 +1,7 @@
 //! The router's behavioural suite, run under every deployment: hot; hot+cold (local
 //! directory, moto S3, Azurite); hot+warm (Valkey with a replica); hot+warm+cold (local,
-//! S3, Azurite); hot+warm and hot+warm+cold (local) with warm on a Valkey Cluster.
+//! S3, Azurite); hot+warm and hot+warm+cold (local) with warm on a Valkey Cluster;
+//! hot+warm and hot+warm+cold (S3) with warm on a Valkey over TLS only, as an ACL user.
 //! The Azure cells start a private Azurite per test (`tier_testkit::servers::Azurite`).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
@@ -285,21 +286,22 @@ async fn background_exporter(mut d: Deployment) {
     store.close().await;
 }
 
+/// The tests of each deployment, each on a fresh deployment made by `Deployment::$make`.
 macro_rules! deployment_tests {
-    ($($module:ident => ($tiers:expr, $cold:expr), [$($test:ident),*];)*) => {$(
+    ($make:ident: $($module:ident => ($tiers:expr, $cold:expr), [$($test:ident),*];)*) => {$(
         mod $module {
             use super::*;
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
-                    super::$test(Deployment::new($tiers, $cold).await).await;
+                    super::$test(Deployment::$make($tiers, $cold).await).await;
                 }
             )*
         }
     )*};
 }
 
-deployment_tests! {
+deployment_tests! { new:
     hot => (Tiers::Hot, ColdOn::Local), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer
@@ -334,27 +336,25 @@ deployment_tests! {
     ];
 }
 
-/// The suite with warm on a private Valkey Cluster (three primaries, a replica each).
-macro_rules! cluster_deployment_tests {
-    ($($module:ident => ($tiers:expr, $cold:expr), [$($test:ident),*];)*) => {$(
-        mod $module {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(Deployment::on_cluster($tiers, $cold).await).await;
-                }
-            )*
-        }
-    )*};
-}
-
-cluster_deployment_tests! {
+// Warm on a private Valkey Cluster (three primaries, a replica each).
+deployment_tests! { on_cluster:
     hot_warm_cluster => (Tiers::HotWarm, ColdOn::Local), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer
     ];
     hot_warm_cluster_cold_local => (Tiers::HotWarmCold, ColdOn::Local), [
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer, background_exporter
+    ];
+}
+
+// Warm on a private Valkey over TLS only, as a least-privilege ACL user.
+deployment_tests! { on_tls:
+    hot_warm_tls => (Tiers::HotWarm, ColdOn::Local), [
+        stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
+        live_tail_slow_consumer
+    ];
+    hot_warm_tls_cold_s3 => (Tiers::HotWarmCold, ColdOn::S3), [
         stitched_read_after_pruning, concurrent_producers, restart_continues_offsets, wal_lost_recovery,
         live_tail_slow_consumer, background_exporter
     ];

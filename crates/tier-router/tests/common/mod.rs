@@ -15,7 +15,7 @@ use tier_cold::{BackendConfig, ColdConfig, ColdTier, Secret};
 use tier_core::{OffsetRange, Record, TierError, TopicName};
 use tier_hot::{FsyncPolicy, HotConfig};
 use tier_router::{ColdBackend, NewRecord, RouterConfig, Source, TieredStore, Topic, WarmBackend};
-use tier_testkit::servers::{Azurite, SharedS3, SharedValkey, ValkeyCluster};
+use tier_testkit::servers::{Azurite, SharedS3, SharedValkey, TlsOptions, ValkeyCluster, ValkeyTls};
 use tier_warm::{Mode, WarmConfig, WarmTier};
 
 /// Which tiers a deployment enables.
@@ -56,6 +56,7 @@ pub struct Deployment {
     pub hot: HotConfig,
     _valkey: Option<SharedValkey>,
     _cluster: Option<ValkeyCluster>,
+    _tls: Option<ValkeyTls>,
     _s3: Option<SharedS3>,
     _azurite: Option<Azurite>,
 }
@@ -157,6 +158,7 @@ impl Deployment {
             hot,
             _valkey: valkey,
             _cluster: None,
+            _tls: None,
             _s3: s3,
             _azurite: azurite,
         }
@@ -177,6 +179,43 @@ impl Deployment {
         d.tiers = tiers;
         d.warm = Some(Arc::new(tier));
         d._cluster = Some(cluster);
+        d
+    }
+
+    /// [`new`](Self::new) with warm on a private Valkey that speaks TLS only (a primary
+    /// and a replica, certificates from a CA the harness makes, client certificates
+    /// required), logged into as an ACL user holding exactly the documented commands
+    /// (`tier_warm::ACL_COMMANDS`) on the deployment's keys.
+    pub async fn on_tls(tiers: Tiers, cold_on: ColdOn) -> Self {
+        const USER: &str = "suite";
+        const PASSWORD: &str = "suite-pa55word";
+        assert!(tiers.warm(), "a TLS deployment has a warm tier");
+        let without_warm = if tiers.cold() { Tiers::HotCold } else { Tiers::Hot };
+        let mut d = Self::new(without_warm, cold_on).await;
+        let valkey = ValkeyTls::start(TlsOptions::new().auth_clients(true).replica(true))
+            .await
+            .expect("a Valkey over TLS (install valkey-server)");
+        valkey
+            .set_acl_user(USER, PASSWORD, "suite:*", tier_warm::ACL_COMMANDS)
+            .await
+            .expect("the harness creates the ACL user");
+        let mut config = warm_config(&valkey.url(), "suite:");
+        let files = valkey.files();
+        config.tls_ca_file = Some(files.ca.clone());
+        config.tls_cert_file = Some(files.client_cert.clone());
+        config.tls_key_file = Some(files.client_key.clone());
+        config.username = Some(USER.to_owned());
+        config.password = Some(Secret::new(PASSWORD));
+        // TLS handshakes and replication over TLS, on two cores shared with the rest of the
+        // test run, can take a `WAIT` past the shared deployments' 200 ms; no suite test
+        // stops the replica, so a longer bound never slows one.
+        config.wait_timeout = Duration::from_secs(5);
+        config.command_timeout = Duration::from_secs(5);
+        config.connect_timeout = Duration::from_secs(5);
+        let tier = WarmTier::connect(config).await.expect("connect to Valkey over TLS as the ACL user");
+        d.tiers = tiers;
+        d.warm = Some(Arc::new(tier));
+        d._tls = Some(valkey);
         d
     }
 
