@@ -765,10 +765,6 @@ impl Writer {
         if front <= hwm {
             return None;
         }
-        #[cfg(feature = "testkit")]
-        if crate::testing::sends_warm_past_backlogs(&self.tiers.hot.config().data_dir) {
-            return None;
-        }
         let at = match self.uncommitted_in_wal(OffsetRange::new(hwm, front)).await {
             Ok(at) => at?,
             Err(e) => return Some(e),

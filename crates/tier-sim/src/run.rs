@@ -312,11 +312,6 @@ pub enum Revert {
     /// ([`tier_router::testing::share_state_dirs`]): a store beside it
     /// ([`Step::Neighbour`]) overwrites its checkpoints and reservations.
     SharedStateDir,
-    /// The writer sends warm its pending batches past never-committed records the WAL
-    /// holds below them and warm lacks
-    /// ([`tier_router::testing::send_warm_past_backlogs`]): an empty warm stream takes
-    /// them, and a later recovery commits the refused records below.
-    WarmPastBacklog,
 }
 
 impl From<tier_hot::faults::Revert> for Revert {
@@ -388,12 +383,10 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
             Revert::WarmWaitAlone => world.warm.set_wait_alone(true),
             Revert::WarmIgnoresNext => world.warm.set_ignore_next(true),
             Revert::SharedStateDir => tier_router::testing::share_state_dirs(&world.state_dir),
-            Revert::WarmPastBacklog => tier_router::testing::send_warm_past_backlogs(&world.hot_dir),
         }
     }
     world.run_all();
     tier_router::testing::restore_state_dirs(&world.state_dir);
-    tier_router::testing::restore_warm_backlogs(&world.hot_dir);
     world.disk.untrack(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
     tier_hot::faults::restore(&world.hot_dir);

@@ -93,8 +93,6 @@ enum Reverted {
     HolesAreDamage,
     /// A store opens on its state directory without locking it or checking its owner.
     SharedStateDir,
-    /// The writer sends warm its batches past never-committed records warm lacks.
-    WarmPastBacklog,
 }
 
 impl Reverted {
@@ -106,7 +104,6 @@ impl Reverted {
             Self::TrustFailedFsyncs => Revert::Hot(tier_hot::faults::Revert::TrustFailedFsyncs),
             Self::HolesAreDamage => Revert::Hot(tier_hot::faults::Revert::HolesAreDamage),
             Self::SharedStateDir => Revert::SharedStateDir,
-            Self::WarmPastBacklog => Revert::WarmPastBacklog,
         }
     }
 }
