@@ -659,12 +659,6 @@ impl Writer {
             self.advance();
             return None;
         }
-        let mut withheld = None;
-        if with_warm && let Some(e) = self.backlog_warm_lacks().await {
-            warn!(topic = %self.topic, error = %e.report(), "warm is not sent the next batch");
-            with_warm = false;
-            withheld = Some(e);
-        }
         let wal_todo: Vec<RecordBatch> =
             self.pending.iter().skip_while(|p| p.in_wal).map(|p| p.batch.clone()).collect();
         let warm_todo: Vec<RecordBatch> = if with_warm {
@@ -749,37 +743,7 @@ impl Writer {
             warn!(topic = %self.topic, error = %e.report(), "WAL append failed");
         }
         self.advance();
-        wal_err.or(warm_err).or(withheld)
-    }
-
-    /// Under `fail`, the records the WAL holds below the pending queue that were never
-    /// committed and that warm lacks (a refused batch whose WAL copy is damaged, which
-    /// recovery could not queue for warm): warm must not be sent the queue's batches, as
-    /// an empty stream takes any base offset and a later recovery counts what warm holds
-    /// from its start as committed — the refused records below it with it. The error the
-    /// producers see then; `None` in the common case (the queue starts at the commit
-    /// point), without asking any tier.
-    async fn backlog_warm_lacks(&self) -> Option<TierError> {
-        let hwm = *self.hwm.borrow();
-        let front = self.pending.front()?.batch.base_offset();
-        if front <= hwm {
-            return None;
-        }
-        let at = match self.uncommitted_in_wal(OffsetRange::new(hwm, front)).await {
-            Ok(at) => at?,
-            Err(e) => return Some(e),
-        };
-        let warm = self.tiers.warm.as_ref()?;
-        match warm.range(&self.topic).await {
-            Ok(held) if held.start <= at && front <= held.end => None,
-            Ok(held) => Some(TierError::unavailable(
-                self.ctx().offset(at),
-                format!(
-                    "warm (holding {held}) is not sent the batches from {front}: the WAL holds records at                      {at}..{front} that were never committed and that no tier can give warm (a refused batch                      whose WAL copy is damaged); docs/router.md, 'Warm past offsets no tier holds'"
-                ),
-            )),
-            Err(e) => Some(e),
-        }
+        wal_err.or(warm_err)
     }
 
     /// Marks the first `done` pending batches warm lacked as held by warm.

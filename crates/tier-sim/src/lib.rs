@@ -329,13 +329,6 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 1,
     },
     Regression {
-        seed: 74010453,
-        keep: &[0, 1, 5, 7, 16, 19, 22],
-        case: "hot+warm+cold, fail: two refused batches [0, 1) and [1, 2) in one WAL segment, the second then damaged, warm empty and back: the writer sent the next batch to warm, whose empty stream took it at 2, and the next recovery committed from warm's start, serving the refused record at 0 (warm is never sent a batch while the WAL holds never-committed records below the queue that warm lacks)",
-        invariant: model::inv::UNACKED_SERVED,
-        generator: 6,
-    },
-    Regression {
         seed: 100012370,
         keep: &[157, 158, 159, 170, 171, 180, 181],
         case: "fail, a refused batch in a WAL segment then damaged, warm empty: the commit point jumped over the never-confirmed records when warm took the next batch",
