@@ -1764,28 +1764,25 @@ impl World<'_> {
         out
     }
 
-    /// The acknowledged offsets some tier still holds intact (the full check demands
-    /// them).
-    fn readable(&self) -> BTreeSet<Offset> {
-        let Some(view) = self.view() else { return BTreeSet::new() };
-        self.model.acked.keys().copied().filter(|o| self.copies_gone(*o, &view) == Some(false)).collect()
-    }
-
-    /// Where the full check's reader may go on after a failure: the `readable` offsets,
-    /// and the acknowledged ones the WAL's range claims although the model counts its copy
-    /// destroyed. The model over-approximates what a power cut takes (every WAL copy; a
-    /// sealed segment's fsynced copy survives the cut) and does not follow recovery
-    /// writing warm's copy of what the WAL lost back into it: what the store still serves
-    /// there is checked like any other record, never skipped.
-    fn resumable(&self, readable: &BTreeSet<Offset>) -> BTreeSet<Offset> {
-        let Some(view) = self.view() else { return readable.clone() };
-        let claimed = self
-            .model
-            .acked
-            .keys()
-            .copied()
-            .filter(|o| view.hot.contains(*o) && !view.hot_gaps.iter().any(|g| g.contains(*o)));
-        readable.iter().copied().chain(claimed).collect()
+    /// The acknowledged offsets some tier still holds intact, which the full check
+    /// demands (`readable`), and where its reader may go on after a failure
+    /// (`resumable`): those, and the acknowledged offsets the WAL's range claims although
+    /// the model counts its copy destroyed. The model over-approximates what a power cut
+    /// takes (every WAL copy; a sealed segment's fsynced copy survives the cut) and does
+    /// not follow recovery writing warm's copy of what the WAL lost back into it: what
+    /// the store still serves there is checked like any other record, never skipped.
+    fn readable_and_resumable(&self) -> (BTreeSet<Offset>, BTreeSet<Offset>) {
+        let Some(view) = self.view() else { return (BTreeSet::new(), BTreeSet::new()) };
+        let (mut readable, mut resumable) = (BTreeSet::new(), BTreeSet::new());
+        for &o in self.model.acked.keys() {
+            if self.copies_gone(o, &view) == Some(false) {
+                readable.insert(o);
+                resumable.insert(o);
+            } else if view.hot.contains(o) && !view.hot_gaps.iter().any(|g| g.contains(o)) {
+                resumable.insert(o);
+            }
+        }
+        (readable, resumable)
     }
 
     /// The runs of `range` whose every copy is gone (or that hold no acknowledged record);
@@ -1890,8 +1887,7 @@ impl World<'_> {
             self.check_side();
         }
         let reported = self.skippable();
-        let readable = self.readable();
-        let resumable = self.resumable(&readable);
+        let (readable, resumable) = self.readable_and_resumable();
         let got = self.on_proc(async |_: &TieredStore, topic: &Topic| {
             let hwm = topic.high_watermark();
             // From the earliest offset any tier holds, named, so that a failure before
@@ -2056,9 +2052,9 @@ impl World<'_> {
 /// a range reported lost earlier may since hold records acknowledged after an operator
 /// resumed the topic inside it, and those must be read. A full check passes `resumable`
 /// (the records some tier holds intact, which it demands, or that the WAL claims): its
-/// reader never restarts past one, and restarts at the next one rather than at `a + 1` where no skippable
-/// range holds `a` (every offset before it is gone), so a long unreported loss does not
-/// use up its restarts.
+/// reader never restarts past one, and restarts at the next one rather than at `a + 1`
+/// where no skippable range holds `a` (every offset before it is gone), so a long
+/// unreported loss does not use up its restarts.
 async fn read_until(
     topic: &Topic,
     start: StartPosition,
