@@ -15,6 +15,13 @@
 //!   router keeps the same ranges in `<state_dir>/<topic>.unacked`, and recovery takes
 //!   what either copy says.
 //!
+//! - `losses`: offsets a recovery of the router reported lost (`lost <from> <to>`) or
+//!   maybe lost (`maybe <from> <to>`) whose report was not handed out yet, because the
+//!   open did not complete. The router keeps the same in `<state_dir>/<topic>.losses`;
+//!   this copy survives the state directory's loss, when the WAL may already continue
+//!   past them with nothing else that says so (an emptied WAL that took over at a later
+//!   offset), and recovery reports what either copy says.
+//!
 //! - `owner`: the owner epoch under which this WAL was last written (one decimal number,
 //!   [`crate::HotTier::record_owner_epoch`]): a router whose claim of the topic in warm
 //!   finds epochs claimed since this one knows another node may have owned the topic
@@ -51,6 +58,9 @@ pub(crate) const CUT: Marker = Marker { file: "cut", tmp: "cut.tmp", what: "cut 
 /// The `unacked` marker.
 pub(crate) const UNACKED: Marker = Marker { file: "unacked", tmp: "unacked.tmp", what: "unacked marker" };
 
+/// The `losses` marker.
+pub(crate) const LOSSES: Marker = Marker { file: "losses", tmp: "losses.tmp", what: "losses marker" };
+
 /// The `owner` marker.
 pub(crate) const OWNER: Marker = Marker { file: "owner", tmp: "owner.tmp", what: "owner epoch marker" };
 
@@ -61,7 +71,7 @@ pub(crate) const DURABLE_SEALS: Marker =
 /// True for a marker's file name, or that of a write of one a crash cut short: files of
 /// the topic directory that are not segments and not to be warned about.
 pub(crate) fn is_marker(name: &str) -> bool {
-    [&crate::rebuilt::REBUILT, &UNACKED, &CUT, &DURABLE_SEALS, &OWNER]
+    [&crate::rebuilt::REBUILT, &UNACKED, &LOSSES, &CUT, &DURABLE_SEALS, &OWNER]
         .iter()
         .any(|m| name == m.file || name == m.tmp)
 }
@@ -142,6 +152,52 @@ pub(crate) fn read_unacked(data_dir: &Path, topic: &TopicName) -> Result<Vec<Off
     })
 }
 
+/// Records `lost` and `maybe_lost` as `topic`'s `losses` marker under `data_dir`; none
+/// remove it.
+pub(crate) fn write_losses(
+    data_dir: &Path,
+    topic: &TopicName,
+    lost: &[OffsetRange],
+    maybe_lost: &[OffsetRange],
+) -> Result<(), TierError> {
+    if lost.is_empty() && maybe_lost.is_empty() {
+        return LOSSES.remove(data_dir, topic);
+    }
+    let lines = lost.iter().map(|r| ("lost", r)).chain(maybe_lost.iter().map(|r| ("maybe", r)));
+    let text: String = lines.map(|(kind, r)| format!("{kind} {} {}\n", r.start, r.end)).collect();
+    LOSSES.write(data_dir, topic, &text)
+}
+
+/// The `lost` and `maybe` ranges of `topic`'s `losses` marker under `data_dir` (none
+/// without one).
+pub(crate) fn read_losses(
+    data_dir: &Path,
+    topic: &TopicName,
+) -> Result<(Vec<OffsetRange>, Vec<OffsetRange>), TierError> {
+    let (mut lost, mut maybe_lost) = (Vec::new(), Vec::new());
+    let Some((path, text)) = LOSSES.read(data_dir, topic)? else { return Ok((lost, maybe_lost)) };
+    let bad = |line: &str| {
+        TierError::corruption(
+            ctx(topic).location(path.display().to_string()),
+            format!("bad losses marker line {line:?}"),
+        )
+    };
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [kind, from, to] = words[..] else { return Err(bad(line)) };
+        let (Ok(from), Ok(to)) = (from.parse(), to.parse()) else { return Err(bad(line)) };
+        if to < from {
+            return Err(bad(line));
+        }
+        match kind {
+            "lost" => lost.push(OffsetRange::new(from, to)),
+            "maybe" => maybe_lost.push(OffsetRange::new(from, to)),
+            _ => return Err(bad(line)),
+        }
+    }
+    Ok((lost, maybe_lost))
+}
+
 /// Records `epoch` as `topic`'s owner marker under `data_dir`.
 pub(crate) fn write_owner(data_dir: &Path, topic: &TopicName, epoch: u64) -> Result<(), TierError> {
     OWNER.write(data_dir, topic, &format!("{epoch}\n"))
@@ -186,6 +242,23 @@ pub(crate) fn read_durable_seals(dir: &Path) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_losses_marker_round_trips_and_none_remove_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let topic = TopicName::new("t").unwrap();
+        assert_eq!(read_losses(dir.path(), &topic).unwrap(), (vec![], vec![]));
+        let (lost, maybe) =
+            (vec![OffsetRange::new(5, 10)], vec![OffsetRange::new(10, 1034), OffsetRange::new(2000, 2010)]);
+        write_losses(dir.path(), &topic, &lost, &maybe).unwrap();
+        assert_eq!(read_losses(dir.path(), &topic).unwrap(), (lost, maybe));
+        assert!(!dir.path().join("t").join(LOSSES.tmp).exists());
+        write_losses(dir.path(), &topic, &[], &[]).unwrap();
+        write_losses(dir.path(), &topic, &[], &[]).unwrap();
+        assert_eq!(read_losses(dir.path(), &topic).unwrap(), (vec![], vec![]));
+        std::fs::write(dir.path().join("t").join(LOSSES.file), "gone 1 2\n").unwrap();
+        assert_eq!(read_losses(dir.path(), &topic).unwrap_err().kind(), tier_core::ErrorKind::Corruption);
+    }
 
     #[test]
     fn the_unacked_marker_round_trips_and_none_remove_it() {

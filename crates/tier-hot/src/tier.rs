@@ -280,6 +280,32 @@ impl HotTier {
         crate::marker::read_unacked(data_dir, topic)
     }
 
+    /// Records durably, in `topic`'s own directory, the offsets a recovery of the router
+    /// reported `lost` and `maybe_lost`, until its report is handed out (the router's
+    /// `<state_dir>/<topic>.losses`, which goes with its state directory): an open that
+    /// fails after the recovery and a lost state directory then still leave the report
+    /// for the next recovery, also where the WAL already continues past those offsets. No
+    /// ranges remove the marker. Creates the topic's directory when missing. Blocking file
+    /// I/O.
+    pub fn keep_losses(
+        &self,
+        topic: &TopicName,
+        lost: &[OffsetRange],
+        maybe_lost: &[OffsetRange],
+    ) -> Result<(), TierError> {
+        crate::marker::write_losses(&self.inner.config.data_dir, topic, lost, maybe_lost)
+    }
+
+    /// The `lost` and `maybe_lost` ranges of `topic`'s `losses` marker
+    /// ([`keep_losses`](Self::keep_losses)) under WAL directory `data_dir`, none without
+    /// one; reads only, so it needs no open WAL.
+    pub fn kept_losses_in(
+        data_dir: &std::path::Path,
+        topic: &TopicName,
+    ) -> Result<(Vec<OffsetRange>, Vec<OffsetRange>), TierError> {
+        crate::marker::read_losses(data_dir, topic)
+    }
+
     /// Records durably, in `topic`'s own directory, the owner epoch under which this WAL
     /// is written from now on (the router's claim of the topic, see `docs/ownership.md`).
     /// Creates the topic's directory when missing. Blocking file I/O.

@@ -41,8 +41,9 @@ use tier_core::{
 use tracing::{error, info, warn};
 
 use crate::state::{
-    Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses, read_reservation,
-    read_unacked_copies, write_checkpoint, write_fence, write_losses, write_unacked_copies,
+    Checkpoint, PendingLosses, ReservationFile, read_checkpoint, read_fence, read_losses_copies,
+    read_reservation, read_unacked_copies, write_checkpoint, write_fence, write_losses_copies,
+    write_unacked_copies,
 };
 use crate::tiers::Tiers;
 
@@ -174,7 +175,7 @@ async fn recover(
         // The losses found so far, the fence and the WAL's rebuilt marker come first: an
         // open that fails after the replay must not leave a WAL that passes for local
         // evidence of where the acknowledged offsets end (see `plan::plan_replay`).
-        write_losses(state_dir, topic, &pending(&r.kept))?;
+        write_losses_copies(&tiers.hot, state_dir, topic, &pending(&r.kept))?;
         if let Some(at) = r.fence {
             write_fence(state_dir, topic, at)?;
         }
@@ -274,7 +275,7 @@ async fn apply(
     replayed: &mut Vec<RecordBatch>,
 ) -> Result<(), TierError> {
     match effect {
-        Effect::KeepLosses(losses) => write_losses(state_dir, topic, &pending(&losses)),
+        Effect::KeepLosses(losses) => write_losses_copies(&tiers.hot, state_dir, topic, &pending(&losses)),
         Effect::WriteFence(at) => write_fence(state_dir, topic, at),
         Effect::CollectBackfill(Backfill::Replayed { warm_from }) => {
             if let Some((from, to)) = warm_from {
@@ -349,7 +350,8 @@ async fn gather(
     let checkpoint = read_checkpoint(state_dir, topic)?;
     let reservation = read_reservation(state_dir, topic)?;
     let fence = read_fence(state_dir, topic)?;
-    let pending = read_losses(state_dir, topic)?;
+    // Losses an earlier recovery kept: in the state directory and in the WAL's directory.
+    let pending = read_losses_copies(&tiers.hot.config().data_dir, state_dir, topic)?;
     // Offsets earlier degraded opens skipped: kept in the state directory and in the WAL's
     // directory: either may have been lost, and what either says holds.
     let (unacked_state, unacked_wal) = read_unacked_copies(&tiers.hot.config().data_dir, state_dir, topic)?;
@@ -522,10 +524,26 @@ impl TopicMarkers {
                 w.record_topic(topic).await?;
                 return Ok(true);
             }
-            // A new topic. Local evidence first (a commit point of 0): should recording a
-            // marker fail, the next open must not take the marker written for a lost
-            // data directory's.
-            write_checkpoint(state_dir, topic, Checkpoint { end: 0, warm: tiers.warm.as_ref().map(|_| 0) })?;
+            // A new topic — unless cold holds segments of it or warm's stream ever held a
+            // record (the other tier's marker alone is missing: a failover to a replica
+            // that had none of it), when the plan fences it, its acknowledged end unknown. Local evidence first (a commit point of
+            // 0): should recording a marker fail, the next open must not take the marker
+            // written for a lost data directory's. Never for a topic a tier holds: that
+            // checkpoint would pass for a surviving state directory, and the next open
+            // would continue at the tiers' end, past what only the lost WAL held.
+            #[cfg(feature = "testkit")]
+            let held =
+                !crate::testing::reverted(state_dir, crate::testing::Repair::NewTopicOnlyWhenNoTierHolds)
+                    && (!self.cold.is_empty() || self.warm.is_some_and(|w| w.end > 0));
+            #[cfg(not(feature = "testkit"))]
+            let held = !self.cold.is_empty() || self.warm.is_some_and(|w| w.end > 0);
+            if !held {
+                write_checkpoint(
+                    state_dir,
+                    topic,
+                    Checkpoint { end: 0, warm: tiers.warm.as_ref().map(|_| 0) },
+                )?;
+            }
         }
         if let Some(c) = cold {
             self.recorded("cold", topic, c.record_topic(topic).await)?;

@@ -73,7 +73,7 @@ pub fn pending_recovery(
     state_dir: &Path,
     topic: &TopicName,
 ) -> Result<PendingRecovery, TierError> {
-    let losses = read_losses(state_dir, topic)?;
+    let losses = read_losses_copies(hot_dir, state_dir, topic)?;
     Ok(PendingRecovery {
         fenced_at_least: read_fence(state_dir, topic)?,
         lost: losses.lost,
@@ -92,6 +92,12 @@ pub fn pending_recovery(
 pub(crate) struct PendingLosses {
     pub(crate) lost: Vec<tier_core::OffsetRange>,
     pub(crate) maybe_lost: Vec<tier_core::OffsetRange>,
+}
+
+impl PendingLosses {
+    fn is_empty(&self) -> bool {
+        self.lost.is_empty() && self.maybe_lost.is_empty()
+    }
 }
 
 /// The losses an earlier recovery of `topic` found but whose open did not complete
@@ -133,7 +139,7 @@ pub(crate) fn write_losses(
     topic: &TopicName,
     losses: &PendingLosses,
 ) -> Result<(), TierError> {
-    if losses.lost.is_empty() && losses.maybe_lost.is_empty() {
+    if losses.is_empty() {
         return Ok(());
     }
     let mut text = String::new();
@@ -149,6 +155,55 @@ pub(crate) fn write_losses(
 /// Removes `topic`'s pending losses: the topic opened and its report was handed out.
 pub(crate) fn remove_losses(state_dir: &Path, topic: &TopicName) -> Result<(), TierError> {
     remove_state(state_dir, topic, LOSSES)
+}
+
+/// The losses an earlier recovery of `topic` kept, as both copies say together: the
+/// router's `.losses` file under `state_dir` ([`read_losses`]) and the `losses` marker in
+/// the WAL's directory `hot_dir` (`tier_hot::HotTier::keep_losses`). Each goes with its
+/// own directory: a recovery that made an emptied WAL continue past the offsets it found
+/// lost, in an open that then failed, leaves the marker as the only evidence of them once
+/// the state directory is lost.
+pub(crate) fn read_losses_copies(
+    hot_dir: &Path,
+    state_dir: &Path,
+    topic: &TopicName,
+) -> Result<PendingLosses, TierError> {
+    let mut losses = read_losses(state_dir, topic)?;
+    let (lost, maybe_lost) = tier_hot::HotTier::kept_losses_in(hot_dir, topic)?;
+    for (all, more) in [(&mut losses.lost, lost), (&mut losses.maybe_lost, maybe_lost)] {
+        all.extend(more);
+        all.sort_by_key(|r| (r.start, r.end));
+        all.dedup();
+    }
+    Ok(losses)
+}
+
+/// Records `losses` in both copies (see [`read_losses_copies`]); nothing for no losses.
+pub(crate) fn write_losses_copies(
+    hot: &tier_hot::HotTier,
+    state_dir: &Path,
+    topic: &TopicName,
+    losses: &PendingLosses,
+) -> Result<(), TierError> {
+    if losses.is_empty() {
+        return Ok(());
+    }
+    write_losses(state_dir, topic, losses)?;
+    #[cfg(feature = "testkit")]
+    if crate::testing::reverted(state_dir, crate::testing::Repair::LossesInWal) {
+        return Ok(());
+    }
+    hot.keep_losses(topic, &losses.lost, &losses.maybe_lost)
+}
+
+/// Removes both copies of `topic`'s pending losses (see [`read_losses_copies`]).
+pub(crate) fn remove_losses_copies(
+    hot: &tier_hot::HotTier,
+    state_dir: &Path,
+    topic: &TopicName,
+) -> Result<(), TierError> {
+    remove_losses(state_dir, topic)?;
+    hot.keep_losses(topic, &[], &[])
 }
 
 /// The offsets degraded opens of `topic` skipped (`<state_dir>/<topic>.unacked`; lines

@@ -20,7 +20,9 @@ use crate::backend::{ColdBackend, WarmBackend};
 use crate::config::RouterConfig;
 use crate::recovery::{RecoveryReport, recover_topic, resume_at};
 use crate::reservation::Reservation;
-use crate::state::{Checkpoint, has_state, read_checkpoint, remove_fence, remove_losses, write_checkpoint};
+use crate::state::{
+    Checkpoint, has_state, read_checkpoint, remove_fence, remove_losses_copies, write_checkpoint,
+};
 use crate::tiers::Tiers;
 use crate::topic::{Topic, TopicCore};
 use crate::writer::Writer;
@@ -329,7 +331,10 @@ impl TieredStore {
         };
         if had_losses {
             let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
-            match tokio::task::spawn_blocking(move || remove_losses(&state_dir, &done_topic)).await {
+            let hot = self.inner.tiers.hot.clone();
+            match tokio::task::spawn_blocking(move || remove_losses_copies(&hot, &state_dir, &done_topic))
+                .await
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     warn!(topic = %name, error = %e.report(), "removing the recorded losses failed")

@@ -27,3 +27,39 @@ pub fn restore_state_dirs(state_dir: &Path) {
 pub(crate) fn shares_state_dirs(state_dir: &Path) -> bool {
     SHARED.lock().iter().any(|d| state_dir.starts_with(d))
 }
+
+/// A repaired recovery behaviour [`revert`] puts back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// Recovery keeps the losses it found in the state directory alone, with no copy in
+    /// the WAL's directory: an open that fails after a topic's recovery made its emptied
+    /// WAL continue past them, and a lost state directory after it, leave nothing that
+    /// reports them.
+    LossesInWal,
+    /// A lost data directory's open takes a topic whose marker it does not find for a new
+    /// one, and writes a commit point of 0, even where cold or warm holds records of it:
+    /// an open that then fails leaves a checkpoint that passes for a surviving state
+    /// directory, and the next continues at the tiers' end, past what the WAL held.
+    NewTopicOnlyWhenNoTierHolds,
+}
+
+static REVERTED: Mutex<Vec<(PathBuf, Repair)>> = Mutex::new(Vec::new());
+
+/// Puts `repair` back for the store whose state directory is `state_dir` (or inside it),
+/// until [`restore`].
+pub fn revert(state_dir: &Path, repair: Repair) {
+    let mut reverted = REVERTED.lock();
+    if !reverted.iter().any(|(d, r)| d == state_dir && *r == repair) {
+        reverted.push((state_dir.to_owned(), repair));
+    }
+}
+
+/// Ends every [`revert`] for `state_dir`.
+pub fn restore(state_dir: &Path) {
+    REVERTED.lock().retain(|(d, _)| d != state_dir);
+}
+
+/// True while `repair` is reverted for the store whose state directory is `state_dir`.
+pub(crate) fn reverted(state_dir: &Path, repair: Repair) -> bool {
+    REVERTED.lock().iter().any(|(d, r)| state_dir.starts_with(d) && *r == repair)
+}

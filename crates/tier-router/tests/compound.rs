@@ -1788,3 +1788,55 @@ async fn wal_retention_deletes_what_cold_holds_behind_a_held_warm_floor() {
     drop(topic);
     store.close().await;
 }
+
+/// A lost data directory where cold holds the topic's first records and warm nothing,
+/// not even its marker (a failover to a replica that had none of it): the open must not
+/// take the topic for a new one. An open that wrote a commit point of 0 as a new topic's
+/// local evidence, then failed recording warm's marker (a `WAIT` that fell short), left a
+/// checkpoint that passed for a surviving state directory: the next open continued at
+/// cold's end, 6, and handed out the acknowledged [6, 14) the WAL had held again
+/// (simulation seed 220092267, generator 13: "offset served with two contents").
+#[tokio::test]
+async fn a_failed_open_never_leaves_a_lost_topic_a_commit_point_that_passes_for_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = local_cold(dir.path());
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    let store = open_warm_and_cold(dir.path(), &warm, cold.clone()).await;
+    let topic = store.topic(T).await.unwrap();
+    append_range(&topic, 0, 6, 3).await;
+    store.export_now(T).await.unwrap();
+    append_range(&topic, 6, 14, 8).await;
+    drop(topic);
+    store.close().await;
+    std::fs::remove_dir_all(dir.path().join("hot")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("router")).unwrap();
+
+    // Warm fails over to a replica that holds nothing of the topic; recording its marker
+    // fails once.
+    let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
+    warm.target(&[Op::Marker]);
+    warm.fail_next_after(1, 1); // the check for a marker passes, recording one fails
+    let b = TieredStore::builder()
+        .hot(hot(dir.path(), FsyncPolicy::Always))
+        .router(router(WarmFailurePolicy::Degrade))
+        .background(false)
+        .topics([name()])
+        .warm(warm.clone() as Arc<dyn WarmBackend>)
+        .cold(cold.clone() as Arc<dyn ColdBackend>);
+    let Err(refused) = b.open().await else { panic!("recording warm's marker fails") };
+    assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
+
+    warm.clear();
+    let store = open_warm_and_cold(dir.path(), &warm, cold.clone()).await;
+    let report = store.recover_topic(T).await.unwrap();
+    assert!(
+        report.end_unknown,
+        "nothing local survived and cold holds the topic: its acknowledged end is unknown: {report:?}"
+    );
+    let topic = store.topic(T).await.unwrap();
+    assert_eq!(topic.append(vec![rec(6)]).await.unwrap_err().kind(), ErrorKind::Fenced);
+    store.resume_topic(T, 14).await.unwrap();
+    assert_eq!(topic.append(vec![rec(14)]).await.unwrap(), r(14, 15));
+    drop(topic);
+    store.close().await;
+}

@@ -6,6 +6,8 @@
 //! order give the same failures. [`hold`](FaultyTier::hold) makes every call on a topic
 //! wait until [`release`](FaultyTier::release)d — a slow backend for one topic, with a
 //! signal ([`wait_held`](FaultyTier::wait_held)) instead of a sleep.
+//! [`fail_topic`](FaultyTier::fail_topic) makes every call on one topic fail while the
+//! others' go through: one topic's backend unreachable.
 
 use std::{
     sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering},
@@ -29,7 +31,13 @@ pub enum Op {
     Read,
     /// [`Tier::offset_for_timestamp`].
     OffsetForTimestamp,
+    /// The topic marker (`WarmBackend::record_topic` and `topic_recorded`). Not among
+    /// the methods faults apply to by default: only when [`target`](FaultyTier::target)ed.
+    Marker,
 }
+
+/// The [`Op`]s faults apply to by default: the [`Tier`] methods.
+const DEFAULT_TARGETS: u8 = 0x0f;
 
 impl Op {
     fn bit(self) -> u8 {
@@ -38,6 +46,7 @@ impl Op {
             Op::Append => 2,
             Op::Read => 4,
             Op::OffsetForTimestamp => 8,
+            Op::Marker => 16,
         }
     }
 }
@@ -66,6 +75,8 @@ pub struct FaultyTier<T> {
     injected: AtomicU64,
     /// The held topics and the calls waiting on them.
     gate: tokio::sync::watch::Sender<(Vec<TopicName>, usize)>,
+    /// Topics every call on which fails.
+    failing: parking_lot::Mutex<Vec<TopicName>>,
 }
 
 impl<T: Tier> FaultyTier<T> {
@@ -83,12 +94,13 @@ impl<T: Tier> FaultyTier<T> {
             pass_first: AtomicU64::new(0),
             fail_ppm: AtomicU32::new(0),
             fail_after_append: AtomicBool::new(false),
-            targets: AtomicU8::new(0x0f),
+            targets: AtomicU8::new(DEFAULT_TARGETS),
             latency_us: AtomicU64::new(0),
             rng: AtomicU64::new(seed),
             calls: AtomicU64::new(0),
             injected: AtomicU64::new(0),
             gate: tokio::sync::watch::Sender::new((Vec::new(), 0)),
+            failing: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -133,20 +145,27 @@ impl<T: Tier> FaultyTier<T> {
         self.latency_us.store(latency.as_micros().try_into().unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
-    /// Restricts faults and latency to `ops` (all methods by default).
+    /// Restricts faults and latency to `ops` (the [`Tier`] methods by default).
     pub fn target(&self, ops: &[Op]) {
         let bits = ops.iter().fold(0, |acc, op| acc | op.bit());
         self.targets.store(bits, Ordering::SeqCst);
     }
 
-    /// Removes every fault and the latency, and targets all methods again.
+    /// Fails every call on `topic` with `Unavailable` (whatever the targets) until
+    /// [`clear`](Self::clear).
+    pub fn fail_topic(&self, topic: &TopicName) {
+        self.failing.lock().push(topic.clone());
+    }
+
+    /// Removes every fault and the latency, and targets the [`Tier`] methods again.
     pub fn clear(&self) {
+        self.failing.lock().clear();
         self.fail_next.store(0, Ordering::SeqCst);
         self.pass_first.store(0, Ordering::SeqCst);
         self.fail_ppm.store(0, Ordering::SeqCst);
         self.fail_after_append.store(false, Ordering::SeqCst);
         self.latency_us.store(0, Ordering::SeqCst);
-        self.targets.store(0x0f, Ordering::SeqCst);
+        self.targets.store(DEFAULT_TARGETS, Ordering::SeqCst);
     }
 
     /// Makes every call on `topic` wait (before any fault applies) until
@@ -165,15 +184,21 @@ impl<T: Tier> FaultyTier<T> {
         let _ = self.gate.subscribe().wait_for(|(_, waiting)| *waiting >= calls).await;
     }
 
-    /// Waits while `topic` is held.
-    async fn hold_point(&self, topic: &TopicName) {
+    /// Waits while `topic` is held; then true when the call fails: its topic is failing,
+    /// or [`before`](Self::before) says so.
+    pub(crate) async fn hold_point(&self, topic: &TopicName, op: Op) -> bool {
         let mut gate = self.gate.subscribe();
-        if !gate.borrow().0.contains(topic) {
-            return;
+        if gate.borrow().0.contains(topic) {
+            self.gate.send_modify(|(_, waiting)| *waiting += 1);
+            let _ = gate.wait_for(|(held, _)| !held.contains(topic)).await;
+            self.gate.send_modify(|(_, waiting)| *waiting -= 1);
         }
-        self.gate.send_modify(|(_, waiting)| *waiting += 1);
-        let _ = gate.wait_for(|(held, _)| !held.contains(topic)).await;
-        self.gate.send_modify(|(_, waiting)| *waiting -= 1);
+        if self.failing.lock().contains(topic) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.injected.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+        self.before(op).await
     }
 
     /// Calls made through the wrapper so far (all methods but `kind`).
@@ -224,7 +249,7 @@ impl<T: Tier> FaultyTier<T> {
         z ^ (z >> 31)
     }
 
-    fn injected_error(&self, topic: &TopicName, op: Op) -> TierError {
+    pub(crate) fn injected_error(&self, topic: &TopicName, op: Op) -> TierError {
         TierError::unavailable(
             ErrorContext::tier(self.inner.kind()).topic(topic),
             format!("fault injected by FaultyTier into {op:?}"),
@@ -243,8 +268,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
-        self.hold_point(topic).await;
-        if self.before(Op::Range).await {
+        if self.hold_point(topic, Op::Range).await {
             return Err(self.injected_error(topic, Op::Range));
         }
         self.inner.range(topic).await
@@ -252,8 +276,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let base = batch.base_offset();
-        self.hold_point(topic).await;
-        if self.before(Op::Append).await {
+        if self.hold_point(topic, Op::Append).await {
             if self.fail_after_append.load(Ordering::SeqCst) {
                 // The write's own outcome is hidden from the caller, as a lost reply would.
                 let _ = self.inner.append(topic, batch).await;
@@ -272,8 +295,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
         to: Offset,
         max_bytes: usize,
     ) -> Result<Vec<RecordBatch>, TierError> {
-        self.hold_point(topic).await;
-        if self.before(Op::Read).await {
+        if self.hold_point(topic, Op::Read).await {
             let mut err = self.injected_error(topic, Op::Read);
             err.context_mut().offset = Some(from);
             return Err(err);
@@ -286,8 +308,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
         topic: &TopicName,
         timestamp: Timestamp,
     ) -> Result<Option<Offset>, TierError> {
-        self.hold_point(topic).await;
-        if self.before(Op::OffsetForTimestamp).await {
+        if self.hold_point(topic, Op::OffsetForTimestamp).await {
             return Err(self.injected_error(topic, Op::OffsetForTimestamp));
         }
         self.inner.offset_for_timestamp(topic, timestamp).await

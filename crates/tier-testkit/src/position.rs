@@ -111,9 +111,10 @@ impl ColdBackend for MemoryTier {
     }
 }
 
-/// Faults apply to the [`Tier`] methods only (a group append is the wrapper's own
-/// appends in turn, so each batch meets the faults an append would); trimming, replay
-/// and the topic marker are forwarded.
+/// Faults apply to the [`Tier`] methods (a group append is the wrapper's own appends in
+/// turn, so each batch meets the faults an append would) and, where targeted
+/// ([`Op::Marker`](crate::faults::Op::Marker)), to the topic marker; trimming and replay are
+/// forwarded.
 #[async_trait]
 impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
     async fn append_group(
@@ -137,10 +138,16 @@ impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
     }
 
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
+        if self.hold_point(topic, crate::faults::Op::Marker).await {
+            return Err(self.injected_error(topic, crate::faults::Op::Marker));
+        }
         self.inner().record_topic(topic).await
     }
 
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
+        if self.hold_point(topic, crate::faults::Op::Marker).await {
+            return Err(self.injected_error(topic, crate::faults::Op::Marker));
+        }
         self.inner().topic_recorded(topic).await
     }
 }
