@@ -764,6 +764,27 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 13,
     },
     Regression {
+        seed: 220023971,
+        keep: &[0, 1, 4, 18],
+        case: "two topics, hot+cold, degrade, fsync interval: [0, 12) acknowledged, a power cut took every batch; the reopen recovered topic u (maybe lost [0, 1036) up to the reservation, kept in the state directory; the emptied WAL made to continue at 1036) while the other topic's recovery failed on cold's errors, which failed the whole open; the state directory was then lost, and the next open found a WAL starting at 1036 with nothing below it, fenced the topic and reported nothing of [0, 1036) (recovery now keeps its losses in the WAL's directory too, the `losses` marker; `Repair::LossesInWal` reverted puts the state directory's copy alone back)",
+        invariant: model::inv::UNREPORTED,
+        generator: 13,
+    },
+    Regression {
+        seed: 220092267,
+        keep: &[0, 14, 30, 34, 35, 43, 45, 53, 54, 55, 93, 94],
+        case: "hot+warm+cold, degrade, fsync always, WAIT short: [0, 6) exported, [6, 14) acknowledged on the WAL (warm's copy unconfirmed), a failover to a replica behind emptied warm and took its topic marker, the state directory and the WAL lost; an open found no marker, took the topic for a new one and wrote its commit point of 0, then failed recording warm's marker (WAIT short); the next open took that checkpoint for a surviving state directory and continued at cold's end, handing [6, 14) out again (a topic cold or warm holds is never taken for a new one: its end is unknown, the topic fenced; `Repair::NewTopicOnlyWhenNoTierHolds` reverted puts it back)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 13,
+    },
+    Regression {
+        seed: 220082574,
+        keep: &[120, 127, 128, 129, 130, 131, 132, 133, 134, 135, 136, 138, 139, 142, 148],
+        case: "a model gap, not a store bug: hot+warm, fail, fsync interval: after a WAL fsync failed (losing its pages), refused batches [34, 46) were confirmed by warm's retries and committed; a failover to a replica behind took warm's copy of [42, 46), and the crash after it the WAL's (the next open cut the pages the failed fsync lost): both copies gone, a double fault beyond the guarantee, after which 42 was handed out again; the model counted the WAL as holding [42, 46) at the failover because the running WAL still served it (the WAL's copies a failed fsync lost since the open are now counted destroyed at a failover)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 13,
+    },
+    Regression {
         seed: 140000660,
         keep: &[16, 21, 30, 31, 37],
         case: "two topics, hot+cold, fsync never: a power cut before a seal took [30, 41) of topic t; the reopen recovered t (the loss recorded as a WAL gap, a gap marker in cold and the state directory's kept losses) while topic u's recovery failed on cold's errors, which failed the whole open; then the state directory was lost, and the next open reported nothing: cold's trailing gap lay inside the WAL's range, which counted its recorded gaps as held (the WAL's torn points are now reported again once the state directory is lost)",

@@ -312,6 +312,8 @@ pub enum Revert {
     /// ([`tier_router::testing::share_state_dirs`]): a store beside it
     /// ([`Step::Neighbour`]) overwrites its checkpoints and reservations.
     SharedStateDir,
+    /// A repaired recovery behaviour of the router ([`tier_router::testing::Repair`]).
+    Router(tier_router::testing::Repair),
 }
 
 impl From<tier_hot::faults::Revert> for Revert {
@@ -383,10 +385,12 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
             Revert::WarmWaitAlone => world.warm.set_wait_alone(true),
             Revert::WarmIgnoresNext => world.warm.set_ignore_next(true),
             Revert::SharedStateDir => tier_router::testing::share_state_dirs(&world.state_dir),
+            Revert::Router(repair) => tier_router::testing::revert(&world.state_dir, repair),
         }
     }
     world.run_all();
     tier_router::testing::restore_state_dirs(&world.state_dir);
+    tier_router::testing::restore(&world.state_dir);
     world.disk.untrack(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
     tier_hot::faults::restore(&world.hot_dir);
@@ -1018,19 +1022,23 @@ impl World<'_> {
                 // Whether the WAL held each then: if it did, the store must give warm its
                 // copy again; if not, warm's was the last copy (beyond what `WAIT`
                 // promises, `docs/warm.md`). With no process to look through, what the
-                // last open's WAL held unless the schedule destroyed it since.
+                // last open's WAL held; either way, unless the schedule destroyed it since
+                // the open — a failed fsync that lost its pages took the copies the running
+                // WAL still serves (`docs/hot.md`, "Failed fsyncs": nothing is cut in the
+                // running process, the next open cuts them), committed records that were
+                // never acknowledged among them.
                 let view = self.view();
                 let epoch = self.model.wal_destroyed.len();
                 let destroyed_since_open = self.model.wal_destroyed[self.open_epoch.min(epoch)..].to_vec();
                 for (offset, payload) in confirmed {
-                    let wal_held = match &view {
-                        Some(v) => v.hot.contains(offset) && !v.hot_gaps.iter().any(|g| g.contains(offset)),
-                        None => !destroyed_since_open.iter().any(|r| r.contains(offset)),
-                    } && self
-                        .model
-                        .acked
-                        .get(&offset)
-                        .is_none_or(|a| !self.model.wal_copy_destroyed(offset, a));
+                    let wal_held = view.as_ref().is_none_or(|v| {
+                        v.hot.contains(offset) && !v.hot_gaps.iter().any(|g| g.contains(offset))
+                    }) && !destroyed_since_open.iter().any(|r| r.contains(offset))
+                        && self
+                            .model
+                            .acked
+                            .get(&offset)
+                            .is_none_or(|a| !self.model.wal_copy_destroyed(offset, a));
                     self.model.warm_lost.insert((offset, payload), (wal_held, epoch));
                 }
             }

@@ -26,6 +26,7 @@ fn every_regression_schedule_passes() {
 #[test]
 fn each_reverted_repair_is_found_by_its_regression_schedule() {
     use tier_hot::faults::Revert as Hot;
+    use tier_router::testing::Repair;
     use tier_sim::Revert;
     let cases = [
         (64000015, Revert::Hot(Hot::ForgetCuts)),
@@ -34,6 +35,8 @@ fn each_reverted_repair_is_found_by_its_regression_schedule() {
         (1796426533093494512, Revert::Hot(Hot::TrustFailedFsyncs)),
         (60000000, Revert::Hot(Hot::HolesAreDamage)),
         (120000015, Revert::SharedStateDir),
+        (220023971, Revert::Router(Repair::LossesInWal)),
+        (220092267, Revert::Router(Repair::NewTopicOnlyWhenNoTierHolds)),
     ];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");

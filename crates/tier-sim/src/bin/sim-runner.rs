@@ -72,7 +72,8 @@ struct Args {
     list: bool,
     /// Put a repaired behaviour back (to see the simulation find the bug it was):
     /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`,
-    /// `ignore-next` (the warm stand-in's protocol).
+    /// `ignore-next` (the warm stand-in's protocol), `shared-state-dir`,
+    /// `losses-in-state-dir-only`, `new-topic-over-held-topic` (the router).
     #[arg(long, value_enum)]
     revert: Vec<Reverted>,
 }
@@ -93,6 +94,10 @@ enum Reverted {
     HolesAreDamage,
     /// A store opens on its state directory without locking it or checking its owner.
     SharedStateDir,
+    /// Recovery keeps the losses it found in the state directory alone.
+    LossesInStateDirOnly,
+    /// A lost data directory's open takes a topic cold or warm holds for a new one.
+    NewTopicOverHeldTopic,
 }
 
 impl Reverted {
@@ -104,6 +109,10 @@ impl Reverted {
             Self::TrustFailedFsyncs => Revert::Hot(tier_hot::faults::Revert::TrustFailedFsyncs),
             Self::HolesAreDamage => Revert::Hot(tier_hot::faults::Revert::HolesAreDamage),
             Self::SharedStateDir => Revert::SharedStateDir,
+            Self::LossesInStateDirOnly => Revert::Router(tier_router::testing::Repair::LossesInWal),
+            Self::NewTopicOverHeldTopic => {
+                Revert::Router(tier_router::testing::Repair::NewTopicOnlyWhenNoTierHolds)
+            }
         }
     }
 }
