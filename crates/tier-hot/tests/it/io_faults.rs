@@ -437,7 +437,10 @@ async fn a_failed_seal_fsync_keeps_the_segment_unannounced_and_poisons_the_write
 /// triggered the rotation is acknowledged (it went into the new segment, which needs no
 /// seal), the first append after the failure is seen — at the latest the rotation that
 /// must wait for that seal, as at most 2 run per topic — fails, and so does every later
-/// one; nothing is announced.
+/// one; nothing from the failed seal on is announced. With two seals in flight the
+/// younger one's fsync may run first and meet the failure: the older one then succeeds,
+/// and its segment, the first, may be announced (segments are announced in order, so
+/// never one after the failed seal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_background_seal_after_a_size_rotation_poisons_later_appends() {
     let dir = tempfile::tempdir().unwrap();
@@ -464,7 +467,18 @@ async fn a_failed_background_seal_after_a_size_rotation_poisons_later_appends() 
     assert!(tier.sealed_segments(&t).is_empty());
     assert_poisoned(&tier, &t, &all[..acked], acked as Offset).await;
     within("close", tier.close()).await;
-    assert!(matches!(events.try_recv(), Err(TryRecvError::Empty)), "nothing announced");
+    let mut announced = Vec::new();
+    loop {
+        match events.try_recv() {
+            Ok(SegmentEvent::Sealed(info)) => announced.push(info.range),
+            Err(TryRecvError::Empty) => break,
+            other => panic!("only seals are announced: {other:?}"),
+        }
+    }
+    assert!(
+        announced.is_empty() || (announced.len() == 1 && announced[0].start == 0),
+        "at most the first segment, whose seal ran before the failed one, is announced: {announced:?}"
+    );
     let tier = reopen_and_check(config, &t, &all[..acked], &[], 2).await;
     let first = tier.sealed_segments(&t)[0].range;
     assert_eq!(first.start, 0);

@@ -70,6 +70,10 @@ struct Args {
     /// Print every violation as it is found (`seed<TAB>invariant<TAB>detail`).
     #[arg(long)]
     list: bool,
+    /// Print a progress line (schedules run, violations found) this often, in seconds, while
+    /// the run goes on; 0: only the table at the end.
+    #[arg(long, default_value_t = 600)]
+    progress_secs: u64,
     /// Put a repaired behaviour back (to see the simulation find the bug it was):
     /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`,
     /// `ignore-next` (the warm stand-in's protocol), `shared-state-dir`,
@@ -153,7 +157,28 @@ fn main() -> ExitCode {
     let deadline = started + Duration::from_secs(args.secs);
     let main_started = Instant::now();
     std::thread::scope(|scope| {
+        // Each worker holds a sender: the progress thread ends when the last one returns.
+        let (running, workers_done) = std::sync::mpsc::channel::<()>();
+        if args.progress_secs > 0 {
+            let (stats, fail) = (Arc::clone(&shared_stats), Arc::clone(&shared_fail));
+            let every = Duration::from_secs(args.progress_secs);
+            scope.spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = workers_done.recv_timeout(every) {
+                    let schedules = stats.lock().schedules;
+                    let fail = fail.lock();
+                    let mut seeds: Vec<u64> = fail.iter().map(|(s, _)| *s).collect();
+                    seeds.dedup();
+                    println!(
+                        "sim: progress after {:.0} s: {schedules} schedules, {} violation(s) in {} schedule(s)",
+                        main_started.elapsed().as_secs_f64(),
+                        fail.len(),
+                        seeds.len()
+                    );
+                }
+            });
+        }
         for _ in 0..args.threads.max(1) {
+            let running = running.clone();
             let (next, stats, fail) =
                 (Arc::clone(&next), Arc::clone(&shared_stats), Arc::clone(&shared_fail));
             let steps = args.steps;
@@ -162,6 +187,7 @@ fn main() -> ExitCode {
             let benign = args.benign;
             let reverts = &reverts;
             scope.spawn(move || {
+                let _running = running;
                 loop {
                     let n = next.fetch_add(1, Ordering::SeqCst);
                     if limit.map_or(Instant::now() >= deadline, |l| n >= l) {
@@ -184,6 +210,7 @@ fn main() -> ExitCode {
                 }
             });
         }
+        drop(running);
     });
     let elapsed = main_started.elapsed();
     let main_stats = shared_stats.lock().clone();
