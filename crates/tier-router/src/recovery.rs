@@ -526,17 +526,16 @@ impl TopicMarkers {
             }
             // A new topic — unless cold holds segments of it or warm's stream ever held a
             // record (the other tier's marker alone is missing: a failover to a replica
-            // that had none of it), when the plan fences it, its acknowledged end unknown. Local evidence first (a commit point of
-            // 0): should recording a marker fail, the next open must not take the marker
-            // written for a lost data directory's. Never for a topic a tier holds: that
-            // checkpoint would pass for a surviving state directory, and the next open
-            // would continue at the tiers' end, past what only the lost WAL held.
-            #[cfg(feature = "testkit")]
-            let held =
-                !crate::testing::reverted(state_dir, crate::testing::Repair::NewTopicOnlyWhenNoTierHolds)
-                    && (!self.cold.is_empty() || self.warm.is_some_and(|w| w.end > 0));
-            #[cfg(not(feature = "testkit"))]
+            // that had none of it), when the plan fences it, its acknowledged end
+            // unknown. For a new topic, local evidence first (a commit point of 0): should
+            // recording a marker fail, the next open must not take the marker written for
+            // a lost data directory's. Never for a topic a tier holds: that checkpoint
+            // would pass for a surviving state directory, and the next open would
+            // continue at the tiers' end, past what only the lost WAL held.
             let held = !self.cold.is_empty() || self.warm.is_some_and(|w| w.end > 0);
+            #[cfg(feature = "testkit")]
+            let held = held
+                && !crate::testing::reverted(state_dir, crate::testing::Repair::NewTopicOnlyWhenNoTierHolds);
             if !held {
                 write_checkpoint(
                     state_dir,
