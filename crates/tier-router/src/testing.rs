@@ -41,6 +41,11 @@ pub enum Repair {
     /// an open that then fails leaves a checkpoint that passes for a surviving state
     /// directory, and the next continues at the tiers' end, past what the WAL held.
     NewTopicOnlyWhenNoTierHolds,
+    /// The writer sends warm the next batch although warm lacks records before it that
+    /// its back-fill could not give (its hold): a stream a failover emptied takes the
+    /// batch and starts there, and a later recovery counts that start as committed and
+    /// serves the never-committed records the WAL holds below it.
+    WarmContinuesItsHold,
 }
 
 static REVERTED: Mutex<Vec<(PathBuf, Repair)>> = Mutex::new(Vec::new());

@@ -654,6 +654,14 @@ impl Writer {
             warn!(topic = %self.topic, error = %e.report(), "the warm tier is still unreachable");
             with_warm = false;
         }
+        // Warm lacks records before the first batch it would be sent that no queued batch
+        // holds (its back-fill stopped short): it is continued first, or not sent the batch.
+        if with_warm && !self.warm_continues().await {
+            if let WarmState::Known { behind, .. } = &mut self.warm {
+                *behind = true;
+            }
+            with_warm = false;
+        }
         // Nothing to send (the common case before a group: every batch is in every tier).
         if self.pending.iter().all(|p| p.in_wal && (p.in_warm || !with_warm)) {
             self.advance();
@@ -744,6 +752,49 @@ impl Writer {
         }
         self.advance();
         wal_err.or(warm_err)
+    }
+
+    /// Whether warm may be sent the first pending batch it lacks. Not while it lacks the
+    /// WAL's records from its hold (see [`WarmState::Known`]) up to that batch, unless
+    /// [`Writer::continue_warm`] queues them or restarts warm past them: a stream that a
+    /// failover emptied takes a batch at any offset and starts there, and a later
+    /// recovery counts a stream's start as committed — it would serve the records before
+    /// it that were never committed (under `fail`, refused batches whose WAL copy is
+    /// damaged). See `docs/reliability.md`, "Warm that cannot be continued".
+    async fn warm_continues(&mut self) -> bool {
+        let WarmState::Known { hold: Some(hold), .. } = self.warm else { return true };
+        let Some(first) = self.pending.iter().find(|p| !p.in_warm).map(|p| p.batch.base_offset()) else {
+            return true;
+        };
+        if first <= hold {
+            return true;
+        }
+        #[cfg(feature = "testkit")]
+        if crate::testing::reverted(&self.reservation.state_dir, crate::testing::Repair::WarmContinuesItsHold)
+        {
+            return true;
+        }
+        // Warm continues there after all (a stream's end, or the next key it keeps).
+        if let Some(warm) = self.tiers.warm.clone()
+            && warm.range(&self.topic).await.is_ok_and(|held| held.end == first)
+        {
+            self.release_warm_hold();
+            return true;
+        }
+        match self.continue_warm().await {
+            Ok(true) => true,
+            Ok(false) => {
+                warn!(
+                    topic = %self.topic, lacks_from = hold, next = first,
+                    "warm is not sent the next batch: it lacks records before it that no tier can give it"
+                );
+                false
+            }
+            Err(e) => {
+                warn!(topic = %self.topic, error = %e.report(), "could not bring warm to the next batch");
+                false
+            }
+        }
     }
 
     /// Marks the first `done` pending batches warm lacked as held by warm.

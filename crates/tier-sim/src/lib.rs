@@ -778,6 +778,20 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         generator: 13,
     },
     Regression {
+        seed: 230048725,
+        keep: &[1, 2, 3, 42, 72, 90, 91, 107, 124, 125],
+        case: "hot+warm+cold, fail, WAIT short: [0, 24) refused and kept in one WAL segment, which was then damaged; a failover to a replica behind emptied warm's stream (no next key: it takes any base); after a crash warm's back-fill stopped at the damage, and the next batch, [24, 29), was refused but sent to warm, which took it and started at 24; the next open took warm's start for committed and served the refused [0, 8) (the writer no longer sends warm a batch past records it lacks that no tier gives it; `Repair::WarmContinuesItsHold` reverted puts it back)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 13,
+    },
+    Regression {
+        seed: 74010453,
+        keep: &[0, 1, 5, 7, 16, 19, 22],
+        case: "hot+warm+cold, fail, fsync never: [0, 2) refused during a warm outage and kept in one WAL segment, which was then damaged; the reopen's back-fill of the empty stream stopped at the damage, and the next batch, [2, 4), was taken by warm, which started there; the next open took warm's start for committed and served the refused record at 0 (as 230048725)",
+        invariant: model::inv::UNACKED_SERVED,
+        generator: 6,
+    },
+    Regression {
         seed: 220082574,
         keep: &[120, 127, 128, 129, 130, 131, 132, 133, 134, 135, 136, 138, 139, 142, 148],
         case: "a model gap, not a store bug: hot+warm, fail, fsync interval: after a WAL fsync failed (losing its pages), refused batches [34, 46) were confirmed by warm's retries and committed; a failover to a replica behind took warm's copy of [42, 46), and the crash after it the WAL's (the next open cut the pages the failed fsync lost): both copies gone, a double fault beyond the guarantee, after which 42 was handed out again; the model counted the WAL as holding [42, 46) at the failover because the running WAL still served it (the WAL's copies a failed fsync lost since the open are now counted destroyed at a failover)",

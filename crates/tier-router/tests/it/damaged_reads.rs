@@ -549,15 +549,11 @@ async fn a_live_tail_inside_a_damaged_segment_is_served_from_warm() {
     store.close().await;
 }
 
-/// Hot+warm under `fail`: [0, 10) is refused by warm (it never lands) and stays in the
-/// WAL, whose sealed segment is then damaged (the first batch's offset field), so after a
-/// restart warm's back-fill cannot read it and no tier holds it intact. Warm is empty and
-/// would take any batch: the next append must still not be acknowledged over the damaged,
-/// never-confirmed records — the commit point cannot pass records the WAL holds that were
-/// never committed (it would serve them, or their damage, as committed) — sim seed
-/// 100012370, where the commit point jumped to 11 and a live tail from 0 met the damage.
-#[tokio::test]
-async fn the_commit_point_never_passes_a_damaged_batch_warm_never_confirmed() {
+/// Hot+warm under `fail`, warm a stand-in: [0, 10) is refused by warm (it never lands) and
+/// stays in the WAL, whose sealed segment is then damaged (the first batch's offset
+/// field), so that after a restart warm's back-fill cannot read it and no tier holds it
+/// intact; warm answers again, empty, taking a batch at any offset.
+async fn refused_batch_damaged() -> (Deployment, Arc<FaultyTier<MemoryTier>>) {
     let mut d = Deployment::new(Tiers::HotWarm, ColdOn::Local).await;
     d.router.warm_failure_policy = tier_router::WarmFailurePolicy::Fail;
     let warm = Arc::new(FaultyTier::new(MemoryTier::new()));
@@ -570,16 +566,56 @@ async fn the_commit_point_never_passes_a_damaged_batch_warm_never_confirmed() {
     let refused = topic.append((0..10).map(common::rec).collect()).await;
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Unavailable);
     let sealed = store.wal().rotate(&name).await.unwrap().unwrap();
+    assert_eq!(sealed.range, r(0, 10));
     drop(topic);
     store.close().await;
     damage_base_offset(&sealed.path, 0);
     warm.clear();
+    (d, warm)
+}
 
+/// [`refused_batch_damaged`]: the next append must still not be acknowledged over the
+/// damaged, never-confirmed records — the commit point cannot pass records the WAL holds
+/// that were never committed (it would serve them, or their damage, as committed) — sim
+/// seed 100012370, where the commit point jumped to 11 and a live tail from 0 met the
+/// damage.
+#[tokio::test]
+async fn the_commit_point_never_passes_a_damaged_batch_warm_never_confirmed() {
+    let (d, _warm) = refused_batch_damaged().await;
     let store = d.open(&[TOPIC]).await;
     let topic = store.topic(TOPIC).await.unwrap();
     let answer = topic.append(vec![common::rec(10)]).await;
     assert_eq!(topic.high_watermark(), 0, "the commit point passed never-confirmed records ({answer:?})");
     assert_eq!(answer.unwrap_err().kind(), ErrorKind::Unavailable, "acknowledged past the damaged backlog");
+    store.close().await;
+}
+
+/// [`refused_batch_damaged`]: warm's back-fill stops at the damage, and the next append,
+/// [10, 11), must not be sent to the empty stream — a stream starting at 10 is taken for
+/// committed up to there by the next recovery, which would then serve the refused
+/// records the WAL holds below it (sim seeds 230048725 and, of generator 6, 74010453;
+/// `Repair::WarmContinuesItsHold` puts the old behaviour back).
+#[tokio::test]
+async fn warm_is_never_sent_a_batch_past_records_it_lacks_that_no_tier_gives() {
+    let (d, warm) = refused_batch_damaged().await;
+    let name = TopicName::new(TOPIC).unwrap();
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    let answer = topic.append(vec![common::rec(10)]).await;
+    assert_eq!(answer.unwrap_err().kind(), ErrorKind::Unavailable, "acknowledged past the damaged backlog");
+    let held = warm.range(&name).await.unwrap();
+    assert!(held.is_empty(), "warm took a batch past the records it lacks: it holds {held}");
+    drop(topic);
+    store.close().await;
+
+    let store = d.open(&[TOPIC]).await;
+    let topic = store.topic(TOPIC).await.unwrap();
+    assert_eq!(
+        topic.high_watermark(),
+        0,
+        "the refused records below warm's start became committed (warm holds {:?})",
+        warm.range(&name).await
+    );
     store.close().await;
 }
 

@@ -77,7 +77,8 @@ struct Args {
     /// Put a repaired behaviour back (to see the simulation find the bug it was):
     /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`,
     /// `ignore-next` (the warm stand-in's protocol), `shared-state-dir`,
-    /// `losses-in-state-dir-only`, `new-topic-over-held-topic` (the router).
+    /// `losses-in-state-dir-only`, `new-topic-over-held-topic`, `warm-past-its-hold` (the
+    /// router).
     #[arg(long, value_enum)]
     revert: Vec<Reverted>,
 }
@@ -102,6 +103,8 @@ enum Reverted {
     LossesInStateDirOnly,
     /// A lost data directory's open takes a topic cold or warm holds for a new one.
     NewTopicOverHeldTopic,
+    /// The writer sends warm a batch past records it lacks that no tier can give it.
+    WarmPastItsHold,
 }
 
 impl Reverted {
@@ -117,6 +120,7 @@ impl Reverted {
             Self::NewTopicOverHeldTopic => {
                 Revert::Router(tier_router::testing::Repair::NewTopicOnlyWhenNoTierHolds)
             }
+            Self::WarmPastItsHold => Revert::Router(tier_router::testing::Repair::WarmContinuesItsHold),
         }
     }
 }

@@ -37,6 +37,7 @@ fn each_reverted_repair_is_found_by_its_regression_schedule() {
         (120000015, Revert::SharedStateDir),
         (220023971, Revert::Router(Repair::LossesInWal)),
         (220092267, Revert::Router(Repair::NewTopicOnlyWhenNoTierHolds)),
+        (230048725, Revert::Router(Repair::WarmContinuesItsHold)),
     ];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
