@@ -79,8 +79,9 @@ impl Row {
     }
 }
 
-/// Tests of `binary` (a nextest binary id) whose names start with one of `tests` (`""`:
-/// every test) exercise `row` on each of `columns`.
+/// Tests of `binary` (a nextest binary id) whose names start with one of `tests` (a
+/// module path such as `"gcs::"`: every test of that module) exercise `row` on each of
+/// `columns`.
 #[derive(Debug)]
 pub(crate) struct Evidence {
     pub(crate) binary: &'static str,
@@ -89,38 +90,45 @@ pub(crate) struct Evidence {
     pub(crate) columns: &'static [Column],
 }
 
+/// The suite cell of `row` on `columns`: the suite's tests whose names start with one of
+/// `module` (`suite::<deployment>::`).
 const fn suite(module: &'static [&'static str], row: Row, columns: &'static [Column]) -> Evidence {
     Evidence { binary: SUITE, tests: module, row, columns }
 }
 
-/// tier-router's behavioural suite (`tests/suite.rs`), whose tests are `<deployment>::<test>`.
-const SUITE: &str = "tier-router::suite";
+/// The test binary of tier-router's behavioural suite (`tests/it/suite.rs`): the crate's
+/// one integration-test binary, in which the suite's tests are
+/// `suite::<deployment>::<test>` ([`SUITE_PREFIX`] then the deployment).
+const SUITE: &str = "tier-router::it";
+
+/// The module path the suite's test names start with in [`SUITE`].
+const SUITE_PREFIX: &str = "suite::";
 
 /// Which tests exercise which cell. A suite cell of hot+warm+cold counts for its warm
 /// and its cold backend both.
 pub(crate) const EVIDENCE: &[Evidence] = &[
-    suite(&["hot::"], Row::Hot, &[Column::None]),
-    suite(&["hot_cold_local::"], Row::HotCold, &[Column::Local]),
-    suite(&["hot_cold_s3::"], Row::HotCold, &[Column::S3]),
-    suite(&["hot_cold_azure::"], Row::HotCold, &[Column::Azure]),
-    suite(&["hot_warm::"], Row::HotWarm, &[Column::Standalone]),
-    suite(&["hot_warm_cluster::"], Row::HotWarm, &[Column::Cluster]),
-    suite(&["hot_warm_cold_local::"], Row::HotWarmCold, &[Column::Standalone, Column::Local]),
-    suite(&["hot_warm_cold_s3::"], Row::HotWarmCold, &[Column::Standalone, Column::S3]),
-    suite(&["hot_warm_cold_azure::"], Row::HotWarmCold, &[Column::Standalone, Column::Azure]),
-    suite(&["hot_warm_cluster_cold_local::"], Row::HotWarmCold, &[Column::Cluster, Column::Local]),
-    suite(&["hot_warm_tls::"], Row::HotWarm, &[Column::Tls]),
-    suite(&["hot_warm_tls_cold_s3::"], Row::HotWarmCold, &[Column::Tls, Column::S3]),
+    suite(&["suite::hot::"], Row::Hot, &[Column::None]),
+    suite(&["suite::hot_cold_local::"], Row::HotCold, &[Column::Local]),
+    suite(&["suite::hot_cold_s3::"], Row::HotCold, &[Column::S3]),
+    suite(&["suite::hot_cold_azure::"], Row::HotCold, &[Column::Azure]),
+    suite(&["suite::hot_warm::"], Row::HotWarm, &[Column::Standalone]),
+    suite(&["suite::hot_warm_cluster::"], Row::HotWarm, &[Column::Cluster]),
+    suite(&["suite::hot_warm_cold_local::"], Row::HotWarmCold, &[Column::Standalone, Column::Local]),
+    suite(&["suite::hot_warm_cold_s3::"], Row::HotWarmCold, &[Column::Standalone, Column::S3]),
+    suite(&["suite::hot_warm_cold_azure::"], Row::HotWarmCold, &[Column::Standalone, Column::Azure]),
+    suite(&["suite::hot_warm_cluster_cold_local::"], Row::HotWarmCold, &[Column::Cluster, Column::Local]),
+    suite(&["suite::hot_warm_tls::"], Row::HotWarm, &[Column::Tls]),
+    suite(&["suite::hot_warm_tls_cold_s3::"], Row::HotWarmCold, &[Column::Tls, Column::S3]),
     // The router over sentinel-mode warm through failovers.
     Evidence {
-        binary: "tier-router::sentinel",
-        tests: &[""],
+        binary: "tier-router::it",
+        tests: &["sentinel::"],
         row: Row::HotWarm,
         columns: &[Column::Sentinel],
     },
     Evidence {
-        binary: "tier-router::sentinel_behind",
-        tests: &[""],
+        binary: "tier-router::it",
+        tests: &["sentinel_behind::"],
         row: Row::HotWarm,
         columns: &[Column::Sentinel],
     },
@@ -139,37 +147,47 @@ pub(crate) const EVIDENCE: &[Evidence] = &[
     },
     // Each tier's own suites against the backend.
     Evidence {
-        binary: "tier-cold::conformance",
+        binary: "tier-cold::it",
         tests: &[
-            "conformance_on_a_local_directory",
-            "the_cold_position_conformance_suite_on_a_local_directory",
+            "conformance::conformance_on_a_local_directory",
+            "conformance::the_cold_position_conformance_suite_on_a_local_directory",
         ],
         row: Row::TierAlone,
         columns: &[Column::Local],
     },
     Evidence {
-        binary: "tier-cold::conformance",
-        tests: &["conformance_on_s3", "the_cold_position_conformance_suite_on_s3"],
+        binary: "tier-cold::it",
+        tests: &["conformance::conformance_on_s3", "conformance::the_cold_position_conformance_suite_on_s3"],
         row: Row::TierAlone,
         columns: &[Column::S3],
     },
-    Evidence { binary: "tier-cold::encryption", tests: &[""], row: Row::TierAlone, columns: &[Column::S3] },
-    Evidence { binary: "tier-cold::azure", tests: &[""], row: Row::TierAlone, columns: &[Column::Azure] },
-    Evidence { binary: "tier-cold::gcs", tests: &[""], row: Row::TierAlone, columns: &[Column::Gcs] },
     Evidence {
-        binary: "tier-warm::conformance",
-        tests: &[""],
+        binary: "tier-cold::it",
+        tests: &["encryption::"],
+        row: Row::TierAlone,
+        columns: &[Column::S3],
+    },
+    Evidence { binary: "tier-cold::it", tests: &["azure::"], row: Row::TierAlone, columns: &[Column::Azure] },
+    Evidence { binary: "tier-cold::it", tests: &["gcs::"], row: Row::TierAlone, columns: &[Column::Gcs] },
+    Evidence {
+        binary: "tier-warm::it",
+        tests: &["conformance::"],
         row: Row::TierAlone,
         columns: &[Column::Standalone],
     },
     Evidence {
-        binary: "tier-warm::sentinel",
-        tests: &[""],
+        binary: "tier-warm::it",
+        tests: &["sentinel::"],
         row: Row::TierAlone,
         columns: &[Column::Sentinel],
     },
-    Evidence { binary: "tier-warm::cluster", tests: &[""], row: Row::TierAlone, columns: &[Column::Cluster] },
-    Evidence { binary: "tier-warm::tls", tests: &[""], row: Row::TierAlone, columns: &[Column::Tls] },
+    Evidence {
+        binary: "tier-warm::it",
+        tests: &["cluster::"],
+        row: Row::TierAlone,
+        columns: &[Column::Cluster],
+    },
+    Evidence { binary: "tier-warm::it", tests: &["tls::"], row: Row::TierAlone, columns: &[Column::Tls] },
 ];
 
 /// What the matrix says under itself.
@@ -249,7 +267,8 @@ pub(crate) fn render(outcomes: &[(String, String, bool)]) -> String {
     let mut unmapped: Vec<&str> = outcomes
         .iter()
         .filter(|(binary, test, _)| binary == SUITE && !EVIDENCE.iter().any(|e| e.covers(binary, test)))
-        .filter_map(|(_, test, _)| test.split_once("::").map(|(deployment, _)| deployment))
+        .filter_map(|(_, test, _)| test.strip_prefix(SUITE_PREFIX))
+        .filter_map(|test| test.split_once("::").map(|(deployment, _)| deployment))
         .collect();
     unmapped.sort_unstable();
     unmapped.dedup();
@@ -280,16 +299,22 @@ mod tests {
     #[test]
     fn cells_count_their_tests_and_a_cell_no_test_ran_is_not_run() {
         let outcomes = [
-            outcome(SUITE, "hot::restart", true),
-            outcome(SUITE, "hot_cold_azure::restart", true),
-            outcome(SUITE, "hot_cold_azure::live_tail", false),
-            outcome(SUITE, "hot_warm_cold_s3::restart", true),
-            outcome(SUITE, "hot_warm_cold_local::restart", true),
-            outcome("tier-cold::gcs", "reads", true),
-            outcome("tier-warm::tls", "refuses", false),
-            // Not evidence of anything: another binary, a test outside the prefixes.
-            outcome("tier-router::config", "hot::x", true),
-            outcome("tier-cold::conformance", "something_else", true),
+            outcome(SUITE, "suite::hot::restart", true),
+            outcome(SUITE, "suite::hot_cold_azure::restart", true),
+            outcome(SUITE, "suite::hot_cold_azure::live_tail", false),
+            outcome(SUITE, "suite::hot_warm_cold_s3::restart", true),
+            outcome(SUITE, "suite::hot_warm_cold_local::restart", true),
+            outcome("tier-cold::it", "gcs::reads", true),
+            outcome("tier-warm::it", "tls::refuses", false),
+            // Not evidence of anything: another binary, tests outside the prefixes (the
+            // router's other modules, a deployment's name outside `suite::`, a module
+            // whose name only starts like a covered one).
+            outcome("tier-router::config", "suite::hot::x", true),
+            outcome(SUITE, "hot::x", true),
+            outcome(SUITE, "config::parses", true),
+            outcome(SUITE, "sentinel_like::failover", true),
+            outcome("tier-cold::it", "conformance::something_else", true),
+            outcome("tier-cold::it", "reads::gcs_like", true),
         ];
         let matrix = render(&outcomes);
         assert_eq!(cells(&matrix, "hot"), ["ok 1", "-", "-", "-", "-", "-", "-", "-", "-"]);
@@ -322,14 +347,20 @@ mod tests {
                 assert_eq!(cell, want, "{name} column {i}: {matrix}");
             }
         }
-        let matrix = render(&[outcome(SUITE, "hot_warm_quic::restart", true)]);
-        assert!(matrix.contains("in no cell (add them to xtask's EVIDENCE): hot_warm_quic"), "{matrix}");
+        let matrix = render(&[
+            outcome(SUITE, "suite::hot_warm_quic::restart", true),
+            // The router's tests outside the suite name no deployment.
+            outcome(SUITE, "config::parses", true),
+            outcome(SUITE, "sentinel::failover", true),
+        ]);
+        assert!(matrix.contains("in no cell (add them to xtask's EVIDENCE): hot_warm_quic\n"), "{matrix}");
         assert_eq!(cells(&matrix, "hot+warm")[8], "not run");
+        assert_eq!(cells(&matrix, "hot+warm")[6], "ok 1");
     }
 
     #[test]
     fn every_suite_module_of_the_router_has_a_cell() {
-        let suite = include_str!("../../crates/tier-router/tests/suite.rs");
+        let suite = include_str!("../../crates/tier-router/tests/it/suite.rs");
         let modules: Vec<&str> = suite
             .lines()
             .filter_map(|l| l.trim().split_once(" => ("))
@@ -338,7 +369,7 @@ mod tests {
             .collect();
         assert!(modules.len() >= 10, "{modules:?}");
         for module in modules {
-            let test = format!("{module}::restart_continues_offsets");
+            let test = format!("{SUITE_PREFIX}{module}::restart_continues_offsets");
             assert!(EVIDENCE.iter().any(|e| e.covers(SUITE, &test)), "suite module {module} has no cell");
         }
     }

@@ -26,13 +26,21 @@ pub(crate) struct TestTally {
     /// Outcomes of tier-router's deployment suite: `(deployment, test, passed)`.
     pub(crate) deployments: Vec<(String, String, bool)>,
     /// Every test's final outcome: `(binary, test, passed)`, the binary as nextest names
-    /// it (`tier-router::suite`) or, from `cargo test`, libtest's binary label.
+    /// it (`tier-router::it`) or, from `cargo test`, libtest's binary label
+    /// (`it tests/it/main.rs`).
     pub(crate) outcomes: Vec<(String, String, bool)>,
 }
 
-/// The nextest binary id of tier-router's behavioural suite, whose tests are named
-/// `<deployment>::<test>`.
-const SUITE_BINARY: &str = "tier-router::suite";
+/// The nextest binary id of tier-router's integration tests, among which the behavioural
+/// suite's tests are named `suite::<deployment>::<test>`.
+const SUITE_BINARY: &str = "tier-router::it";
+
+/// The module path of the behavioural suite's tests in [`SUITE_BINARY`].
+const SUITE_PREFIX: &str = "suite::";
+
+/// libtest's label (see [`libtest_binary_label`]) of every crate's `tests/it` binary
+/// starts with this; `cargo test`'s output does not say which crate's it is.
+const IT_LABEL_PREFIX: &str = "it ";
 
 impl TestTally {
     /// Tests passed in all binaries.
@@ -45,9 +53,10 @@ impl TestTally {
         self.binaries.iter().map(|b| b.failed).sum()
     }
 
-    /// Records the outcome of a suite test named `<deployment>::<test>`.
+    /// Records the outcome of a test named `suite::<deployment>::<test>`; a test named
+    /// otherwise is not the suite's and is not recorded.
     fn note_deployment(&mut self, name: &str, passed: bool) {
-        if let Some((deployment, test)) = name.split_once("::") {
+        if let Some((deployment, test)) = name.strip_prefix(SUITE_PREFIX).and_then(|n| n.split_once("::")) {
             self.deployments.push((deployment.to_owned(), test.to_owned(), passed));
         }
     }
@@ -171,7 +180,9 @@ pub(crate) fn parse_nextest(lines: &[String]) -> TestTally {
 }
 
 /// Counts from `cargo test` output: each `test result:` line is credited to the binary
-/// named by the `Running` / `Doc-tests` header before it.
+/// named by the `Running` / `Doc-tests` header before it. A test named `suite::…` of an
+/// `it` binary is taken for tier-router's suite (no other crate's `tests/it` has a
+/// `suite` module).
 pub(crate) fn parse_cargo_test(lines: &[String]) -> TestTally {
     let mut tally = TestTally::default();
     let mut current = String::from("(unknown binary)");
@@ -188,12 +199,12 @@ pub(crate) fn parse_cargo_test(lines: &[String]) -> TestTally {
         } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... FAILED")) {
             tally.failures.push(format!("{current} {name}"));
             tally.outcomes.push((current.clone(), name.to_owned(), false));
-            if current.starts_with("suite ") {
+            if current.starts_with(IT_LABEL_PREFIX) {
                 tally.note_deployment(name, false);
             }
         } else if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... ok")) {
             tally.outcomes.push((current.clone(), name.to_owned(), true));
-            if current.starts_with("suite ") {
+            if current.starts_with(IT_LABEL_PREFIX) {
                 tally.note_deployment(name, true);
             }
         }

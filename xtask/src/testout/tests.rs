@@ -16,14 +16,14 @@ fn nextest_counts_per_binary_and_ignores_the_repeat_after_the_summary() {
         FAIL [   0.010s] (3/5) tier-core::fuzz_decoders fuzz_decoders
   stdout ───
     PASS [ not a status line
-       START             (4/5) tier-warm::conformance runs_the_suite
-     SIGSEGV [   0.100s] (4/5) tier-warm::conformance runs_the_suite
-        PASS [   1.000s] tier-warm::conformance older_format_without_counter
+       START             (4/5) tier-warm::it conformance::runs_the_suite
+     SIGSEGV [   0.100s] (4/5) tier-warm::it conformance::runs_the_suite
+        PASS [   1.000s] tier-warm::it conformance::older_format_without_counter
         PASS [   0.010s] (  1/151) tier-cold cache::tests::padded_counter
 ────────────
      Summary [   1.051s] 5 tests run: 3 passed, 2 failed, 0 skipped
         FAIL [   0.010s] (3/5) tier-core::fuzz_decoders fuzz_decoders
-     SIGSEGV [   0.100s] (4/5) tier-warm::conformance runs_the_suite
+     SIGSEGV [   0.100s] (4/5) tier-warm::it conformance::runs_the_suite
 error: test run failed",
     );
     let tally = parse_nextest(&out);
@@ -32,14 +32,14 @@ error: test run failed",
         [
             BinaryCounts { name: "tier-core".into(), passed: 2, failed: 0 },
             BinaryCounts { name: "tier-core::fuzz_decoders".into(), passed: 0, failed: 1 },
-            BinaryCounts { name: "tier-warm::conformance".into(), passed: 1, failed: 1 },
+            BinaryCounts { name: "tier-warm::it".into(), passed: 1, failed: 1 },
             BinaryCounts { name: "tier-cold".into(), passed: 1, failed: 0 },
         ]
     );
     assert_eq!((tally.passed(), tally.failed()), (4, 2));
     assert_eq!(
         tally.failures,
-        ["tier-core::fuzz_decoders fuzz_decoders", "tier-warm::conformance runs_the_suite"]
+        ["tier-core::fuzz_decoders fuzz_decoders", "tier-warm::it conformance::runs_the_suite"]
     );
 }
 
@@ -95,13 +95,17 @@ fn numbers_before_words() {
 #[test]
 fn the_router_suite_becomes_a_deployment_matrix() {
     let nextest = lines(
-        "        PASS [   0.100s] (1/4) tier-router::suite hot::restart
-        FAIL [   0.100s] (2/4) tier-router::suite hot_cold_s3::restart
-        PASS [   0.100s] (3/4) tier-router::suite hot_cold_s3::live_tail
-        PASS [   0.100s] (4/4) tier-router::config parses",
+        "        PASS [   0.100s] (1/7) tier-router::it suite::hot::restart
+        FAIL [   0.100s] (2/7) tier-router::it suite::hot_cold_s3::restart
+        PASS [   0.100s] (3/7) tier-router::it suite::hot_cold_s3::live_tail
+        PASS [   0.100s] (4/7) tier-router::it config::parses
+        PASS [   0.100s] (5/7) tier-router::it sentinel::failover_under_fail
+        PASS [   0.100s] (6/7) tier-router suite::unit_test_named_like_the_suite
+        PASS [   0.100s] (7/7) tier-cold::it suite::hot::not_the_router",
     );
     let tally = parse_nextest(&nextest);
     assert_eq!(tally.deployments.len(), 3, "{:?}", tally.deployments);
+    assert_eq!((tally.passed(), tally.failed()), (6, 1));
     let matrix = tally.deployment_matrix();
     let rows: Vec<&str> = matrix.lines().collect();
     assert_eq!(rows[0].split_whitespace().collect::<Vec<_>>(), ["deployment", "t1", "t2"]);
@@ -110,13 +114,16 @@ fn the_router_suite_becomes_a_deployment_matrix() {
     assert_eq!(&rows[3..], ["t1 = live_tail", "t2 = restart"]);
 
     let libtest = lines(
-        "     Running tests/suite.rs (target/debug/deps/suite-0b3e95364faa38e6)
-test hot::restart ... ok
-test hot_cold_s3::restart ... FAILED
-     Running tests/config.rs (target/debug/deps/config-0b3e95364faa38e6)
-test parses ... ok",
+        "     Running unittests src/lib.rs (target/debug/deps/tier_router-0b3e95364faa38e6)
+test suite::unit_test_named_like_the_suite ... ok
+     Running tests/it/main.rs (target/debug/deps/it-0b3e95364faa38e6)
+test config::parses ... ok
+test suite::hot::restart ... ok
+test sentinel::failover_under_fail ... ok
+test suite::hot_cold_s3::restart ... FAILED",
     );
     let tally = parse_cargo_test(&libtest);
+    assert_eq!(tally.outcomes[1], ("it tests/it/main.rs".to_owned(), "config::parses".to_owned(), true));
     assert_eq!(
         tally.deployments,
         [
@@ -125,4 +132,17 @@ test parses ... ok",
         ]
     );
     assert!(parse_nextest(&lines("PASS [ 0.1s] tier-core x::y")).deployment_matrix().is_empty());
+}
+
+#[test]
+fn a_test_of_the_routers_it_binary_outside_the_suite_is_no_deployment() {
+    let nextest = lines(
+        "        PASS [   0.100s] (1/2) tier-router::it conformance::paged_cold
+        FAIL [   0.100s] (2/2) tier-router::it sentinel_behind::failover_to_the_replica_behind",
+    );
+    let tally = parse_nextest(&nextest);
+    assert_eq!(tally.binaries, [BinaryCounts { name: "tier-router::it".into(), passed: 1, failed: 1 }]);
+    assert_eq!(tally.outcomes.len(), 2);
+    assert!(tally.deployments.is_empty(), "{:?}", tally.deployments);
+    assert!(tally.deployment_matrix().is_empty());
 }

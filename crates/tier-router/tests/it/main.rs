@@ -1,8 +1,9 @@
-//! The integration tests of this crate that need no test binary of their own, as one
-//! binary: each module was a `tests/<name>.rs` target, and linking one binary instead of
-//! one per file keeps the test build short. The tests that keep their own binary (their
-//! binary's name is what `cargo xtask test` reports them under, or it installs a global
-//! allocator) stay beside this directory.
+//! The integration tests of this crate, as one binary: linking one binary instead of one
+//! per `tests/<name>.rs` file keeps the test build short. nextest names the binary
+//! `tier-router::it` and each test by its module path; `cargo xtask test` reads the
+//! behavioural suite's deployments from `suite::<deployment>::<test>`, and its backends
+//! matrix from the `suite`, `sentinel` and `sentinel_behind` modules (xtask's
+//! `backends.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -23,7 +24,10 @@ mod maintenance;
 mod metrics;
 mod ownership;
 mod process_kill;
+mod sentinel;
+mod sentinel_behind;
 mod state_dir;
+mod suite;
 mod topic_isolation;
 mod torn_point;
 mod wal_damage;

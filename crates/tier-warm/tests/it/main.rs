@@ -1,16 +1,20 @@
-//! The integration tests of this crate that need no test binary of their own, as one
-//! binary: each module was a `tests/<name>.rs` target, and linking one binary instead of
-//! one per file keeps the test build short. The tests that keep their own binary (their
-//! binary's name is what `cargo xtask test` reports them under, or it installs a global
-//! allocator) stay beside this directory.
+//! The integration tests of this crate, as one binary: linking one binary instead of one
+//! per `tests/<name>.rs` file keeps the test build short. nextest names the binary
+//! `tier-warm::it` and each test by its module path; `cargo xtask test`'s backends matrix
+//! counts the `conformance`, `sentinel`, `cluster` and `tls` modules (xtask's
+//! `backends.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cluster;
 mod confirm;
+mod conformance;
 mod faults;
 mod group;
 mod lost_entries;
 mod owner;
 mod replicas;
+mod sentinel;
+mod tls;
 mod warm;

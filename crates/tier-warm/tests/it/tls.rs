@@ -5,7 +5,7 @@
 //! a wrong CA, a missing client certificate, a wrong password and a missing command each
 //! fail with their own error naming what to set or grant (`docs/warm.md`, "TLS and ACL").
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! tier-testkit's conformance suite against the warm tier on a real Valkey primary with
 //! one replica (`WAIT 1`).
 
-mod common;
+use crate::common;
 
 use tier_core::Tier;
 use tier_testkit::conformance::{SuiteConfig, run_all};

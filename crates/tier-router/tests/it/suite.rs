@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 #![cfg(all(feature = "warm", feature = "cold"))]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! and the tier reads them through its configured GCS client. Each test runs its own
 //! emulator (`tier_testkit::servers::GcsEmulator`).
 
-mod common;
+use crate::common;
 
 use common::{GCS_BUCKET, gcs_emulator, records, topic, write_segment};
 use futures::TryStreamExt;

@@ -5,7 +5,7 @@
 //! it), the replica check looks at every shard, and a primary failed over during produce
 //! keeps every batch a `WAIT` confirmed (`docs/warm.md`, "Valkey Cluster").
 
-mod common;
+use crate::common;
 
 use std::{collections::BTreeSet, sync::Arc};
 

@@ -2,7 +2,7 @@
 //! suites, multipart (block list) uploads, and the conditional create (`If-None-Match: *`)
 //! that fences a second writer. Each test runs its own Azurite (`tier_testkit::servers::Azurite`).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! batch) carries the configured `x-amz-server-side-encryption` headers, which moto
 //! stores and answers on a `HEAD`.
 
-mod common;
+use crate::common;
 
 use common::{records, s3_config, topic, write_segment};
 use futures::TryStreamExt;

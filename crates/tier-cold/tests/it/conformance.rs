@@ -1,7 +1,7 @@
 //! tier-testkit's conformance suite against the cold tier on a local directory and on a
 //! real S3 server (moto).
 
-mod common;
+use crate::common;
 
 use tier_cold::{ColdConfig, ColdTier};
 use tier_testkit::servers::SharedS3;

@@ -8,7 +8,7 @@
 // Tests use the real clock: deadlines for real servers, a retention "now" past what they wrote.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
