@@ -1,5 +1,7 @@
 //! `cargo xtask fuzz`: tier-core's decoder fuzz test (`crates/tier-core/tests/fuzz_decoders.rs`)
-//! in release mode for a given number of seconds.
+//! in release mode for a given number of seconds. `cargo xtask test`'s quick run uses the
+//! test build instead, which the workspace tests have just built (tier-core at opt-level
+//! 1: about 80 % of the release build's inputs a second, without a release build).
 //!
 //! The test reads its duration from `TIERLOG_FUZZ_SECS` and prints its seed and how many
 //! inputs it ran; this module runs it and reads that count back.
@@ -47,11 +49,24 @@ impl FuzzOutcome {
     }
 }
 
-/// Runs the fuzz test for `secs` seconds.
-pub(crate) fn run(secs: u64) -> Result<FuzzOutcome> {
+/// Which build the fuzz test runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Build {
+    /// `--release` (`cargo xtask fuzz`).
+    Release,
+    /// The test build the workspace tests use (`cargo xtask test`).
+    Test,
+}
+
+/// Runs the fuzz test for `secs` seconds in `build`.
+pub(crate) fn run(secs: u64, build: Build) -> Result<FuzzOutcome> {
     let mut cargo = cmd::cargo();
+    cargo.args(["test", "-p", "tier-core"]);
+    if build == Build::Release {
+        cargo.arg("--release");
+    }
     cargo
-        .args(["test", "-p", "tier-core", "--release", "--test", "fuzz_decoders", "--", "--nocapture"])
+        .args(["--test", "fuzz_decoders", "--", "--nocapture"])
         .env(ENV_FUZZ_SECS, secs.to_string())
         .env("CARGO_TERM_COLOR", "never");
     let captured = cmd::run_tee(&mut cargo)?;

@@ -71,13 +71,13 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.task {
         Task::Deps => {
             for line in deps::ensure_all(&root)? {
-                println!("deps: {line}");
+                println!("{}{line}", deps::READY);
             }
             Ok(ExitCode::SUCCESS)
         }
         Task::Test(args) => test::run(&root, &args),
         Task::Fuzz { secs } => {
-            let outcome = fuzz::run(secs)?;
+            let outcome = fuzz::run(secs, fuzz::Build::Release)?;
             println!("fuzz: {}", outcome.summary());
             Ok(if outcome.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }

@@ -1,7 +1,9 @@
 //! `cargo xtask test`: everything CI checks, in order, each step timed.
 //!
 //! Lint steps (deps, fmt, clippy, rustdoc, deny, feature builds) fail fast: after the
-//! first failure the rest are reported as skipped (unless `--keep-going`). The test steps
+//! first failure the rest are reported as skipped (unless `--keep-going`). deps runs as a
+//! child process (`xtask deps`) beside fmt, clippy and rustdoc, which need nothing it
+//! installs; its output is printed when it ends, before deny. The test steps
 //! (workspace tests against shared servers, a 60-second simulation run, doctests, the
 //! examples, a short fuzz run, the quick chaos run) all run even if one fails.
 //! After the workspace tests it prints tier-router's deployment matrix and the
@@ -9,15 +11,16 @@
 //! The summary table is always printed, and its very last line is `N passed, N failed`.
 
 use std::{
-    path::Path,
-    process::{Command, ExitCode},
+    fs::File,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitCode, Stdio},
     time::Instant,
 };
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::{
-    backends, chaos, cmd, deps, fuzz, matrix,
+    backends, chaos, cmd, fuzz, matrix,
     report::{self, Outcome, StepReport},
     servers, sim,
     testout::{self, TestTally},
@@ -29,7 +32,7 @@ pub(crate) struct TestArgs {
     /// Run the later steps even after a lint step failed.
     #[arg(long)]
     keep_going: bool,
-    /// How long the quick fuzz run lasts, in seconds.
+    /// How long the quick fuzz run lasts, in seconds (in the test build).
     #[arg(long, default_value_t = 10)]
     fuzz_secs: u64,
 }
@@ -52,8 +55,18 @@ impl Run {
     /// Runs `body` as the step `name`, timing it; an `Err` is a failed step whose details
     /// are the error chain. Returns whether the step passed.
     fn step(&mut self, name: &str, body: impl FnOnce() -> Result<StepResult>) -> bool {
+        self.step_since(name, Instant::now(), body)
+    }
+
+    /// As [`Run::step`], for a step that began at `started` (a child process started
+    /// earlier, which `body` waits for).
+    fn step_since(
+        &mut self,
+        name: &str,
+        started: Instant,
+        body: impl FnOnce() -> Result<StepResult>,
+    ) -> bool {
         println!("\n==> {name}");
-        let started = Instant::now();
         let (ok, mut details) = match body() {
             Ok(result) => (result.ok, result.details),
             Err(e) => (false, error_lines(&e)),
@@ -98,20 +111,24 @@ pub(crate) fn run(root: &Path, args: &TestArgs) -> Result<ExitCode> {
     Ok(if run.any_failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// deps, fmt, clippy, rustdoc, deny, feature builds; stops at the first failure unless
-/// `keep_going`.
+/// deps (in the background from the start), fmt, clippy, rustdoc, deny, feature builds;
+/// stops at the first failure unless `keep_going` (deps is waited for either way).
 fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
     type Lint = fn(&Path) -> Result<StepResult>;
-    let lints: [(&str, Lint); 6] = [
-        ("deps", |root| Ok(StepResult { ok: true, details: deps::ensure_all(root)? })),
-        ("fmt", fmt),
-        ("clippy", |_| clippy()),
-        ("rustdoc", |_| rustdoc()),
-        ("deny", |_| deny()),
-        ("features", |_| feature_builds()),
-    ];
+    let started = Instant::now();
+    let deps = Deps::start(root);
+    let before: [(&str, Lint); 3] = [("fmt", fmt), ("clippy", |_| clippy()), ("rustdoc", |_| rustdoc())];
+    let after: [(&str, Lint); 2] = [("deny", |_| deny()), ("features", |_| feature_builds())];
     let mut all_ok = true;
-    for (name, lint) in lints {
+    for (name, lint) in before {
+        if !all_ok && !keep_going {
+            run.skip(name, "an earlier step failed");
+            continue;
+        }
+        all_ok &= run.step(name, || lint(root));
+    }
+    all_ok &= run.step_since("deps", started, || deps?.finish());
+    for (name, lint) in after {
         if !all_ok && !keep_going {
             run.skip(name, "an earlier step failed");
             continue;
@@ -119,6 +136,50 @@ fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
         all_ok &= run.step(name, || lint(root));
     }
     all_ok
+}
+
+/// `xtask deps` running as a child process, its output going to a log file.
+struct Deps {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Deps {
+    /// Starts `xtask deps` (this program) with its output in `<target>/xtask-deps.log`.
+    fn start(root: &Path) -> Result<Self> {
+        let dir = cmd::target_dir(root);
+        std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+        let log = dir.join("xtask-deps.log");
+        let out = File::create(&log).with_context(|| format!("could not create {}", log.display()))?;
+        let err = out.try_clone()?;
+        let program = std::env::current_exe().context("could not find the xtask binary")?;
+        let child = Command::new(program)
+            .arg("deps")
+            .current_dir(root)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .context("could not start `xtask deps`")?;
+        Ok(Self { child, log })
+    }
+
+    /// Waits for it, prints its output, and reports the lines saying what is ready (or, if
+    /// it failed, its last lines).
+    fn finish(mut self) -> Result<StepResult> {
+        let status = self.child.wait().context("waiting for `xtask deps`")?;
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        print!("{text}");
+        let lines: Vec<String> =
+            text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
+        let details = if status.success() {
+            lines.iter().filter_map(|l| l.strip_prefix(crate::deps::READY)).map(str::to_owned).collect()
+        } else {
+            let tail = lines.len().saturating_sub(4);
+            lines[tail..].to_vec()
+        };
+        Ok(StepResult { ok: status.success(), details })
+    }
 }
 
 fn cargo(args: &[&str]) -> Command {
@@ -231,7 +292,7 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
             run.count(&tally);
             let matrix = tally.deployment_matrix();
             if !matrix.is_empty() {
-                println!("\n==> tier-router deployment matrix (tests/suite.rs)\n\n{matrix}");
+                println!("\n==> tier-router deployment matrix (tests/it/suite.rs)\n\n{matrix}");
             }
             println!("\n==> deployments x backends\n\n{}", backends::render(&tally.outcomes));
         }
@@ -271,7 +332,7 @@ fn run_tests(run: &mut Run, fuzz_secs: u64) {
 
     let mut fuzz_tally = TestTally::default();
     run.step("fuzz", || {
-        let outcome = fuzz::run(fuzz_secs)?;
+        let outcome = fuzz::run(fuzz_secs, fuzz::Build::Test)?;
         let result = StepResult { ok: outcome.passed(), details: vec![outcome.summary()] };
         fuzz_tally = outcome.tally;
         Ok(result)

@@ -23,6 +23,10 @@ use crate::cmd;
 /// tier-testkit's harness).
 const ENV_MOTO_SERVER: &str = "TIERLOG_MOTO_SERVER";
 
+/// What `xtask deps` prints before each line [`ensure_all`] returns (`cargo xtask test`
+/// reports those lines).
+pub(crate) const READY: &str = "deps ready: ";
+
 /// Ensures every dependency is present, installing what is missing. Returns one line per
 /// dependency saying what is there (or what was installed).
 pub(crate) fn ensure_all(root: &Path) -> Result<Vec<String>> {
