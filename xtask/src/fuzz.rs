@@ -61,10 +61,13 @@ pub(crate) enum Build {
 /// Runs the fuzz test for `secs` seconds in `build`.
 pub(crate) fn run(secs: u64, build: Build) -> Result<FuzzOutcome> {
     let mut cargo = cmd::cargo();
-    cargo.args(["test", "-p", "tier-core"]);
-    if build == Build::Release {
-        cargo.arg("--release");
-    }
+    match build {
+        Build::Release => cargo.args(["test", "-p", "tier-core", "--release"]),
+        // Over the whole workspace, so that features resolve as in the workspace tests'
+        // build and its artifacts are reused (`-p tier-core` rebuilds tier-core's
+        // dependencies with tier-core's features alone).
+        Build::Test => cargo.args(["test", "--workspace"]),
+    };
     cargo
         .args(["--test", "fuzz_decoders", "--", "--nocapture"])
         .env(ENV_FUZZ_SECS, secs.to_string())

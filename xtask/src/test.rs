@@ -13,7 +13,7 @@
 use std::{
     fs::File,
     path::{Path, PathBuf},
-    process::{Child, Command, ExitCode, Stdio},
+    process::{Command, ExitCode, Stdio},
     time::Instant,
 };
 
@@ -55,18 +55,8 @@ impl Run {
     /// Runs `body` as the step `name`, timing it; an `Err` is a failed step whose details
     /// are the error chain. Returns whether the step passed.
     fn step(&mut self, name: &str, body: impl FnOnce() -> Result<StepResult>) -> bool {
-        self.step_since(name, Instant::now(), body)
-    }
-
-    /// As [`Run::step`], for a step that began at `started` (a child process started
-    /// earlier, which `body` waits for).
-    fn step_since(
-        &mut self,
-        name: &str,
-        started: Instant,
-        body: impl FnOnce() -> Result<StepResult>,
-    ) -> bool {
         println!("\n==> {name}");
+        let started = Instant::now();
         let (ok, mut details) = match body() {
             Ok(result) => (result.ok, result.details),
             Err(e) => (false, error_lines(&e)),
@@ -127,7 +117,9 @@ fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
         }
         all_ok &= run.step(name, || lint(root));
     }
-    all_ok &= run.step_since("deps", started, || deps?.finish());
+    // Timed from here: the table's time is what the run waited for it; its own run time
+    // is in the details.
+    all_ok &= run.step("deps", || deps?.finish(started));
     for (name, lint) in after {
         if !all_ok && !keep_going {
             run.skip(name, "an earlier step failed");
@@ -138,9 +130,10 @@ fn run_lints(run: &mut Run, root: &Path, keep_going: bool) -> bool {
     all_ok
 }
 
-/// `xtask deps` running as a child process, its output going to a log file.
+/// `xtask deps` running as a child process, its output going to a log file; a thread
+/// waits for it and notes when it ended.
 struct Deps {
-    child: Child,
+    waiter: std::thread::JoinHandle<std::io::Result<(std::process::ExitStatus, Instant)>>,
     log: PathBuf,
 }
 
@@ -153,7 +146,7 @@ impl Deps {
         let out = File::create(&log).with_context(|| format!("could not create {}", log.display()))?;
         let err = out.try_clone()?;
         let program = std::env::current_exe().context("could not find the xtask binary")?;
-        let child = Command::new(program)
+        let mut child = Command::new(program)
             .arg("deps")
             .current_dir(root)
             .stdin(Stdio::null())
@@ -161,23 +154,32 @@ impl Deps {
             .stderr(err)
             .spawn()
             .context("could not start `xtask deps`")?;
-        Ok(Self { child, log })
+        let waiter = std::thread::spawn(move || child.wait().map(|status| (status, Instant::now())));
+        Ok(Self { waiter, log })
     }
 
-    /// Waits for it, prints its output, and reports the lines saying what is ready (or, if
-    /// it failed, its last lines).
-    fn finish(mut self) -> Result<StepResult> {
-        let status = self.child.wait().context("waiting for `xtask deps`")?;
+    /// Waits for it, prints its output, and reports how long it ran and the lines saying
+    /// what is ready (or, if it failed, its last lines).
+    fn finish(self, started: Instant) -> Result<StepResult> {
+        let (status, ended) = self
+            .waiter
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread waiting for `xtask deps` panicked"))?
+            .context("waiting for `xtask deps`")?;
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         print!("{text}");
         let lines: Vec<String> =
             text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect();
-        let details = if status.success() {
-            lines.iter().filter_map(|l| l.strip_prefix(crate::deps::READY)).map(str::to_owned).collect()
+        let mut details = vec![format!(
+            "ran {} beside fmt, clippy and rustdoc",
+            report::format_duration(ended.duration_since(started))
+        )];
+        if status.success() {
+            details
+                .extend(lines.iter().filter_map(|l| l.strip_prefix(crate::deps::READY)).map(str::to_owned));
         } else {
-            let tail = lines.len().saturating_sub(4);
-            lines[tail..].to_vec()
-        };
+            details.extend(lines[lines.len().saturating_sub(4)..].iter().cloned());
+        }
         Ok(StepResult { ok: status.success(), details })
     }
 }
