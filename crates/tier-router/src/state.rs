@@ -593,7 +593,7 @@ pub(crate) fn claim_state_dir(state_dir: &Path, data_dir: &Path) -> Result<std::
         .open(&lock_path)
         .map_err(|e| unavailable(&lock_path, "opening the state directory's lock file", e))?;
     #[cfg(feature = "testkit")]
-    if crate::testing::shares_state_dirs(state_dir) {
+    if crate::testing::reverted(state_dir, crate::testing::Repair::StateDirOfOneStore) {
         return Ok(lock);
     }
     let data_dir = std::fs::canonicalize(data_dir)

@@ -309,7 +309,7 @@ pub enum Revert {
     /// past its end, so one a failover emptied takes a batch past the batches it lost.
     WarmIgnoresNext,
     /// A store opens on its state directory without locking it or checking its `owner`
-    /// ([`tier_router::testing::share_state_dirs`]): a store beside it
+    /// (`tier_router::testing::Repair::StateDirOfOneStore`): a store beside it
     /// ([`Step::Neighbour`]) overwrites its checkpoints and reservations.
     SharedStateDir,
     /// A repaired recovery behaviour of the router ([`tier_router::testing::Repair`]).
@@ -384,12 +384,16 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
             Revert::Hot(behaviour) => tier_hot::faults::revert(&world.hot_dir, behaviour),
             Revert::WarmWaitAlone => world.warm.set_wait_alone(true),
             Revert::WarmIgnoresNext => world.warm.set_ignore_next(true),
-            Revert::SharedStateDir => tier_router::testing::share_state_dirs(&world.state_dir),
+            Revert::SharedStateDir => {
+                tier_router::testing::revert(
+                    &world.state_dir,
+                    tier_router::testing::Repair::StateDirOfOneStore,
+                );
+            }
             Revert::Router(repair) => tier_router::testing::revert(&world.state_dir, repair),
         }
     }
     world.run_all();
-    tier_router::testing::restore_state_dirs(&world.state_dir);
     tier_router::testing::restore(&world.state_dir);
     world.disk.untrack(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);

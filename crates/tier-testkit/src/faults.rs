@@ -186,7 +186,7 @@ impl<T: Tier> FaultyTier<T> {
 
     /// Waits while `topic` is held; then true when the call fails: its topic is failing,
     /// or [`before`](Self::before) says so.
-    pub(crate) async fn hold_point(&self, topic: &TopicName, op: Op) -> bool {
+    pub(crate) async fn held_or_failing(&self, topic: &TopicName, op: Op) -> bool {
         let mut gate = self.gate.subscribe();
         if gate.borrow().0.contains(topic) {
             self.gate.send_modify(|(_, waiting)| *waiting += 1);
@@ -268,7 +268,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
     }
 
     async fn range(&self, topic: &TopicName) -> Result<OffsetRange, TierError> {
-        if self.hold_point(topic, Op::Range).await {
+        if self.held_or_failing(topic, Op::Range).await {
             return Err(self.injected_error(topic, Op::Range));
         }
         self.inner.range(topic).await
@@ -276,7 +276,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
 
     async fn append(&self, topic: &TopicName, batch: RecordBatch) -> Result<(), TierError> {
         let base = batch.base_offset();
-        if self.hold_point(topic, Op::Append).await {
+        if self.held_or_failing(topic, Op::Append).await {
             if self.fail_after_append.load(Ordering::SeqCst) {
                 // The write's own outcome is hidden from the caller, as a lost reply would.
                 let _ = self.inner.append(topic, batch).await;
@@ -295,7 +295,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
         to: Offset,
         max_bytes: usize,
     ) -> Result<Vec<RecordBatch>, TierError> {
-        if self.hold_point(topic, Op::Read).await {
+        if self.held_or_failing(topic, Op::Read).await {
             let mut err = self.injected_error(topic, Op::Read);
             err.context_mut().offset = Some(from);
             return Err(err);
@@ -308,7 +308,7 @@ impl<T: Tier> Tier for FaultyTier<T> {
         topic: &TopicName,
         timestamp: Timestamp,
     ) -> Result<Option<Offset>, TierError> {
-        if self.hold_point(topic, Op::OffsetForTimestamp).await {
+        if self.held_or_failing(topic, Op::OffsetForTimestamp).await {
             return Err(self.injected_error(topic, Op::OffsetForTimestamp));
         }
         self.inner.offset_for_timestamp(topic, timestamp).await

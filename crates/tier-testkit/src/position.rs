@@ -138,14 +138,14 @@ impl<T: WarmBackend> WarmBackend for FaultyTier<T> {
     }
 
     async fn record_topic(&self, topic: &TopicName) -> Result<(), TierError> {
-        if self.hold_point(topic, crate::faults::Op::Marker).await {
+        if self.held_or_failing(topic, crate::faults::Op::Marker).await {
             return Err(self.injected_error(topic, crate::faults::Op::Marker));
         }
         self.inner().record_topic(topic).await
     }
 
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError> {
-        if self.hold_point(topic, crate::faults::Op::Marker).await {
+        if self.held_or_failing(topic, crate::faults::Op::Marker).await {
             return Err(self.injected_error(topic, crate::faults::Op::Marker));
         }
         self.inner().topic_recorded(topic).await
