@@ -299,11 +299,7 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         assert_eq!(v12.steps, v13.steps, "seed {seed}");
         assert!(!v12.config.second_topic && v13.config.second_topic, "seed {seed}");
     }
-    assert_eq!(
-        (GENERATOR, LATEST),
-        (5, 13),
-        "version 5 is the default (6 to 13 have open findings), 13 the newest"
-    );
+    assert_eq!((GENERATOR, LATEST), (13, 13), "version 13 is the newest and the default");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
