@@ -760,7 +760,7 @@ impl Writer {
     /// failover emptied takes a batch at any offset and starts there, and a later
     /// recovery counts a stream's start as committed — it would serve the records before
     /// it that were never committed (under `fail`, refused batches whose WAL copy is
-    /// damaged). See `docs/reliability.md`, "Warm that cannot be continued".
+    /// damaged). See `docs/router.md`, "Warm past offsets no tier holds".
     async fn warm_continues(&mut self) -> bool {
         let WarmState::Known { hold: Some(hold), .. } = self.warm else { return true };
         let Some(first) = self.pending.iter().find(|p| !p.in_warm).map(|p| p.batch.base_offset()) else {
