@@ -30,7 +30,7 @@ use crate::retention;
 use crate::segment::{SegmentEvent, SegmentInfo};
 use crate::tail::Subscription;
 use crate::topic::{ActiveView, TopicShared, TopicState, WriteStats};
-use crate::writer::{Command, Direct, Writer, append_direct};
+use crate::writer::{Command, Direct, Writer, append_direct, append_inline};
 
 /// Appends queued per topic before producers wait for the writer.
 const WRITER_QUEUE: usize = 4096;
@@ -438,6 +438,27 @@ impl HotTier {
             (Ok(()), Some(e)) => (held, Err(e)),
             (result, _) => (held, result),
         }
+    }
+
+    /// Appends `batch` to `topic` at once, in the caller's thread, when that takes no
+    /// wait: the topic is open, its writer idle (nothing queued, its lock free), the batch
+    /// continues the log inside the active segment, and it is written without an fsync
+    /// (`fsync` is not `always`) in one buffered write (at most 1 MiB) — the case
+    /// [`Tier::append`] writes and commits in the caller's task. Otherwise the batch is
+    /// handed back untouched, to be appended with [`Tier::append`] or
+    /// [`append_group`](Self::append_group). When it applies, the outcome is
+    /// [`Tier::append`]'s.
+    pub fn try_append_now(
+        &self,
+        topic: &TopicName,
+        batch: RecordBatch,
+    ) -> Result<Result<(), TierError>, RecordBatch> {
+        if batch.checked_end_offset().is_none() || self.inner.closed.load(Ordering::SeqCst) {
+            return Err(batch);
+        }
+        let Ok(Some(log)) = self.serving(topic) else { return Err(batch) };
+        // See `Tier::append` for why a batch gets bytes of its own.
+        append_inline(&log.writer, batch.compacted())
     }
 
     /// A live-tail subscription yielding every committed record of `topic` from `from`

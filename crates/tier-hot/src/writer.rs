@@ -56,7 +56,7 @@ mod direct;
 mod seal;
 pub(crate) use seal::MAX_SEALS_IN_FLIGHT;
 
-pub(crate) use direct::{Direct, append_direct};
+pub(crate) use direct::{Direct, append_direct, append_inline};
 
 /// A request to a topic's writer.
 #[derive(Debug)]
@@ -268,8 +268,7 @@ impl Writer {
         // and committed here as a direct append is (see `direct`), without the group's
         // per-batch channels.
         if let [batch] = batches.as_slice()
-            && self.config.fsync != FsyncPolicy::Always
-            && batch.encoded_len() as u64 <= INLINE_WRITE_MAX
+            && self.writes_inline(batch)
         {
             self.absorb_seal_failure();
             if self.direct_applies(batch)

@@ -195,13 +195,13 @@ impl TieredStore {
     /// is not exported before (`export_sealed_of`), and its `Sealed` event has passed.
     fn sealed_past_commit(&self, topic: &TopicName) -> Option<BoxFuture<'static, ()>> {
         let end = self.hot().sealed_segments(topic).last()?.range.end;
-        let mut hwm = self.inner.topics.lock().get(topic)?.hwm.clone();
-        if *hwm.borrow() >= end {
+        let hwm = self.inner.topics.lock().get(topic)?.hwm.clone();
+        if hwm.get() >= end {
             return None;
         }
         Some(Box::pin(async move {
             // An error is a closed topic: the next export attempt finds it not open.
-            let _ = hwm.wait_for(|committed| *committed >= end).await;
+            let _ = hwm.wait_for(|committed| committed >= end).await;
         }))
     }
 
@@ -222,7 +222,7 @@ impl TieredStore {
             if segment.range.end <= cold_end {
                 continue;
             }
-            let committed = *core.hwm.borrow();
+            let committed = core.hwm.get();
             if segment.range.start > committed {
                 break;
             }
@@ -269,7 +269,7 @@ impl TieredStore {
             exported.push(ExportedSegment { topic: topic.clone(), range });
         }
         tracing::Span::current().record("to", cold_end);
-        crate::metrics::export_lag(topic, *core.hwm.borrow(), OffsetRange::new(held.start, cold_end));
+        crate::metrics::export_lag(topic, core.hwm.get(), OffsetRange::new(held.start, cold_end));
         Ok(exported)
     }
 
@@ -622,7 +622,7 @@ impl TieredStore {
             // Without cold, warm's back-fill reads the WAL from the first offset warm
             // lacks (0 while warm's end is unknown); with cold, cold, which must hold
             // every segment deleted.
-            let committed = *core.hwm.borrow();
+            let committed = core.hwm.get();
             let (deletable_below, warm_end) = match cold {
                 Some(_) => (committed, Offset::MAX),
                 None => (
@@ -713,7 +713,7 @@ impl TieredStore {
             // Never past the commit point: under `fail` a batch warm holds but never
             // confirmed (its `WAIT` fell short) waits above it to be confirmed, and the
             // trim would take warm's copy of it, the one the next recovery confirms again.
-            point = point.min(*core.hwm.borrow());
+            point = point.min(core.hwm.get());
             if point == 0 {
                 continue;
             }

@@ -56,6 +56,7 @@
 
 mod backend;
 mod background;
+mod commit_point;
 mod config;
 #[cfg(feature = "warm")]
 mod lazy_warm;

@@ -33,10 +33,10 @@ use tier_core::{
     ErrorContext, Offset, OffsetRange, Record, RecordBatch, StartPosition, Tier, TierError, TierKind,
     TopicName,
 };
-use tokio::sync::watch;
 use tracing::{Instrument, Span};
 
 use crate::backend::{ColdBackend, WarmBackend};
+use crate::commit_point::Committed;
 use crate::metrics;
 use crate::slice::{self, Slice};
 use crate::tiers::Tiers;
@@ -151,7 +151,7 @@ struct ColdStream {
 struct Reader {
     tiers: Arc<Tiers>,
     topic: TopicName,
-    hwm: watch::Receiver<Offset>,
+    hwm: Committed,
     /// The first offset not delivered yet.
     next: Offset,
     buf: VecDeque<(Source, RecordBatch)>,
@@ -198,7 +198,7 @@ impl Seek {
 pub(crate) async fn open_batches(
     tiers: Arc<Tiers>,
     topic: TopicName,
-    hwm: watch::Receiver<Offset>,
+    hwm: Committed,
     start: StartPosition,
 ) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
     open(tiers, topic, hwm, start, Some(ReadCounters::new())).await
@@ -208,12 +208,12 @@ pub(crate) async fn open_batches(
 async fn open(
     tiers: Arc<Tiers>,
     topic: TopicName,
-    hwm: watch::Receiver<Offset>,
+    hwm: Committed,
     start: StartPosition,
     counters: Option<ReadCounters>,
 ) -> Result<BoxStream<'static, Result<ReadBatch, TierError>>, TierError> {
     let seek = Seek::start(&topic, start);
-    let committed = *hwm.borrow();
+    let committed = hwm.get();
     let next = metrics::positioning(start_offset(&tiers, &topic, start, committed))
         .instrument(seek.span.clone())
         .await?;
@@ -242,7 +242,7 @@ async fn open(
 pub(crate) async fn open_records(
     tiers: Arc<Tiers>,
     topic: TopicName,
-    hwm: watch::Receiver<Offset>,
+    hwm: Committed,
     start: StartPosition,
 ) -> Result<BoxStream<'static, Result<(Source, Record), TierError>>, TierError> {
     let batches = open(tiers, topic, hwm, start, None).await?;
@@ -353,7 +353,7 @@ impl Reader {
             if let Some((source, batch)) = self.buf.pop_front() {
                 let end = batch.end_offset();
                 // A batch is yielded only once the commit point has passed all of it.
-                if *self.hwm.borrow() < end && self.hwm.wait_for(|h| *h >= end).await.is_err() {
+                if self.hwm.get() < end && self.hwm.wait_for(|h| h >= end).await.is_err() {
                     self.done = true;
                     return Some(Err(self.closed()));
                 }
@@ -397,17 +397,17 @@ impl Reader {
     /// Buffers the next batches, waiting at the commit point for new ones.
     async fn fill(&mut self) -> Result<(), TierError> {
         let n = self.next;
-        if n >= *self.hwm.borrow() {
+        if n >= self.hwm.get() {
             // The live tail: the next batches are read from the WAL once committed.
             self.live = true;
             self.cold = None;
-            if self.hwm.wait_for(|h| *h > n).await.is_err() {
+            if self.hwm.wait_for(|h| h > n).await.is_err() {
                 return Err(self.closed());
             }
         }
         let mut attempt = 0;
         loop {
-            let committed = *self.hwm.borrow();
+            let committed = self.hwm.get();
             match self.read_slice(committed).await {
                 Ok(()) => return Ok(()),
                 Err(e) if slice::retry_moved(&e, &mut attempt) => {}

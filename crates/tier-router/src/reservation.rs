@@ -188,6 +188,24 @@ impl Reservation {
             self.write(topic, end.saturating_add(self.chunk)).await?;
             self.since = Some(Instant::now());
         }
+        self.write_ahead_if_due(topic, end);
+        Ok(())
+    }
+
+    /// [`reserve`](Self::reserve) when the durable reservation already covers `end`
+    /// (it then never waits): starts the next reservation ahead if one is due and returns
+    /// true. False, with nothing done, when `end` is beyond it.
+    pub(crate) fn covers(&mut self, topic: &TopicName, end: Offset) -> bool {
+        if end > self.reserved {
+            return false;
+        }
+        self.write_ahead_if_due(topic, end);
+        true
+    }
+
+    /// Starts writing the next reservation on the blocking pool when none is in flight
+    /// and less than half a chunk is left beyond `end`.
+    fn write_ahead_if_due(&mut self, topic: &TopicName, end: Offset) {
         if self.ahead.is_none() && self.reserved.saturating_sub(end) < self.chunk / 2 {
             self.chunk = next_chunk(self.chunk, self.since.map(|t| t.elapsed()));
             let offset = end.saturating_add(self.chunk);
@@ -207,7 +225,6 @@ impl Reservation {
             self.ahead = Some((offset, written));
             self.since = Some(Instant::now());
         }
-        Ok(())
     }
 
     /// Waits for the reservation written ahead, if any, and makes it the current one once

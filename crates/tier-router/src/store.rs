@@ -17,6 +17,7 @@ use tracing::{error, warn};
 
 #[cfg(feature = "testkit")]
 use crate::backend::{ColdBackend, WarmBackend};
+use crate::commit_point::CommitPoint;
 use crate::config::RouterConfig;
 use crate::recovery::{RecoveryReport, recover_topic, resume_at};
 use crate::reservation::Reservation;
@@ -360,7 +361,7 @@ impl TieredStore {
             }
         };
         let next = recovered.report.next_offset;
-        let (hwm_tx, hwm) = watch::channel(recovered.committed);
+        let (hwm_tx, hwm) = CommitPoint::new(recovered.committed);
         let durable = tiers.hot.config().fsync == tier_hot::FsyncPolicy::Always;
         let reservation = Reservation::new(
             self.inner.state_dir.clone(),
@@ -448,7 +449,7 @@ impl TieredStore {
             .iter()
             .filter(|c| !c.report.lock().end_unknown)
             .map(|c| {
-                let end = *c.hwm.borrow();
+                let end = c.hwm.get();
                 // What warm confirmed (the warm floor; 0 while warm's end is unknown).
                 let warm = has_warm.then(|| c.warm_floor.load(Ordering::Acquire));
                 (c.name.clone(), Checkpoint { end, warm })

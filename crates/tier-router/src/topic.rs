@@ -17,9 +17,10 @@ use tier_core::{
     ErrorContext, Header, Offset, OffsetRange, Record, RecordBatch, RecordBatchBuilder, StartPosition, Tier,
     TierError, TierKind, Timestamp, TopicName,
 };
-use tokio::sync::{Notify, OwnedMutexGuard, mpsc, oneshot, watch};
+use tokio::sync::{Notify, OwnedMutexGuard, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::commit_point::Committed;
 use crate::metrics;
 use crate::reader::{self, ReadBatch, Source};
 use crate::recovery::RecoveryReport;
@@ -44,7 +45,7 @@ pub(crate) struct TopicCore {
     /// Makes the writer task look at its retry timer again (a producer's commit left
     /// batches to retry).
     pub(crate) wake: Arc<Notify>,
-    pub(crate) hwm: watch::Receiver<Offset>,
+    pub(crate) hwm: Committed,
     pub(crate) task: Mutex<Option<JoinHandle<()>>>,
     pub(crate) report: Mutex<RecoveryReport>,
     /// Warm holds (or will never need) every offset below it: WAL retention deletes no
@@ -165,6 +166,50 @@ impl TopicCore {
                     arrival.waker = Some(cx.waker().clone());
                 }
                 Poll::Pending
+            }
+        }
+    }
+}
+
+impl TopicCore {
+    /// The commit of the batch `id` by its producer, which holds the turn, done here with
+    /// no await ([`Writer::commit_now`]) when it is the only batch waiting, the writer's
+    /// lock is free and no step of the commit waits — the same group commit the producer
+    /// would run, without the future that finishes it in a task of its own when dropped
+    /// (nothing here can be dropped half done). Then the turn passes on as after any
+    /// commit. `None`, the batch waiting and the turn its producer's as before, when it
+    /// does not apply.
+    fn commit_alone(
+        &self,
+        writer: &tokio::sync::Mutex<Writer>,
+        id: u64,
+    ) -> Option<Result<OffsetRange, TierError>> {
+        let mut writer = writer.try_lock().ok()?;
+        let mut arrivals = self.arrivals.lock();
+        if arrivals.waiting.len() != 1 || arrivals.lead != Lead::Producer(id) {
+            return None;
+        }
+        let Arrival { id, batch, done, waker } = arrivals.waiting.pop_front()?;
+        arrivals.lead = Lead::Committing;
+        drop(arrivals);
+        match writer.commit_now(batch) {
+            Ok(answer) => {
+                let retry = writer.has_retry_work();
+                let next = self.arrivals.lock().pass_lead();
+                drop(writer);
+                if retry {
+                    self.wake.notify_one();
+                }
+                if let Some(next) = next {
+                    next.wake();
+                }
+                Some(answer)
+            }
+            Err(batch) => {
+                let mut arrivals = self.arrivals.lock();
+                arrivals.waiting.push_front(Arrival { id, batch, done, waker });
+                arrivals.lead = Lead::Producer(id);
+                None
             }
         }
     }
@@ -473,7 +518,7 @@ impl Topic {
     /// ([`Arrivals`]).
     async fn commit_here(&self, builder: RecordBatchBuilder) -> Result<OffsetRange, TierError> {
         let batch = builder.build(0).map_err(|e| self.in_ctx(e))?;
-        self.check_open()?;
+        // Taken, with the queue, when the store closes.
         let writer = self.core.writer.lock().clone().ok_or_else(|| self.closed())?;
         let (done, mut answer) = oneshot::channel();
         let arrived = self.core.arrive(batch, done);
@@ -483,6 +528,9 @@ impl Topic {
         match std::future::poll_fn(|cx| self.core.poll_turn(id, &mut answer, cx)).await {
             Turn::Answered(answer) => return answer,
             Turn::Lead => {}
+        }
+        if let Some(answer) = self.core.commit_alone(&writer, id) {
+            return answer;
         }
         // Dropped while waiting for the lock, `arrived` takes the batch out and passes
         // the turn on.
@@ -552,7 +600,7 @@ impl Topic {
 
     /// The commit point: every offset below it is committed and readable.
     pub fn high_watermark(&self) -> Offset {
-        *self.core.hwm.borrow()
+        self.core.hwm.get()
     }
 
     /// What each enabled tier holds now, and the commit point. With cold enabled, sets

@@ -41,9 +41,10 @@ use futures::FutureExt;
 use tier_core::{
     ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, TopicName,
 };
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tracing::{error, info, warn};
 
+use crate::commit_point::CommitPoint;
 use crate::config::WarmFailurePolicy;
 use crate::recovery::batches_for_warm;
 use crate::reservation::Reservation;
@@ -116,7 +117,7 @@ pub(crate) struct Writer {
     tiers: Arc<Tiers>,
     next: Offset,
     pending: VecDeque<Pending>,
-    hwm: watch::Sender<Offset>,
+    hwm: CommitPoint,
     /// The writer has stopped (the store closes): no append is taken any more, the
     /// reservation having been lowered to the commit point.
     stopped: bool,
@@ -148,7 +149,7 @@ impl Writer {
         topic: TopicName,
         tiers: Arc<Tiers>,
         next: Offset,
-        hwm: watch::Sender<Offset>,
+        hwm: CommitPoint,
         reservation: Reservation,
     ) -> Self {
         let warm = if tiers.warm.is_some() {
@@ -277,7 +278,7 @@ impl Writer {
                 .max(),
             None => None,
         };
-        let floor = self.hwm.borrow().max(in_warm.unwrap_or(0));
+        let floor = self.hwm.get().max(in_warm.unwrap_or(0));
         // Fenced: the acknowledged end is unknown, and a reservation would pass for
         // evidence of it.
         if self.fenced.is_some() || self.reservation.reserved <= floor {
@@ -436,8 +437,7 @@ impl Writer {
         w.release().await;
         // Readers of the live tail end (`Closed`) once the commit point's sender is gone,
         // whoever still holds the writer's state.
-        let last = *w.hwm.borrow();
-        drop(std::mem::replace(&mut w.hwm, watch::channel(last).0));
+        w.hwm.close();
     }
 
     async fn flush(&mut self) -> Result<(), TierError> {
@@ -579,21 +579,77 @@ impl Writer {
         // Each producer is answered by where its own batch is: a tier that failed inside
         // the group (a rotation the disk refused) leaves the batches before it committed,
         // and those are acknowledged — recovery counts them as such.
-        let hwm = *self.hwm.borrow();
+        let hwm = self.hwm.get();
         for (batch, done) in numbered {
-            let range = batch.offset_range();
-            let reply = if hwm >= range.end {
-                Ok(range)
-            } else {
-                let (message, may_commit) = self.refused_message(range);
-                let mut ctx = self.ctx().offset(range.start);
-                if may_commit {
-                    ctx = ctx.may_commit(range);
-                }
-                Err(not_acknowledged(ctx, message, errors.as_ref()))
-            };
-            let _ = done.send(reply);
+            let _ = done.send(self.answer(batch.offset_range(), hwm, errors.as_ref()));
         }
+    }
+
+    /// [`commit_group`](Self::commit_group) of `batch` alone when no step of it waits,
+    /// without a future: nothing is pending (so nothing is settled or refused first), no
+    /// warm tier is enabled, the durable reservation covers the batch, and the WAL writes
+    /// it at once ([`HotTier::try_append_now`](tier_hot::HotTier::try_append_now)). The
+    /// same steps in the same order, with the same outcome; the batch handed back when
+    /// they do not all apply, nothing done but a reservation written ahead that was due.
+    pub(crate) fn commit_now(
+        &mut self,
+        batch: RecordBatch,
+    ) -> Result<Result<OffsetRange, TierError>, RecordBatch> {
+        let base = self.next;
+        // The commit point at the next offset: no batch is waiting and no hole lies there
+        // for `advance` to step over (holes lie below the WAL's end).
+        if self.fenced.is_some()
+            || self.stopped
+            || self.warm != WarmState::Disabled
+            || !self.pending.is_empty()
+            || self.hwm.get() != base
+        {
+            return Err(batch);
+        }
+        let Some(end) = base.checked_add(u64::from(batch.record_count())) else { return Err(batch) };
+        if !self.reservation.covers(&self.topic, end) {
+            return Err(batch);
+        }
+        let batch = batch.with_base_offset(base);
+        // The clone shares the bytes: the batch stays pending if the WAL refuses it.
+        let written = match self.tiers.hot.try_append_now(&self.topic, batch.clone()) {
+            Ok(written) => written,
+            Err(_) => return Err(batch),
+        };
+        self.next = end;
+        let range = batch.offset_range();
+        match written {
+            Ok(()) => {
+                self.hwm.set(end);
+                Ok(Ok(range))
+            }
+            Err(e) => {
+                warn!(topic = %self.topic, error = %e.report(), "WAL append failed");
+                self.pending.push_back(Pending::new(batch, false, true));
+                self.advance();
+                Ok(self.answer(range, self.hwm.get(), Some(&Arc::new(e))))
+            }
+        }
+    }
+
+    /// A producer's answer for its batch at `range` once its commit is done: its offsets
+    /// when the commit point `hwm` passed them, else why not (`errors`: the first failure
+    /// the commit met).
+    fn answer(
+        &self,
+        range: OffsetRange,
+        hwm: Offset,
+        errors: Option<&Arc<TierError>>,
+    ) -> Result<OffsetRange, TierError> {
+        if hwm >= range.end {
+            return Ok(range);
+        }
+        let (message, may_commit) = self.refused_message(range);
+        let mut ctx = self.ctx().offset(range.start);
+        if may_commit {
+            ctx = ctx.may_commit(range);
+        }
+        Err(not_acknowledged(ctx, message, errors))
     }
 
     /// What a producer is told of its batch at `range` that was not committed, by where
@@ -946,7 +1002,7 @@ impl Writer {
     async fn uncommitted_in_wal(&self, range: OffsetRange) -> Result<Option<Offset>, TierError> {
         let wal = self.tiers.hot.range(&self.topic).await?;
         // Past the holes: no record is there.
-        let at = self.past_holes(range.start.max(*self.hwm.borrow()).max(wal.start));
+        let at = self.past_holes(range.start.max(self.hwm.get()).max(wal.start));
         Ok((at < range.end.min(wal.end)).then_some(at))
     }
 
@@ -1067,7 +1123,7 @@ impl Writer {
     /// Moves the high watermark over committed batches and forgets batches every write
     /// tier holds.
     fn advance(&mut self) {
-        let mut hwm = *self.hwm.borrow();
+        let mut hwm = self.hwm.get();
         for p in &self.pending {
             if !self.is_committed(p) {
                 break;
@@ -1097,8 +1153,8 @@ impl Writer {
             *behind = false;
             info!(topic = %self.topic, "the warm tier holds every batch again");
         }
-        if hwm > *self.hwm.borrow() {
-            self.hwm.send_replace(hwm);
+        if hwm > self.hwm.get() {
+            self.hwm.set(hwm);
         }
         self.publish_warm_floor();
     }

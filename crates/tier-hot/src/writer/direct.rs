@@ -47,7 +47,7 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
     if !w.direct_applies(&batch) {
         return Direct::Queue(batch);
     }
-    if !always && batch.encoded_len() as u64 <= INLINE_WRITE_MAX {
+    if w.writes_inline(&batch) {
         return Direct::Done(w.append_now(batch, false));
     }
     let topic = w.topic().clone();
@@ -59,7 +59,29 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
     }
 }
 
+/// Appends `batch` at once, in the caller's thread, when [`append_direct`] would write
+/// it inline: the writer idle, the batch the plain case, written without an fsync and at
+/// most `INLINE_WRITE_MAX` bytes. Never waits (not even for the writer's lock); hands the
+/// batch back when it does not apply.
+pub(crate) fn append_inline(
+    writer: &Mutex<Writer>,
+    batch: RecordBatch,
+) -> Result<Result<(), TierError>, RecordBatch> {
+    let Ok(mut w) = writer.try_lock() else { return Err(batch) };
+    w.absorb_seal_failure();
+    if !w.direct_applies(&batch) || !w.writes_inline(&batch) {
+        return Err(batch);
+    }
+    Ok(w.append_now(batch, false))
+}
+
 impl Writer {
+    /// True when a direct append of `batch` is written in the caller's task: no fsync
+    /// follows it and it is at most `INLINE_WRITE_MAX` bytes.
+    pub(super) fn writes_inline(&self, batch: &RecordBatch) -> bool {
+        self.config.fsync != FsyncPolicy::Always && batch.encoded_len() as u64 <= INLINE_WRITE_MAX
+    }
+
     /// True when `batch` can be written and committed at once: nothing is queued or
     /// grouped, it continues the log, the active segment exists, already holds a batch
     /// (so `first_write`, the age deadline, is set) and has room for it.

@@ -258,3 +258,71 @@ async fn a_producer_that_stops_waiting_on_its_turn_to_commit_passes_it_on() {
     assert_eq!(committed(&topic, 4).await, expected);
     store.close().await;
 }
+
+/// Without an fsync, a lone append on an idle writer is committed in the producer's own
+/// poll, with no await (`Writer::commit_now`); appends polled together still meet in one
+/// group — one WAL write — as under `always`: the producer looks only after every append
+/// of its pass arrived.
+#[tokio::test]
+async fn without_fsync_a_lone_append_commits_at_once_and_a_join_still_meets_in_one_group() {
+    let mut d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    d.hot.fsync = FsyncPolicy::Never;
+    let store = d.open(&[]).await;
+    let name = "never-together";
+    let topic = store.topic(name).await.unwrap();
+    // The topic's first append creates its segment through the WAL's writer task, which
+    // may still hold the WAL writer's lock when the answer arrives; the second one waits
+    // for that lock and leaves the WAL's writer idle.
+    assert_eq!(topic.append_batch(builder("a", 1)).await.unwrap(), r(0, 1));
+    assert_eq!(topic.append_batch(builder("a2", 1)).await.unwrap(), r(1, 2));
+
+    let before = wal_writes(&store, name);
+    let mut lone = std::pin::pin!(topic.append_batch(builder("b", 1)));
+    assert!(futures::poll!(lone.as_mut()).is_pending(), "the producer lets its pass's appends arrive first");
+    match futures::poll!(lone.as_mut()) {
+        std::task::Poll::Ready(range) => assert_eq!(range.unwrap(), r(2, 3)),
+        std::task::Poll::Pending => panic!("a lone append on an idle writer waits for nothing"),
+    }
+    assert_eq!(wal_writes(&store, name) - before, 1);
+    assert_eq!(topic.high_watermark(), 3, "the commit point moved with the answer");
+
+    let before = wal_writes(&store, name);
+    let (c, e) = tokio::time::timeout(WAIT, async {
+        futures::join!(topic.append_batch(builder("c", 3)), topic.append_batch(builder("e", 1)))
+    })
+    .await
+    .expect("answered");
+    assert_eq!((c.unwrap(), e.unwrap()), (r(3, 6), r(6, 7)));
+    assert_eq!(wal_writes(&store, name) - before, 1, "C and E arrived together: one group, one WAL write");
+    assert_eq!(
+        committed(&topic, 5).await,
+        vec![batch(0, "a", 1), batch(1, "a2", 1), batch(2, "b", 1), batch(3, "c", 3), batch(6, "e", 1)]
+    );
+    store.close().await;
+}
+
+/// A lone append whose WAL write fails, committed at once: its producer is refused, the
+/// batch stays pending (later appends are refused behind it), and nothing of it is served
+/// or renumbered — a reopened store continues at its base.
+#[tokio::test]
+async fn a_lone_append_whose_wal_write_fails_is_refused_and_kept_pending() {
+    let mut d = Deployment::new(Tiers::Hot, ColdOn::Local).await;
+    d.hot.fsync = FsyncPolicy::Never;
+    let store = d.open(&[]).await;
+    let topic = store.topic("write-failed").await.unwrap();
+    assert_eq!(topic.append_batch(builder("first", 2)).await.unwrap(), r(0, 2));
+    faults::fail_nth(&d.hot_dir(), FaultPoint::Write, 1, std::io::ErrorKind::Other);
+    let refused = topic.append_batch(builder("failed", 3)).await.expect_err("the write failed");
+    assert_eq!(refused.kind(), tier_core::ErrorKind::Unavailable, "{}", refused.report());
+    assert_eq!(topic.high_watermark(), 2, "nothing of it is committed");
+    let after = topic.append_batch(builder("after", 1)).await.expect_err("the failed batch is pending");
+    assert!(after.to_string().contains("pending from offset 2"), "{}", after.report());
+    faults::clear(&d.hot_dir());
+    store.close().await;
+
+    let store = d.open(&[]).await;
+    let topic = store.topic("write-failed").await.unwrap();
+    assert_eq!(topic.append_batch(builder("next", 1)).await.unwrap(), r(2, 3));
+    assert_eq!(committed(&topic, 2).await, vec![batch(0, "first", 2), batch(2, "next", 1)]);
+    store.close().await;
+}
