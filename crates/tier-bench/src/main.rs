@@ -319,7 +319,9 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         if want(6) {
             note("workload 6: live tail");
             rows.push(tail::hot_only(settings, dir).await?);
-            rows.push(router::tail_latest(settings, dir).await?);
+            rows.push(
+                router::tail_latest(settings, dir).await?.with_floor(tail::wake_floor(settings).await?),
+            );
             rows.push(tail::with_warm(settings, dir, &url).await?);
         }
         if want(9) {
@@ -328,7 +330,7 @@ async fn run(cli: &Cli, settings: &Settings) -> Result<()> {
         }
     } else if want(6) {
         rows.push(tail::hot_only(settings, dir).await?);
-        rows.push(router::tail_latest(settings, dir).await?);
+        rows.push(router::tail_latest(settings, dir).await?.with_floor(tail::wake_floor(settings).await?));
     }
     if want(4) || want(5) || want(7) {
         rows.extend(cold_workloads(settings, dir, want(4) || want(7), want(5)).await?);

@@ -77,6 +77,12 @@ impl Row {
         self.detail = detail.into();
         self
     }
+
+    /// Adds a clause to the detail (a floor measured beside the row).
+    pub(crate) fn with_floor(mut self, clause: impl AsRef<str>) -> Self {
+        self.detail = format!("{}; {}", self.detail, clause.as_ref());
+        self
+    }
 }
 
 fn num(v: Option<f64>) -> String {

@@ -58,6 +58,47 @@ pub(crate) fn row(case: &str, rate: u64, returned: &[Instant], received: &[Insta
         ))
 }
 
+/// The floor under every tail row: a task on the runtime's workers woken through a
+/// `tokio::sync::Notify` at the same rate, carrying nothing — the wake-up of a parked
+/// worker thread that every live-tail consumer waits for. Returns the row's detail
+/// clause: p50/p99/p999 in ms.
+pub(crate) async fn wake_floor(settings: &Settings) -> Result<String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let count = settings.tail_records;
+    let sent = Arc::new(AtomicU64::new(0));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let consumer = tokio::spawn({
+        let (sent, wake) = (Arc::clone(&sent), Arc::clone(&wake));
+        async move {
+            let mut received = Vec::with_capacity(count as usize);
+            while (received.len() as u64) < count {
+                // `notify_one` stores a permit, so a wake sent before this wait is kept.
+                while (received.len() as u64) < sent.load(Ordering::SeqCst) {
+                    received.push(Instant::now());
+                }
+                if (received.len() as u64) < count {
+                    wake.notified().await;
+                }
+            }
+            received
+        }
+    });
+    let returned = paced(count, settings.tail_rate, |_| {
+        sent.fetch_add(1, Ordering::SeqCst);
+        wake.notify_one();
+        async { Ok(()) }
+    })
+    .await?;
+    let received = consumer.await?;
+    let (ms, _) = latencies(&returned, &received);
+    Ok(format!(
+        "the floor, a task woken through tokio::sync::Notify at the same rate: p50 {:.3} ms, p99 {:.3} ms, p999 {:.3} ms",
+        util::percentile(&ms, 50.0),
+        util::percentile(&ms, 99.0),
+        util::percentile(&ms, 99.9),
+    ))
+}
+
 /// Paces `count` appends at `rate` per second, calling `append(i)` for each and
 /// returning the instants at which each append returned.
 pub(crate) async fn paced<F, Fut>(count: u64, rate: u64, mut append: F) -> Result<Vec<Instant>>
