@@ -440,25 +440,27 @@ impl HotTier {
         }
     }
 
-    /// Appends `batch` to `topic` at once, in the caller's thread, when that takes no
-    /// wait: the topic is open, its writer idle (nothing queued, its lock free), the batch
-    /// continues the log inside the active segment, and it is written without an fsync
-    /// (`fsync` is not `always`) in one buffered write (at most 1 MiB) — the case
-    /// [`Tier::append`] writes and commits in the caller's task. Otherwise the batch is
-    /// handed back untouched, to be appended with [`Tier::append`] or
-    /// [`append_group`](Self::append_group). When it applies, the outcome is
-    /// [`Tier::append`]'s.
+    /// Appends `batches` to `topic` at once, in the caller's thread, when that takes no
+    /// wait: the topic is open, its writer idle (nothing queued, its lock free), the
+    /// batches continue the log one after another inside the active segment, and they are
+    /// written without an fsync (`fsync` is not `always`) in one buffered write (at most
+    /// 1 MiB together) — the case [`Tier::append`] writes and commits in the caller's task.
+    /// Otherwise the batches are handed back untouched, to be appended with
+    /// [`append_group`](Self::append_group) or [`Tier::append`]. When it applies, the
+    /// outcome is the one of a group the WAL writes at once: every batch held, or none.
     pub fn try_append_now(
         &self,
         topic: &TopicName,
-        batch: RecordBatch,
-    ) -> Result<Result<(), TierError>, RecordBatch> {
-        if batch.checked_end_offset().is_none() || self.inner.closed.load(Ordering::SeqCst) {
-            return Err(batch);
+        batches: Vec<RecordBatch>,
+    ) -> Result<Result<(), TierError>, Vec<RecordBatch>> {
+        if batches.last().is_none_or(|b| b.checked_end_offset().is_none())
+            || self.inner.closed.load(Ordering::SeqCst)
+        {
+            return Err(batches);
         }
-        let Ok(Some(log)) = self.serving(topic) else { return Err(batch) };
+        let Ok(Some(log)) = self.serving(topic) else { return Err(batches) };
         // See `Tier::append` for why a batch gets bytes of its own.
-        append_inline(&log.writer, batch.compacted())
+        append_inline(&log.writer, batches.into_iter().map(RecordBatch::compacted).collect())
     }
 
     /// A live-tail subscription yielding every committed record of `topic` from `from`

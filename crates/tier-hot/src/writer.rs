@@ -260,21 +260,16 @@ impl Writer {
     /// [`HotTier::append_group`](crate::HotTier::append_group)): the same accept, group and
     /// flush steps as a group of queued appends. Returns how many batches from the first
     /// are held and the first refusal.
-    pub(crate) async fn append_group(
-        &mut self,
-        mut batches: Vec<RecordBatch>,
-    ) -> (usize, Result<(), TierError>) {
+    pub(crate) async fn append_group(&mut self, batches: Vec<RecordBatch>) -> (usize, Result<(), TierError>) {
         // A group of one small batch in the plain case, with no fsync after it: written
         // and committed here as a direct append is (see `direct`), without the group's
         // per-batch channels.
-        if let [batch] = batches.as_slice()
-            && self.writes_inline(batch)
+        if let [_] = batches.as_slice()
+            && self.writes_inline(&batches)
         {
             self.absorb_seal_failure();
-            if self.direct_applies(batch)
-                && let Some(batch) = batches.pop()
-            {
-                return match self.append_now(batch, false) {
+            if self.direct_applies(&batches) {
+                return match self.append_now(batches, false) {
                     Ok(()) => (1, Ok(())),
                     Err(e) => (0, Err(e)),
                 };

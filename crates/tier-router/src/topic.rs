@@ -172,28 +172,43 @@ impl TopicCore {
 }
 
 impl TopicCore {
-    /// The commit of the batch `id` by its producer, which holds the turn, done here with
-    /// no await ([`Writer::commit_now`]) when it is the only batch waiting, the writer's
-    /// lock is free and no step of the commit waits — the same group commit the producer
-    /// would run, without the future that finishes it in a task of its own when dropped
-    /// (nothing here can be dropped half done). Then the turn passes on as after any
-    /// commit. `None`, the batch waiting and the turn its producer's as before, when it
-    /// does not apply.
+    /// The commit of the next group of waiting batches, by the producer of the batch `id`,
+    /// which holds the turn, done here with no await ([`Writer::commit_now`]) when the
+    /// group holds that batch, the writer's lock is free and no step of the commit waits — the same group
+    /// commit the producer would run, without the future that finishes it in a task of
+    /// its own when dropped (nothing here can be dropped half done). The other producers
+    /// get their answers; the turn then passes on as after any commit. `None`, the batches
+    /// waiting and the turn its producer's as before, when it does not apply.
     fn commit_alone(
         &self,
         writer: &tokio::sync::Mutex<Writer>,
         id: u64,
+        max_group: usize,
     ) -> Option<Result<OffsetRange, TierError>> {
         let mut writer = writer.try_lock().ok()?;
         let mut arrivals = self.arrivals.lock();
-        if arrivals.waiting.len() != 1 || arrivals.lead != Lead::Producer(id) {
+        if arrivals.lead != Lead::Producer(id) {
             return None;
         }
-        let Arrival { id, batch, done, waker } = arrivals.waiting.pop_front()?;
+        let count = arrivals.group_with(id, max_group)?;
+        let mut kept = Vec::with_capacity(count);
+        let mut group = Vec::with_capacity(count);
+        for Arrival { id, batch, done, waker } in arrivals.waiting.drain(..count) {
+            kept.push((id, waker));
+            group.push((batch, done));
+        }
         arrivals.lead = Lead::Committing;
         drop(arrivals);
-        match writer.commit_now(batch) {
-            Ok(answer) => {
+        let mut own = None;
+        let committed = writer.commit_now(group, |at, done, answer| {
+            if kept[at].0 == id {
+                own = Some(answer);
+            } else {
+                let _ = done.send(answer);
+            }
+        });
+        match committed {
+            Ok(()) => {
                 let retry = writer.has_retry_work();
                 let next = self.arrivals.lock().pass_lead();
                 drop(writer);
@@ -203,11 +218,19 @@ impl TopicCore {
                 if let Some(next) = next {
                     next.wake();
                 }
-                Some(answer)
+                // The group holds the batch `id` (`group_with`), so it was answered.
+                Some(own.unwrap_or_else(|| {
+                    Err(TierError::internal(
+                        ErrorContext::tier(TierKind::Router).topic(&self.name),
+                        "a commit did not answer its own producer",
+                    ))
+                }))
             }
-            Err(batch) => {
+            Err(group) => {
                 let mut arrivals = self.arrivals.lock();
-                arrivals.waiting.push_front(Arrival { id, batch, done, waker });
+                for ((batch, done), (id, waker)) in group.into_iter().zip(kept).rev() {
+                    arrivals.waiting.push_front(Arrival { id, batch, done, waker });
+                }
                 arrivals.lead = Lead::Producer(id);
                 None
             }
@@ -298,6 +321,22 @@ impl Arrivals {
                 None
             }
         }
+    }
+
+    /// How many batches from the front make the next group ([`take_group`](Self::take_group):
+    /// as many as fit in `max_bytes`, at least one), when it holds the batch `id`.
+    fn group_with(&self, id: u64, max_bytes: usize) -> Option<usize> {
+        let (mut bytes, mut count, mut mine) = (0, 0, false);
+        for arrival in &self.waiting {
+            let len = arrival.batch.encoded_len();
+            if count > 0 && bytes + len > max_bytes {
+                break;
+            }
+            bytes += len;
+            count += 1;
+            mine |= arrival.id == id;
+        }
+        mine.then_some(count)
     }
 
     /// The next group from the front, up to `max_bytes` (at least one batch), and whether
@@ -529,7 +568,8 @@ impl Topic {
             Turn::Answered(answer) => return answer,
             Turn::Lead => {}
         }
-        if let Some(answer) = self.core.commit_alone(&writer, id) {
+        let max_group = self.tiers.config.max_group_bytes;
+        if let Some(answer) = self.core.commit_alone(&writer, id, max_group) {
             return answer;
         }
         // Dropped while waiting for the lock, `arrived` takes the batch out and passes
@@ -537,7 +577,6 @@ impl Topic {
         let lock = writer.lock_owned().await;
         // From here the commit holds the turn, and passes it on when it ends.
         self.core.arrivals.lock().lead = Lead::Committing;
-        let max_group = self.tiers.config.max_group_bytes;
         Finish { work: Some(Box::pin(commit_arrivals(Arc::clone(&self.core), lock, id, max_group))) }.await;
         drop(arrived);
         answer.await.unwrap_or_else(|_| Err(self.closed()))

@@ -585,16 +585,18 @@ impl Writer {
         }
     }
 
-    /// [`commit_group`](Self::commit_group) of `batch` alone when no step of it waits,
-    /// without a future: nothing is pending (so nothing is settled or refused first), no
-    /// warm tier is enabled, the durable reservation covers the batch, and the WAL writes
-    /// it at once ([`HotTier::try_append_now`](tier_hot::HotTier::try_append_now)). The
-    /// same steps in the same order, with the same outcome; the batch handed back when
-    /// they do not all apply, nothing done but a reservation written ahead that was due.
+    /// [`commit_group`](Self::commit_group) of `group` when no step of it waits, without a
+    /// future: nothing is pending (so nothing is settled or refused first), no warm tier
+    /// is enabled, the durable reservation covers the group, and the WAL writes it at once
+    /// ([`HotTier::try_append_now`](tier_hot::HotTier::try_append_now)). The same steps in
+    /// the same order, with the same outcome; each batch's answer goes to `answer` with its
+    /// place in the group and its reply, in order. The group handed back when the steps do
+    /// not all apply, nothing done but a reservation written ahead that was due.
     pub(crate) fn commit_now(
         &mut self,
-        batch: RecordBatch,
-    ) -> Result<Result<OffsetRange, TierError>, RecordBatch> {
+        group: Group,
+        mut answer: impl FnMut(usize, Reply, Result<OffsetRange, TierError>),
+    ) -> Result<(), Group> {
         let base = self.next;
         // The commit point at the next offset: no batch is waiting and no hole lies there
         // for `advance` to step over (holes lie below the WAL's end).
@@ -604,32 +606,39 @@ impl Writer {
             || !self.pending.is_empty()
             || self.hwm.get() != base
         {
-            return Err(batch);
+            return Err(group);
         }
-        let Some(end) = base.checked_add(u64::from(batch.record_count())) else { return Err(batch) };
-        if !self.reservation.covers(&self.topic, end) {
-            return Err(batch);
-        }
-        let batch = batch.with_base_offset(base);
-        // The clone shares the bytes: the batch stays pending if the WAL refuses it.
-        let written = match self.tiers.hot.try_append_now(&self.topic, batch.clone()) {
-            Ok(written) => written,
-            Err(_) => return Err(batch),
+        let numbered = match number(group, base) {
+            Ok(numbered) => numbered,
+            Err((group, _)) => return Err(group),
         };
+        let end = numbered.last().map_or(base, |(batch, _)| batch.end_offset());
+        if !self.reservation.covers(&self.topic, end) {
+            return Err(numbered);
+        }
+        // The clones share the bytes: the batches stay pending if the WAL refuses them.
+        let batches = numbered.iter().map(|(batch, _)| batch.clone()).collect();
+        let Ok(written) = self.tiers.hot.try_append_now(&self.topic, batches) else { return Err(numbered) };
         self.next = end;
-        let range = batch.offset_range();
         match written {
             Ok(()) => {
                 self.hwm.set(end);
-                Ok(Ok(range))
+                for (at, (batch, done)) in numbered.into_iter().enumerate() {
+                    answer(at, done, Ok(batch.offset_range()));
+                }
             }
             Err(e) => {
                 warn!(topic = %self.topic, error = %e.report(), "WAL append failed");
-                self.pending.push_back(Pending::new(batch, false, true));
+                self.pending
+                    .extend(numbered.iter().map(|(batch, _)| Pending::new(batch.clone(), false, true)));
                 self.advance();
-                Ok(self.answer(range, self.hwm.get(), Some(&Arc::new(e))))
+                let (hwm, e) = (self.hwm.get(), Arc::new(e));
+                for (at, (batch, done)) in numbered.into_iter().enumerate() {
+                    answer(at, done, self.answer(batch.offset_range(), hwm, Some(&e)));
+                }
             }
         }
+        Ok(())
     }
 
     /// A producer's answer for its batch at `range` once its commit is done: its offsets

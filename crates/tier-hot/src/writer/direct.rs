@@ -44,14 +44,15 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
     let Ok(mut w) = Arc::clone(writer).try_lock_owned() else { return Direct::Queue(batch) };
     let always = w.config.fsync == FsyncPolicy::Always;
     w.absorb_seal_failure();
-    if !w.direct_applies(&batch) {
+    let one = std::slice::from_ref(&batch);
+    if !w.direct_applies(one) {
         return Direct::Queue(batch);
     }
-    if w.writes_inline(&batch) {
-        return Direct::Done(w.append_now(batch, false));
+    if w.writes_inline(one) {
+        return Direct::Done(w.append_now(vec![batch], false));
     }
     let topic = w.topic().clone();
-    match tokio::task::spawn_blocking(move || w.append_now(batch, always)).await {
+    match tokio::task::spawn_blocking(move || w.append_now(vec![batch], always)).await {
         Ok(result) => Direct::Done(result),
         Err(e) => Direct::Done(Err(
             TierError::internal(ctx(&topic), "the blocking file task failed").with_source(e)
@@ -59,49 +60,56 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
     }
 }
 
-/// Appends `batch` at once, in the caller's thread, when [`append_direct`] would write
-/// it inline: the writer idle, the batch the plain case, written without an fsync and at
-/// most `INLINE_WRITE_MAX` bytes. Never waits (not even for the writer's lock); hands the
-/// batch back when it does not apply.
+/// Appends `batches` at once, in the caller's thread, as [`append_direct`] writes one batch
+/// inline: the writer idle, the batches continuing the log inside the active segment,
+/// written with one write and no fsync, at most `INLINE_WRITE_MAX` bytes together. Never
+/// waits (not even for the writer's lock); hands the batches back when it does not apply.
 pub(crate) fn append_inline(
     writer: &Mutex<Writer>,
-    batch: RecordBatch,
-) -> Result<Result<(), TierError>, RecordBatch> {
-    let Ok(mut w) = writer.try_lock() else { return Err(batch) };
+    batches: Vec<RecordBatch>,
+) -> Result<Result<(), TierError>, Vec<RecordBatch>> {
+    let Ok(mut w) = writer.try_lock() else { return Err(batches) };
     w.absorb_seal_failure();
-    if !w.direct_applies(&batch) || !w.writes_inline(&batch) {
-        return Err(batch);
+    if !w.direct_applies(&batches) || !w.writes_inline(&batches) {
+        return Err(batches);
     }
-    Ok(w.append_now(batch, false))
+    Ok(w.append_now(batches, false))
 }
 
 impl Writer {
-    /// True when a direct append of `batch` is written in the caller's task: no fsync
-    /// follows it and it is at most `INLINE_WRITE_MAX` bytes.
-    pub(super) fn writes_inline(&self, batch: &RecordBatch) -> bool {
-        self.config.fsync != FsyncPolicy::Always && batch.encoded_len() as u64 <= INLINE_WRITE_MAX
+    /// True when a direct append of `batches` is written in the caller's task: no fsync
+    /// follows it and they are at most `INLINE_WRITE_MAX` bytes together.
+    pub(super) fn writes_inline(&self, batches: &[RecordBatch]) -> bool {
+        self.config.fsync != FsyncPolicy::Always && encoded_len(batches) <= INLINE_WRITE_MAX
     }
 
-    /// True when `batch` can be written and committed at once: nothing is queued or
-    /// grouped, it continues the log, the active segment exists, already holds a batch
-    /// (so `first_write`, the age deadline, is set) and has room for it.
-    pub(super) fn direct_applies(&self, batch: &RecordBatch) -> bool {
-        let len = batch.encoded_len() as u64;
-        self.poisoned.is_none()
+    /// True when `batches` (at least one) can be written and committed at once: nothing
+    /// is queued or grouped, they continue the log one after another, the active segment
+    /// exists, already holds a batch (so `first_write`, the age deadline, is set) and has
+    /// room for them.
+    pub(super) fn direct_applies(&self, batches: &[RecordBatch]) -> bool {
+        let mut next = self.next;
+        for batch in batches {
+            if batch.base_offset() != next {
+                return false;
+            }
+            next = batch.end_offset();
+        }
+        let len = encoded_len(batches);
+        !batches.is_empty()
+            && self.poisoned.is_none()
             && self.group.is_empty()
             && self.first_write.is_some()
             && self.shared.queued_appends.load(Ordering::SeqCst) == 0
-            && batch.base_offset() == self.next
             && self.active.as_ref().is_some_and(|a| a.state.size() + len <= self.config.segment_bytes)
     }
 
-    /// Writes `batch` (fsyncing when `sync`) and commits it, as a group of one would be;
+    /// Writes `batches` (fsyncing when `sync`) and commits them, as a group would be;
     /// a failure poisons the writer. Blocking file I/O: call it where that is allowed.
-    pub(super) fn append_now(&mut self, batch: RecordBatch, sync: bool) -> Result<(), TierError> {
+    pub(super) fn append_now(&mut self, batches: Vec<RecordBatch>, sync: bool) -> Result<(), TierError> {
         let Some(mut active) = self.active.take() else {
             return Err(TierError::internal(ctx(self.topic()), "direct append without an active segment"));
         };
-        let batches = vec![batch];
         let written = super::write_and_sync(&mut active, &batches, sync, &self.shared);
         if let Err(e) = written {
             self.active = Some(active);
@@ -109,16 +117,21 @@ impl Writer {
         }
         let stats = &self.shared.stats;
         stats.writes.fetch_add(1, Ordering::Relaxed);
-        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.batches.fetch_add(batches.len() as u64, Ordering::Relaxed);
         if sync {
             stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         }
-        self.next = batches[0].end_offset();
+        self.next = batches.last().map_or(self.next, RecordBatch::end_offset);
         self.commit(&active, batches);
         self.active = Some(active);
         self.dirty = !sync;
         Ok(())
     }
+}
+
+/// The bytes `batches` take in a segment.
+fn encoded_len(batches: &[RecordBatch]) -> u64 {
+    batches.iter().map(|b| b.encoded_len() as u64).sum()
 }
 
 impl std::fmt::Debug for Writer {
