@@ -845,7 +845,7 @@ pub(crate) async fn batches_for_warm(
             error!(
                 topic = %topic, at, error = %e.report(),
                 "warm cannot be caught up past this offset: no tier can give it the records; \
-                 it refuses the batches after them (docs/reliability.md, 'Warm that cannot be continued')"
+                 it refuses the batches after them (docs/reliability.md, known limits: 'a never-confirmed WAL batch that is then damaged blocks the topic')"
             );
             at
         }

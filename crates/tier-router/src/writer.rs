@@ -946,7 +946,7 @@ impl Writer {
             error!(
                 topic = %self.topic, warm = %held, uncommitted = %held_back,
                 "warm cannot be continued: the WAL holds records in the offsets before the next batch that were \
-                 never committed and that no tier can give it (docs/reliability.md, 'Warm that cannot be continued')"
+                 never committed and that no tier can give it (docs/reliability.md, known limits: 'a never-confirmed WAL batch that is then damaged blocks the topic')"
             );
             return Ok(false);
         }
