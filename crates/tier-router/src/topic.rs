@@ -174,12 +174,14 @@ impl TopicCore {
 impl TopicCore {
     /// The commit of the next group of waiting batches, by the producer of the batch `id`,
     /// which holds the turn, done here with no await ([`Writer::commit_now`]) when the
-    /// group holds that batch, the writer's lock is free and no step of the commit waits — the same group
-    /// commit the producer would run, without the future that finishes it in a task of
-    /// its own when dropped (nothing here can be dropped half done). The other producers
-    /// get their answers; the turn then passes on as after any commit. `None`, the batches
-    /// waiting and the turn its producer's as before, when it does not apply.
-    fn commit_alone(
+    /// group holds that batch, the writer's lock is free and no step of the commit
+    /// waits: the same group commit the producer would run, without the future that
+    /// finishes it in a task of its own when dropped (nothing here can be dropped half
+    /// done). The other producers get their answers; the turn then passes on as after any
+    /// commit. `None`, the batches waiting and the turn its producer's as before, when it
+    /// does not apply — but for the batches of producers that stopped waiting meanwhile
+    /// (on other threads), which are not appended, as when no commit took them.
+    fn commit_at_once(
         &self,
         writer: &tokio::sync::Mutex<Writer>,
         id: u64,
@@ -198,6 +200,7 @@ impl TopicCore {
             group.push((batch, done));
         }
         arrivals.lead = Lead::Committing;
+        arrivals.at_once = true;
         drop(arrivals);
         let mut own = None;
         let committed = writer.commit_now(group, |at, done, answer| {
@@ -210,7 +213,12 @@ impl TopicCore {
         match committed {
             Ok(()) => {
                 let retry = writer.has_retry_work();
-                let next = self.arrivals.lock().pass_lead();
+                let mut arrivals = self.arrivals.lock();
+                // Batches of producers that stopped waiting meanwhile were committed.
+                arrivals.at_once = false;
+                arrivals.dropped.clear();
+                let next = arrivals.pass_lead();
+                drop(arrivals);
                 drop(writer);
                 if retry {
                     self.wake.notify_one();
@@ -228,8 +236,12 @@ impl TopicCore {
             }
             Err(group) => {
                 let mut arrivals = self.arrivals.lock();
+                arrivals.at_once = false;
+                let dropped = std::mem::take(&mut arrivals.dropped);
                 for ((batch, done), (id, waker)) in group.into_iter().zip(kept).rev() {
-                    arrivals.waiting.push_front(Arrival { id, batch, done, waker });
+                    if !dropped.contains(&id) {
+                        arrivals.waiting.push_front(Arrival { id, batch, done, waker });
+                    }
                 }
                 arrivals.lead = Lead::Producer(id);
                 None
@@ -256,6 +268,12 @@ pub(crate) struct Arrivals {
     /// Ids increase from front to back.
     waiting: VecDeque<Arrival>,
     lead: Lead,
+    /// A commit with no await ([`TopicCore::commit_at_once`]) holds batches taken from
+    /// the front that it hands back if it cannot run.
+    at_once: bool,
+    /// Producers that stopped waiting meanwhile: their batches are not handed back (not
+    /// appended, as for any batch no commit took).
+    dropped: Vec<u64>,
 }
 
 /// Whose turn it is to commit the [`Arrivals`]. At most one producer commits at a time;
@@ -300,10 +318,11 @@ impl Arrivals {
     }
 
     /// Takes the batch `id` out, if it still waits.
-    fn remove(&mut self, id: u64) {
-        if let Ok(at) = self.waiting.binary_search_by_key(&id, |a| a.id) {
-            self.waiting.remove(at);
-        }
+    /// Takes the batch `id` out, if it still waits; whether it did.
+    fn remove(&mut self, id: u64) -> bool {
+        let Ok(at) = self.waiting.binary_search_by_key(&id, |a| a.id) else { return false };
+        self.waiting.remove(at);
+        true
     }
 
     /// Hands the turn to commit to the producer of the batch at the front, if one waits
@@ -368,7 +387,10 @@ struct Arrived {
 impl Drop for Arrived {
     fn drop(&mut self) {
         let mut arrivals = self.core.arrivals.lock();
-        arrivals.remove(self.id);
+        if !arrivals.remove(self.id) && arrivals.at_once {
+            // Possibly held by a commit with no await that may hand it back.
+            arrivals.dropped.push(self.id);
+        }
         let next = if arrivals.lead == Lead::Producer(self.id) { arrivals.pass_lead() } else { None };
         drop(arrivals);
         if let Some(next) = next {
@@ -569,7 +591,7 @@ impl Topic {
             Turn::Lead => {}
         }
         let max_group = self.tiers.config.max_group_bytes;
-        if let Some(answer) = self.core.commit_alone(&writer, id, max_group) {
+        if let Some(answer) = self.core.commit_at_once(&writer, id, max_group) {
             return answer;
         }
         // Dropped while waiting for the lock, `arrived` takes the batch out and passes
