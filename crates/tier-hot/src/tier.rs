@@ -30,7 +30,7 @@ use crate::retention;
 use crate::segment::{SegmentEvent, SegmentInfo};
 use crate::tail::Subscription;
 use crate::topic::{ActiveView, TopicShared, TopicState, WriteStats};
-use crate::writer::{Command, Direct, Writer, append_direct, append_inline};
+use crate::writer::{Command, Direct, Writer, append_direct};
 
 /// Appends queued per topic before producers wait for the writer.
 const WRITER_QUEUE: usize = 4096;
@@ -459,8 +459,9 @@ impl HotTier {
             return Err(batches);
         }
         let Ok(Some(log)) = self.serving(topic) else { return Err(batches) };
+        let Ok(mut writer) = log.writer.try_lock() else { return Err(batches) };
         // See `Tier::append` for why a batch gets bytes of its own.
-        append_inline(&log.writer, batches.into_iter().map(RecordBatch::compacted).collect())
+        writer.append_inline(batches.into_iter().map(RecordBatch::compacted).collect())
     }
 
     /// A live-tail subscription yielding every committed record of `topic` from `from`

@@ -56,7 +56,7 @@ mod direct;
 mod seal;
 pub(crate) use seal::MAX_SEALS_IN_FLIGHT;
 
-pub(crate) use direct::{Direct, append_direct, append_inline};
+pub(crate) use direct::{Direct, append_direct};
 
 /// A request to a topic's writer.
 #[derive(Debug)]
@@ -260,19 +260,18 @@ impl Writer {
     /// [`HotTier::append_group`](crate::HotTier::append_group)): the same accept, group and
     /// flush steps as a group of queued appends. Returns how many batches from the first
     /// are held and the first refusal.
-    pub(crate) async fn append_group(&mut self, batches: Vec<RecordBatch>) -> (usize, Result<(), TierError>) {
+    pub(crate) async fn append_group(
+        &mut self,
+        mut batches: Vec<RecordBatch>,
+    ) -> (usize, Result<(), TierError>) {
         // A group of one small batch in the plain case, with no fsync after it: written
         // and committed here as a direct append is (see `direct`), without the group's
         // per-batch channels.
-        if let [_] = batches.as_slice()
-            && self.writes_inline(&batches)
-        {
-            self.absorb_seal_failure();
-            if self.direct_applies(&batches) {
-                return match self.append_now(batches, false) {
-                    Ok(()) => (1, Ok(())),
-                    Err(e) => (0, Err(e)),
-                };
+        if let [_] = batches.as_slice() {
+            match self.append_inline(batches) {
+                Ok(Ok(())) => return (1, Ok(())),
+                Ok(Err(e)) => return (0, Err(e)),
+                Err(back) => batches = back,
             }
         }
         let mut answers = Vec::with_capacity(batches.len());

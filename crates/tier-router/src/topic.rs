@@ -169,9 +169,7 @@ impl TopicCore {
             }
         }
     }
-}
 
-impl TopicCore {
     /// The commit of the next group of waiting batches, by the producer of the batch `id`,
     /// which holds the turn, done here with no await ([`Writer::commit_now`]) when the
     /// group holds that batch, the writer's lock is free and no step of the commit
@@ -212,17 +210,8 @@ impl TopicCore {
         });
         match committed {
             Ok(()) => {
-                let retry = writer.has_retry_work();
-                let mut arrivals = self.arrivals.lock();
-                // Batches of producers that stopped waiting meanwhile were committed.
-                arrivals.at_once = false;
-                arrivals.dropped.clear();
-                let next = arrivals.pass_lead();
-                drop(arrivals);
+                let next = self.end_commit(&writer);
                 drop(writer);
-                if retry {
-                    self.wake.notify_one();
-                }
                 if let Some(next) = next {
                     next.wake();
                 }
@@ -247,6 +236,22 @@ impl TopicCore {
                 None
             }
         }
+    }
+
+    /// Ends a commit, the caller still holding the writer's lock: the writer task looks at
+    /// its retry timer again when the commit left batches to retry, and the turn passes on
+    /// ([`Arrivals::pass_lead`]; the batches of producers that stopped waiting during a
+    /// commit with no await were committed with it). Returns the next producer's waker, to
+    /// be woken once the lock is let go.
+    #[must_use]
+    fn end_commit(&self, writer: &Writer) -> Option<Waker> {
+        if writer.has_retry_work() {
+            self.wake.notify_one();
+        }
+        let mut arrivals = self.arrivals.lock();
+        arrivals.at_once = false;
+        arrivals.dropped.clear();
+        arrivals.pass_lead()
     }
 }
 
@@ -463,10 +468,7 @@ async fn commit_arrivals(
             break;
         }
     }
-    if writer.has_retry_work() {
-        core.wake.notify_one();
-    }
-    let next = core.arrivals.lock().pass_lead();
+    let next = core.end_commit(&writer);
     drop(writer);
     if let Some(next) = next {
         next.wake();

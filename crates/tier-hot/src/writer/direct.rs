@@ -60,23 +60,25 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
     }
 }
 
-/// Appends `batches` at once, in the caller's thread, as [`append_direct`] writes one batch
-/// inline: the writer idle, the batches continuing the log inside the active segment,
-/// written with one write and no fsync, at most `INLINE_WRITE_MAX` bytes together. Never
-/// waits (not even for the writer's lock); hands the batches back when it does not apply.
-pub(crate) fn append_inline(
-    writer: &Mutex<Writer>,
-    batches: Vec<RecordBatch>,
-) -> Result<Result<(), TierError>, Vec<RecordBatch>> {
-    let Ok(mut w) = writer.try_lock() else { return Err(batches) };
-    w.absorb_seal_failure();
-    if !w.direct_applies(&batches) || !w.writes_inline(&batches) {
-        return Err(batches);
-    }
-    Ok(w.append_now(batches, false))
-}
-
 impl Writer {
+    /// Writes and commits `batches` here, as [`append_direct`] writes one batch inline,
+    /// when they are the plain case ([`direct_applies`](Self::direct_applies)) written
+    /// with one write and no fsync, at most `INLINE_WRITE_MAX` bytes together
+    /// ([`writes_inline`](Self::writes_inline)); hands them back otherwise.
+    pub(crate) fn append_inline(
+        &mut self,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Result<(), TierError>, Vec<RecordBatch>> {
+        if !self.writes_inline(&batches) {
+            return Err(batches);
+        }
+        self.absorb_seal_failure();
+        if !self.direct_applies(&batches) {
+            return Err(batches);
+        }
+        Ok(self.append_now(batches, false))
+    }
+
     /// True when a direct append of `batches` is written in the caller's task: no fsync
     /// follows it and they are at most `INLINE_WRITE_MAX` bytes together.
     pub(super) fn writes_inline(&self, batches: &[RecordBatch]) -> bool {
