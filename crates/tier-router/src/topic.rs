@@ -186,23 +186,25 @@ impl TopicCore {
         max_group: usize,
     ) -> Option<Result<OffsetRange, TierError>> {
         let mut writer = writer.try_lock().ok()?;
-        let mut arrivals = self.arrivals.lock();
-        if arrivals.lead != Lead::Producer(id) {
+        let mut guard = self.arrivals.lock();
+        if guard.lead != Lead::Producer(id) {
             return None;
         }
-        let count = arrivals.group_with(id, max_group)?;
-        let mut kept = Vec::with_capacity(count);
-        let mut group = Vec::with_capacity(count);
-        for Arrival { id, batch, done, waker } in arrivals.waiting.drain(..count) {
-            kept.push((id, waker));
+        let count = guard.group_with(id, max_group)?;
+        let arrivals = &mut *guard;
+        let (mut group, mut own_at) = (Vec::with_capacity(count), 0);
+        for (at, Arrival { id: of, batch, done, waker }) in arrivals.waiting.drain(..count).enumerate() {
+            if of == id {
+                own_at = at;
+            }
+            arrivals.held.push((of, waker));
             group.push((batch, done));
         }
         arrivals.lead = Lead::Committing;
-        arrivals.at_once = true;
-        drop(arrivals);
+        drop(guard);
         let mut own = None;
         let committed = writer.commit_now(group, |at, done, answer| {
-            if kept[at].0 == id {
+            if at == own_at {
                 own = Some(answer);
             } else {
                 let _ = done.send(answer);
@@ -224,14 +226,15 @@ impl TopicCore {
                 }))
             }
             Err(group) => {
-                let mut arrivals = self.arrivals.lock();
-                arrivals.at_once = false;
-                let dropped = std::mem::take(&mut arrivals.dropped);
-                for ((batch, done), (id, waker)) in group.into_iter().zip(kept).rev() {
-                    if !dropped.contains(&id) {
-                        arrivals.waiting.push_front(Arrival { id, batch, done, waker });
+                let mut guard = self.arrivals.lock();
+                let arrivals = &mut *guard;
+                let held = arrivals.held.drain(..);
+                for ((batch, done), (of, waker)) in group.into_iter().zip(held).rev() {
+                    if !arrivals.dropped.contains(&of) {
+                        arrivals.waiting.push_front(Arrival { id: of, batch, done, waker });
                     }
                 }
+                arrivals.dropped.clear();
                 arrivals.lead = Lead::Producer(id);
                 None
             }
@@ -249,7 +252,7 @@ impl TopicCore {
             self.wake.notify_one();
         }
         let mut arrivals = self.arrivals.lock();
-        arrivals.at_once = false;
+        arrivals.held.clear();
         arrivals.dropped.clear();
         arrivals.pass_lead()
     }
@@ -273,9 +276,11 @@ pub(crate) struct Arrivals {
     /// Ids increase from front to back.
     waiting: VecDeque<Arrival>,
     lead: Lead,
-    /// A commit with no await ([`TopicCore::commit_at_once`]) holds batches taken from
-    /// the front that it hands back if it cannot run.
-    at_once: bool,
+    /// The producers (id, waker) of the batches a commit with no await
+    /// ([`TopicCore::commit_at_once`]) took from the front, in order, which it hands back
+    /// if it cannot run. Empty when no such commit runs; kept, not reallocated, between
+    /// commits.
+    held: Vec<(u64, Option<Waker>)>,
     /// Producers that stopped waiting meanwhile: their batches are not handed back (not
     /// appended, as for any batch no commit took).
     dropped: Vec<u64>,
@@ -392,7 +397,7 @@ struct Arrived {
 impl Drop for Arrived {
     fn drop(&mut self) {
         let mut arrivals = self.core.arrivals.lock();
-        if !arrivals.remove(self.id) && arrivals.at_once {
+        if !arrivals.remove(self.id) && !arrivals.held.is_empty() {
             // Possibly held by a commit with no await that may hand it back.
             arrivals.dropped.push(self.id);
         }
@@ -586,7 +591,7 @@ impl Topic {
         let (done, mut answer) = oneshot::channel();
         let arrived = self.core.arrive(batch, done);
         // Every producer polled in this pass arrives before anyone takes a group.
-        tokio::task::yield_now().await;
+        yield_once().await;
         let id = arrived.id;
         match std::future::poll_fn(|cx| self.core.poll_turn(id, &mut answer, cx)).await {
             Turn::Answered(answer) => return answer,
@@ -751,4 +756,21 @@ impl Topic {
         reader::open_batches(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
             .await
     }
+}
+
+/// Returns `Pending` once, waking its task first, so that the task is polled again after
+/// whatever else its current poll polls (the other futures of a `join`). Unlike
+/// `tokio::task::yield_now`, the wake-up does not wait for the runtime's next pass over
+/// its I/O driver: on a worker with nothing else queued, that pass is an `epoll_wait`
+/// per append.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }
