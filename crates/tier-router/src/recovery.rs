@@ -342,7 +342,7 @@ async fn gather(
     // all the old writer ever added there; and a WAL written before another owner's
     // claim is not the log past it.
     if let Some(w) = &tiers.warm
-        && let Some(epoch) = claim(w.as_ref(), topic).await?
+        && let Some(epoch) = claim(w.as_ref(), topic, state_dir).await?
     {
         take_ownership(tiers, state_dir, topic, epoch).await?;
     }
@@ -409,19 +409,41 @@ async fn gather(
 }
 
 /// Takes `topic` over in `warm` ([`WarmBackend::claim_owner`](crate::WarmBackend::claim_owner))
-/// and returns the epoch claimed (`None` from a tier without epochs, or when the claim's
-/// answer was lost). A claim the replicas did not confirm (`Unavailable`) still holds on
-/// the primary and is only logged: reading warm's range next tells whether warm answers
-/// at all.
+/// and returns the epoch claimed (`None` from a tier without epochs, or when the first
+/// claim's answer was lost). A claim the replicas did not confirm (`Unavailable`, the
+/// epoch answered) still holds on the primary and is only logged: reading warm's range
+/// next tells whether warm answers at all.
+///
+/// A claim whose answer was lost while this writer holds an earlier epoch is
+/// `Unavailable`: the server may have applied it, and the writes this writer would make
+/// under the earlier epoch would then be refused by its own claim — the topic fenced with
+/// no other writer, until it is reopened. The caller retries as when warm does not answer
+/// (the writer at its next attempt to reach warm; an open fails and is retried).
 pub(crate) async fn claim(
     warm: &dyn crate::WarmBackend,
     topic: &TopicName,
+    state_dir: &std::path::Path,
 ) -> Result<Option<u64>, TierError> {
+    let held = warm.claimed_owner(topic);
     match warm.claim_owner(topic).await {
         Err(e) if e.kind() != ErrorKind::Unavailable => Err(e),
         Err(e) => {
+            let now = warm.claimed_owner(topic);
+            let unanswered = now == held && held.is_some();
+            #[cfg(feature = "testkit")]
+            let unanswered =
+                unanswered && !crate::testing::reverted(state_dir, crate::testing::Repair::ClaimAnswered);
+            #[cfg(not(feature = "testkit"))]
+            let _ = state_dir;
+            if unanswered {
+                return Err(TierError::unavailable(
+                    ErrorContext::tier(TierKind::Router).topic(topic),
+                    "the claim of the topic's owner epoch got no answer, and this writer holds an earlier epoch",
+                )
+                .with_source(e));
+            }
             warn!(topic = %topic, error = %e.report(), "the claim of the topic's owner epoch was not confirmed");
-            Ok(warm.claimed_owner(topic))
+            Ok(now)
         }
         Ok(epoch) => Ok(epoch),
     }

@@ -28,6 +28,10 @@ pub enum Repair {
     /// batch and starts there, and a later recovery counts that start as committed and
     /// serves the never-committed records the WAL holds below it.
     WarmContinuesItsHold,
+    /// A claim of the topic's owner epoch whose answer was lost counts as made with the
+    /// epoch the writer held before: its writes under that earlier epoch are then refused
+    /// by its own claim, and the topic is fenced with no other writer.
+    ClaimAnswered,
 }
 
 static REVERTED: Mutex<Vec<(PathBuf, Repair)>> = Mutex::new(Vec::new());

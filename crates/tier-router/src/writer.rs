@@ -1026,7 +1026,9 @@ impl Writer {
         };
         // Taken over first, as at recovery: a writer that held the topic while warm was
         // unreachable writes nothing there after this.
-        if let Some(epoch) = crate::recovery::claim(warm.as_ref(), &self.topic).await? {
+        if let Some(epoch) =
+            crate::recovery::claim(warm.as_ref(), &self.topic, &self.reservation.state_dir).await?
+        {
             // Claims whose answers were lost while warm was unreachable skip epochs too, so
             // a skip here is only reported (see `recovery::take_ownership`).
             if !crate::recovery::wal_continues(self.tiers.hot.owner_epoch(&self.topic)?, epoch) {

@@ -940,4 +940,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::TWO_CONTENTS,
         generator: 6,
     },
+    Regression {
+        seed: 5100210,
+        keep: &[42, 44, 48, 50, 51, 52, 57],
+        case: "hot+warm+cold, fail, warm owner epochs: the second topic's open found warm unreachable behind a cold outage and claimed its epoch; when its writer reached warm it claimed again, the answer lost while the server applied the INCR; the writer kept writing under the epoch it held, and warm's owner check refused every write — the topic fenced by its own claim, with no other writer (a claim whose answer is lost while the writer holds an earlier epoch is now `Unavailable`, retried as warm not reached; `Repair::ClaimAnswered` reverted puts it back)",
+        invariant: model::inv::SELF_FENCED,
+        generator: 14,
+    },
 ];

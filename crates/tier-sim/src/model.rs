@@ -95,6 +95,10 @@ pub mod inv {
     /// A second store opened on the state directory this store wrote (their data
     /// directories are siblings, the state directory the default `<parent>/router`).
     pub const SHARED_STATE: &str = "a second store opened on another store's state directory";
+    /// Warm refused a write of the store's by its owner check, with no other writer: the
+    /// store wrote under an earlier epoch than a claim of its own (one whose answer it
+    /// lost).
+    pub const SELF_FENCED: &str = "the store fenced by its own claim";
 }
 
 /// The model (see the module docs).

@@ -156,6 +156,8 @@ pub struct Stats {
     pub acked: u64,
     /// Schedules that ended early because the store refused to open over damaged data.
     pub ended_on_damage: u64,
+    /// Warm's owner epochs at work, by kind ([`SimWarm::owner_events`](crate::warm::SimWarm::owner_events)).
+    pub owner_events: BTreeMap<&'static str, u64>,
 }
 
 impl Stats {
@@ -169,6 +171,9 @@ impl Stats {
         self.checked += other.checked;
         self.acked += other.acked;
         self.ended_on_damage += other.ended_on_damage;
+        for (k, v) in &other.owner_events {
+            *self.owner_events.entry(k).or_default() += v;
+        }
     }
 }
 
@@ -287,6 +292,8 @@ struct World<'a> {
     lost_with_marker: std::collections::BTreeSet<(Offset, Bytes)>,
     /// `model.wal_destroyed.len()` when the store last opened.
     open_epoch: usize,
+    /// Writes warm's owner check refused so far ([`SimWarm::owner_events`]).
+    fenced_seen: u64,
 }
 
 /// Runs `schedule` and checks the model after every step. `verbose` keeps a log of every
@@ -376,8 +383,10 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
         state_lost_without_marker: false,
         lost_with_marker: std::collections::BTreeSet::new(),
         open_epoch: 0,
+        fenced_seen: 0,
     };
     world.warm.set_group_script(schedule.config.warm_group_script);
+    world.warm.set_owner_epochs(schedule.config.warm_owner_epochs);
     world.disk.track(&world.hot_dir);
     for behaviour in reverts {
         match (*behaviour).into() {
@@ -402,6 +411,9 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
     let _ = tier_hot::faults::drop_page_cache(&world.hot_dir);
     world.stats.checked = world.model.checked;
     world.stats.acked = world.model.acked.len() as u64;
+    for (kind, n) in world.warm.owner_events() {
+        *world.stats.owner_events.entry(kind).or_default() += n;
+    }
     Outcome {
         violations: std::mem::take(&mut world.model.violations),
         stats: world.stats.clone(),
@@ -489,6 +501,19 @@ impl World<'_> {
         }
     }
 
+    /// One store writes the topic, so warm's owner check never has cause to refuse it: a
+    /// refusal means the store wrote under an earlier epoch than a claim of its own.
+    fn check_not_self_fenced(&mut self) {
+        let [_, _, (_, fenced)] = self.warm.owner_events();
+        if fenced > self.fenced_seen {
+            self.fenced_seen = fenced;
+            self.violate(
+                inv::SELF_FENCED,
+                format!("warm refused a write of the store's under an owner epoch older than its own latest claim ({fenced} so far)"),
+            );
+        }
+    }
+
     fn run_all(&mut self) {
         let steps = self.schedule.steps.clone();
         for (index, step) in &steps {
@@ -503,6 +528,7 @@ impl World<'_> {
             self.note(format!("step {index}: {step:?}"));
             let mut rng = Rng::new(step_seed(self.schedule.seed, u64::from(*index)));
             self.run_step(*step, &mut rng);
+            self.check_not_self_fenced();
             // By generation index, not position: dropping other steps while shrinking
             // does not move the full checks of the steps kept.
             self.after_step((*index as usize + 1).is_multiple_of(FULL_CHECK_EVERY));

@@ -97,6 +97,10 @@ pub struct SimConfig {
     /// A second topic in the same store (generator 13, [`SECOND_TOPIC`](crate::run::SECOND_TOPIC)):
     /// every append step also appends a batch to it, and every full check reads it.
     pub second_topic: bool,
+    /// Warm keeps owner epochs as tier-warm does (generator 14,
+    /// `SimWarm::set_owner_epochs`): every open claims the topic, and the scripts refuse
+    /// a writer holding an earlier epoch than the owner key's.
+    pub warm_owner_epochs: bool,
 }
 
 impl fmt::Display for SimConfig {
@@ -111,7 +115,7 @@ impl fmt::Display for SimConfig {
         write!(
             f,
             "{}{}, policy {:?}, fsync {fsync}, segments {} B / {:?}, retention {:?} / {} B, keep {}, \
-             warm retry {:?}, background exporter {}{}{}",
+             warm retry {:?}, background exporter {}{}{}{}",
             self.deployment,
             if self.deployment.cold() && self.cold_shape == ColdShape::Defaults {
                 " (cold behind a defaults-only wrapper)"
@@ -127,6 +131,7 @@ impl fmt::Display for SimConfig {
             self.warm_retry,
             if self.background { "on" } else { "off" },
             if self.second_topic { ", a second topic" } else { "" },
+            if self.warm_owner_epochs && self.deployment.warm() { ", warm owner epochs" } else { "" },
             match (self.cuts, self.fsync_loses_pages) {
                 (CutModel::PagesAndDirs, _) => {
                     ", power cuts by page and undoing directory operations, failed fsyncs lose pages"
@@ -353,15 +358,19 @@ impl Step {
 /// - 13: a second topic in the store ([`SimConfig::second_topic`]): every append step
 ///   also appends a batch of as many records to it, and every full check reads it from
 ///   its earliest offset, checking that it serves only its own records, densely. Its
-///   steps are version 12's. The default.
+///   steps are version 12's.
+/// - 14: warm keeps owner epochs ([`SimConfig::warm_owner_epochs`]): each open claims
+///   its topics (`INCR` + `WAIT`, whose answer the faults can lose), the WAL records the
+///   epoch, and the append and trim scripts check it. Its steps are version 13's. The
+///   default.
 ///
 /// The default is the newest version: its long runs (`docs/simulation.md`, "Latest
 /// runs") found nothing open, and `cargo xtask test`'s run must pass. Older versions run
 /// with `--generator N`; their regression schedules run with every test.
 pub const GENERATOR: u32 = LATEST;
 
-/// The newest generator version (`--generator 13`), the default ([`GENERATOR`]).
-pub const LATEST: u32 = 13;
+/// The newest generator version (`--generator 14`), the default ([`GENERATOR`]).
+pub const LATEST: u32 = 14;
 
 /// How far back [`Step::ClockBack`] moves the clock, by its roll: within a minute of the
 /// last seal, across retention times (at most 90.5 minutes in a schedule), and a day.
@@ -398,6 +407,7 @@ impl Schedule {
             config.cuts = CutModel::PagesAndDirs;
         }
         config.second_topic = generator >= 13;
+        config.warm_owner_epochs = generator >= 14;
         let mut out = Vec::with_capacity(steps as usize);
         // The rest of a burst: one step per index, as any other.
         let mut burst = std::collections::VecDeque::new();
@@ -483,6 +493,7 @@ fn gen_config(rng: &mut Rng) -> SimConfig {
         cuts: CutModel::Bytes,
         fsync_loses_pages: false,
         warm_group_script: false,
+        warm_owner_epochs: false,
         second_topic: false,
     }
 }

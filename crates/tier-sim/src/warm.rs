@@ -182,6 +182,20 @@ struct State {
     /// A failover to a replica behind took a topic marker the replica `WAIT` counts held,
     /// and no `WAIT` has confirmed a marker since.
     marker_lost: BTreeSet<TopicName>,
+    /// Owner epochs are modelled ([`SimWarm::set_owner_epochs`]); otherwise a claim
+    /// returns no epoch and no write is fenced.
+    owner_epochs: bool,
+    /// Each topic's owner key as written, oldest first: (epoch, replication offset of the
+    /// write). The last is the key's value; a failover keeps what the promoted replica
+    /// applied.
+    owners: BTreeMap<TopicName, Vec<(u64, u64)>>,
+    /// The epoch the client holds for each topic: the last claim whose `INCR` it got an
+    /// answer to (tier-warm's cached `owner`); forgotten by [`SimWarm::new_client`].
+    claimed: BTreeMap<TopicName, u64>,
+    /// Owner claims sent, claims whose answer was lost, writes the owner check refused.
+    claims: u64,
+    claims_unanswered: u64,
+    fenced: u64,
     calls: u64,
 }
 
@@ -244,6 +258,39 @@ impl State {
         }
     }
 
+    /// The topic's owner key on the primary (`None`: no key).
+    fn owner(&self, topic: &TopicName) -> Option<u64> {
+        self.owners.get(topic).and_then(|h| h.last()).map(|(epoch, _)| *epoch)
+    }
+
+    /// The owner check that opens tier-warm's append script (`CONDITIONAL_XADD`) and its
+    /// trim script (`OWNED_TRIM`), for a client that holds an epoch: a later epoch in the
+    /// owner key refuses the write (`Fenced`, nothing written; the pipeline's answer may
+    /// still be lost); a missing or earlier one — a failover lost the claim — is raised
+    /// to the client's (a write of the script). A client holding no epoch is not checked.
+    fn check_owner(&mut self, topic: &TopicName, ctx: ErrorContext) -> Result<(), TierError> {
+        let Some(&mine) = self.claimed.get(topic) else { return Ok(()) };
+        match self.owner(topic) {
+            Some(owner) if owner > mine => {
+                self.fenced += 1;
+                self.wait();
+                self.answer(ctx.clone())?;
+                Err(TierError::fenced(
+                    ctx,
+                    format!(
+                        "topic {topic} is owned by epoch {owner} in warm, and this writer holds epoch {mine}: another writer took the topic over"
+                    ),
+                ))
+            }
+            Some(owner) if owner == mine => Ok(()),
+            _ => {
+                let written = self.write();
+                self.owners.entry(topic.clone()).or_default().push((mine, written));
+                Ok(())
+            }
+        }
+    }
+
     /// Promotes a replica that applied the writes up to `applied`: every later write
     /// vanishes, the clients' connections are closed, and the other replica resyncs to
     /// it. Returns the offsets of the entries that vanished.
@@ -253,6 +300,9 @@ impl State {
             lost.extend(log.roll_back(applied, !self.ignore_next));
         }
         self.markers.retain(|_, written| *written <= applied);
+        for history in self.owners.values_mut() {
+            history.retain(|(_, written)| *written <= applied);
+        }
         self.primary_offset = applied;
         self.replica_offset = applied;
         self.conn = None;
@@ -328,9 +378,29 @@ impl SimWarm {
         self.state.lock().ignore_next = on;
     }
 
-    /// A new process's client: it has seen no topic's next key.
+    /// Models owner epochs as tier-warm keeps them (`claim_owner`'s `INCR` + `WAIT`, the
+    /// scripts' owner check); off, a claim returns no epoch, as before they existed.
+    pub fn set_owner_epochs(&self, on: bool) {
+        self.state.lock().owner_epochs = on;
+    }
+
+    /// A new process's client: it has seen no topic's next key and holds no owner epoch.
     pub fn new_client(&self) {
-        self.state.lock().next_seen.clear();
+        let mut s = self.state.lock();
+        s.next_seen.clear();
+        s.claimed.clear();
+    }
+
+    /// The topic's owner key on the primary now.
+    pub fn owner(&self, topic: &TopicName) -> Option<u64> {
+        self.state.lock().owner(topic)
+    }
+
+    /// Owner claims sent, claims whose answer was lost, and writes the owner check
+    /// refused, so far.
+    pub fn owner_events(&self) -> [(&'static str, u64); 3] {
+        let s = self.state.lock();
+        [("claims", s.claims), ("claims unanswered", s.claims_unanswered), ("writes fenced", s.fenced)]
     }
 
     /// True while an outage, a short `WAIT` or lost answers last.
@@ -464,8 +534,10 @@ impl SimWarm {
         Self::xadd_and_wait(s, topic, batch)
     }
 
-    /// tier-warm's `xadd_and_wait`: `XADD` + `WAIT` in one pipeline on one connection.
+    /// tier-warm's `xadd_and_wait`: the append script (the owner check, then `XADD`) +
+    /// `WAIT` in one pipeline on one connection.
     fn xadd_and_wait(s: &mut State, topic: &TopicName, batch: &RecordBatch) -> Result<(), TierError> {
+        s.check_owner(topic, ctx(topic).offset(batch.base_offset()))?;
         Self::xadd(s, topic, batch);
         Self::wait_and_confirm(s, topic, batch)
     }
@@ -649,8 +721,12 @@ impl WarmBackend for SimWarm {
                 .get(topic)
                 .is_none_or(|log| log.continues(batches[0].base_offset(), next_held, ignore));
             if continues {
-                // `conditional_append`: the script's `XADD`s (none refused: each
-                // continues the one before) and the `WAIT` after them, one pipeline.
+                // `conditional_append`: the script's owner check and `XADD`s (none
+                // refused: each continues the one before) and the `WAIT` after them, one
+                // pipeline.
+                if let Err(e) = s.check_owner(topic, ctx(topic).offset(batches[0].base_offset())) {
+                    return (0, Err(e));
+                }
                 for batch in &batches {
                     Self::xadd(s, topic, batch);
                 }
@@ -678,6 +754,8 @@ impl WarmBackend for SimWarm {
     async fn trim_before(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         let mut guard = self.enter(topic)?;
         let s = &mut *guard;
+        // A client holding an epoch trims in `OWNED_TRIM`, which checks it first.
+        s.check_owner(topic, ctx(topic).offset(offset))?;
         let Some(log) = s.topics.get_mut(topic) else { return Ok(()) };
         // Never the newest batch: the stream keeps remembering where the log ends.
         let keep_from = log
@@ -698,6 +776,8 @@ impl WarmBackend for SimWarm {
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         let mut guard = self.enter(topic)?;
         let s = &mut *guard;
+        // A client holding an epoch restarts in `OWNED_TRIM`, which checks it first.
+        s.check_owner(topic, ctx(topic).offset(offset))?;
         // A topic the stream never held: `XTRIM` removes nothing (an empty log takes any
         // base, as no log does).
         let log = s.topics.entry(topic.clone()).or_default();
@@ -724,6 +804,36 @@ impl WarmBackend for SimWarm {
         log.ends.push((written, offset));
         s.next_seen.insert(topic.clone());
         Ok(())
+    }
+
+    /// tier-warm's `claim_owner`: `INCR <owner key>` + `WAIT` in one pipeline. The client
+    /// holds the new epoch once it has the `INCR`'s answer, also when the `WAIT` fell
+    /// short (`Unavailable`: the claim holds on the primary); a lost answer leaves it
+    /// holding what it held.
+    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
+        if !self.state.lock().owner_epochs {
+            return Ok(None);
+        }
+        let mut guard = self.enter(topic)?;
+        let s = &mut *guard;
+        let epoch = s.owner(topic).unwrap_or(0) + 1;
+        let written = s.write();
+        s.owners.entry(topic.clone()).or_default().push((epoch, written));
+        s.claims += 1;
+        let met = s.wait();
+        if let Err(e) = s.answer(ctx(topic)) {
+            s.claims_unanswered += 1;
+            return Err(e);
+        }
+        s.claimed.insert(topic.clone(), epoch);
+        if !met {
+            return Err(wait_short(ctx(topic), "the owner claim"));
+        }
+        Ok(Some(epoch))
+    }
+
+    fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {
+        self.state.lock().claimed.get(topic).copied()
     }
 
     /// tier-warm's `record_topic`: `SET <marker> 1` + `WAIT` in one pipeline.

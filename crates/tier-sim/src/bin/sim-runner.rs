@@ -105,6 +105,8 @@ enum Reverted {
     NewTopicOverHeldTopic,
     /// The writer sends warm a batch past records it lacks that no tier can give it.
     WarmPastItsHold,
+    /// A claim whose answer was lost counts as made with the epoch the writer held.
+    ClaimAnswered,
 }
 
 impl Reverted {
@@ -121,6 +123,7 @@ impl Reverted {
                 Revert::Router(tier_router::testing::Repair::NewTopicOnlyWhenNoTierHolds)
             }
             Self::WarmPastItsHold => Revert::Router(tier_router::testing::Repair::WarmContinuesItsHold),
+            Self::ClaimAnswered => Revert::Router(tier_router::testing::Repair::ClaimAnswered),
         }
     }
 }
@@ -292,6 +295,9 @@ fn print_table(
     println!("| schedules ended on damaged data      | {} |", total.ended_on_damage);
     for (kind, n) in &total.faults {
         println!("| faults: {kind:<28} | {n} |");
+    }
+    for (kind, n) in &total.owner_events {
+        println!("| warm owner epochs: {kind:<17} | {n} |");
     }
     let schedules: usize = {
         let mut s: Vec<u64> = failures.values().flatten().map(|(s, _)| *s).collect();

@@ -38,6 +38,7 @@ fn each_reverted_repair_is_found_by_its_regression_schedule() {
         (220023971, Revert::Router(Repair::LossesInWal)),
         (220092267, Revert::Router(Repair::NewTopicOnlyWhenNoTierHolds)),
         (230048725, Revert::Router(Repair::WarmContinuesItsHold)),
+        (5100210, Revert::Router(Repair::ClaimAnswered)),
     ];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
@@ -299,7 +300,13 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         assert_eq!(v12.steps, v13.steps, "seed {seed}");
         assert!(!v12.config.second_topic && v13.config.second_topic, "seed {seed}");
     }
-    assert_eq!((GENERATOR, LATEST), (13, 13), "version 13 is the newest and the default");
+    // Version 14 is version 13 with warm's owner epochs: the same steps.
+    for seed in 0..50 {
+        let (v13, v14) = (Schedule::generate_with(13, seed, 200), Schedule::generate_with(14, seed, 200));
+        assert_eq!(v13.steps, v14.steps, "seed {seed}");
+        assert!(!v13.config.warm_owner_epochs && v14.config.warm_owner_epochs, "seed {seed}");
+    }
+    assert_eq!((GENERATOR, LATEST), (14, 14), "version 14 is the newest and the default");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
