@@ -358,18 +358,19 @@ impl Step {
 /// - 13: a second topic in the store ([`SimConfig::second_topic`]): every append step
 ///   also appends a batch of as many records to it, and every full check reads it from
 ///   its earliest offset, checking that it serves only its own records, densely. Its
-///   steps are version 12's.
+///   steps are version 12's. The default.
 /// - 14: warm keeps owner epochs ([`SimConfig::warm_owner_epochs`]): each open claims
 ///   its topics (`INCR` + `WAIT`, whose answer the faults can lose), the WAL records the
-///   epoch, and the append and trim scripts check it. Its steps are version 13's. The
-///   default.
+///   epoch, and the append and trim scripts check it. Its steps are version 13's. Not
+///   the default: its first long run found a schedule that breaks an invariant
+///   (`docs/simulation.md`, "Latest runs").
 ///
-/// The default is the newest version: its long runs (`docs/simulation.md`, "Latest
-/// runs") found nothing open, and `cargo xtask test`'s run must pass. Older versions run
-/// with `--generator N`; their regression schedules run with every test.
-pub const GENERATOR: u32 = LATEST;
+/// The default is the newest version whose long runs (`docs/simulation.md`, "Latest
+/// runs") found nothing open, since `cargo xtask test`'s run must pass; other versions run
+/// with `--generator N`, and their regression schedules run with every test.
+pub const GENERATOR: u32 = 13;
 
-/// The newest generator version (`--generator 14`), the default ([`GENERATOR`]).
+/// The newest generator version (`--generator 14`).
 pub const LATEST: u32 = 14;
 
 /// How far back [`Step::ClockBack`] moves the clock, by its roll: within a minute of the

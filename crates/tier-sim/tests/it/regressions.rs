@@ -306,7 +306,7 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         assert_eq!(v13.steps, v14.steps, "seed {seed}");
         assert!(!v13.config.warm_owner_epochs && v14.config.warm_owner_epochs, "seed {seed}");
     }
-    assert_eq!((GENERATOR, LATEST), (14, 14), "version 14 is the newest and the default");
+    assert_eq!((GENERATOR, LATEST), (13, 14), "version 14 is the newest, 13 the default");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }
