@@ -463,9 +463,10 @@ pub(crate) fn wal_continues(wal: Option<u64>, epoch: u64) -> bool {
 /// Under `fail`, a WAL written under an earlier epoch than the one before `epoch`
 /// ([`wal_continues`]) is discarded with the topic's state files: another owner may have
 /// claimed the topic since, and what this WAL holds past that takeover is not the log.
-/// Nothing acknowledged goes with it — every acknowledgement waited for warm — and the
-/// topic continues from warm and cold. A claim of this node's own whose answer was lost
-/// also skips an epoch; its cost is the same rebuild from warm. Under `degrade`, where
+/// Every acknowledgement waited for warm, and the topic continues from warm and cold. A
+/// claim of this node's own whose answer was lost also skips an epoch; its cost is the
+/// same rebuild from warm — unless a failover to a replica behind took records warm had
+/// confirmed, whose only copy was this WAL (`docs/reliability.md`, "Known limits"). Under `degrade`, where
 /// the WAL may hold records acknowledged on it alone, a skip is only reported: a node
 /// with no evidence of its own opens a topic fenced there until an operator resumes it
 /// past what the previous owner acknowledged (`docs/ownership.md`).
