@@ -284,11 +284,16 @@ impl State {
             }
             Some(owner) if owner == mine => Ok(()),
             _ => {
-                let written = self.write();
-                self.owners.entry(topic.clone()).or_default().push((mine, written));
+                self.set_owner(topic, mine);
                 Ok(())
             }
         }
+    }
+
+    /// `SET` (or `INCR`) of the topic's owner key to `epoch`: one write.
+    fn set_owner(&mut self, topic: &TopicName, epoch: u64) {
+        let written = self.write();
+        self.owners.entry(topic.clone()).or_default().push((epoch, written));
     }
 
     /// Promotes a replica that applied the writes up to `applied`: every later write
@@ -389,11 +394,6 @@ impl SimWarm {
         let mut s = self.state.lock();
         s.next_seen.clear();
         s.claimed.clear();
-    }
-
-    /// The topic's owner key on the primary now.
-    pub fn owner(&self, topic: &TopicName) -> Option<u64> {
-        self.state.lock().owner(topic)
     }
 
     /// Owner claims sent, claims whose answer was lost, and writes the owner check
@@ -817,8 +817,7 @@ impl WarmBackend for SimWarm {
         let mut guard = self.enter(topic)?;
         let s = &mut *guard;
         let epoch = s.owner(topic).unwrap_or(0) + 1;
-        let written = s.write();
-        s.owners.entry(topic.clone()).or_default().push((epoch, written));
+        s.set_owner(topic, epoch);
         s.claims += 1;
         let met = s.wait();
         if let Err(e) = s.answer(ctx(topic)) {
