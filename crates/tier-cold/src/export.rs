@@ -7,10 +7,11 @@ use bytes::{Bytes, BytesMut};
 use metrics::counter;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+use std::io::{Read, Seek};
+use tier_core::blocking;
 use tier_core::metrics::{EXPORT_BYTES, EXPORT_ERRORS, EXPORT_SEGMENTS};
 use tier_core::segment::{MAX_HEADER_LEN, SegmentHeader, TRAILER_LEN, Trailer};
 use tier_core::{OffsetRange, TierError, TopicName};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tracing::Instrument;
 
 use crate::ColdTier;
@@ -120,7 +121,11 @@ impl ColdTier {
             Ok(outcome) => {
                 let bytes = match outcome {
                     ExportOutcome::Uploaded { bytes, .. } => *bytes,
-                    _ => tokio::fs::metadata(path).await.map_or(0, |m| m.len()),
+                    _ => {
+                        let path = path.to_owned();
+                        let len = blocking::spawn(move || std::fs::metadata(path)).await;
+                        len.ok().and_then(Result::ok).map_or(0, |m| m.len())
+                    }
                 };
                 counter!(EXPORT_SEGMENTS).increment(1);
                 counter!(EXPORT_BYTES).increment(bytes);
@@ -182,7 +187,7 @@ impl ColdTier {
         }
         let parts = if len <= self.config.multipart_threshold {
             let data =
-                tokio::fs::read(path).await.map_err(|e| file_error(topic, path, "reading the segment", e))?;
+                read_file(path).await.map_err(|e| file_error(topic, path, "reading the segment", e))?;
             if data.len() as u64 != len {
                 return Err(TierError::invalid(ctx, "the segment file changed while being exported"));
             }
@@ -347,7 +352,11 @@ impl ColdTier {
             .map_err(|e| map_store_error(ctx.clone(), "starting a multipart upload", e))?;
         let part_size = self.config.part_size as usize;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, part_size);
-        let mut file = match tokio::fs::File::open(path).await {
+        let opened = {
+            let path = path.to_owned();
+            blocking::spawn(move || std::fs::File::open(path)).await.unwrap_or_else(|e| Err(job_failed(e)))
+        };
+        let mut file = match opened {
             Ok(file) => file,
             Err(e) => {
                 self.abort(writer).await;
@@ -362,11 +371,26 @@ impl ColdTier {
                 return Err(map_store_error(ctx, "uploading a part", e));
             }
             let want = (len - sent).min(part_size as u64) as usize;
-            let mut buf = BytesMut::zeroed(want);
-            if let Err(e) = file.read_exact(&mut buf).await {
-                self.abort(writer).await;
-                return Err(file_error(topic, path, "reading the segment", e));
-            }
+            let read = blocking::spawn(move || {
+                let mut buf = BytesMut::zeroed(want);
+                let read = file.read_exact(&mut buf);
+                (file, read.map(|()| buf))
+            })
+            .await;
+            let buf = match read {
+                Ok((back, Ok(buf))) => {
+                    file = back;
+                    buf
+                }
+                Ok((_, Err(e))) => {
+                    self.abort(writer).await;
+                    return Err(file_error(topic, path, "reading the segment", e));
+                }
+                Err(e) => {
+                    self.abort(writer).await;
+                    return Err(file_error(topic, path, "reading the segment", job_failed(e)));
+                }
+            };
             sent += want as u64;
             parts += 1;
             Counters::add(&self.counters.put_bytes, want as u64);
@@ -396,15 +420,22 @@ impl ColdTier {
 /// The CRC-32C of the first `len` bytes of the file at `path`, read `chunk` bytes at a
 /// time. A file shorter than `len` is `InvalidInput` (it changed since it was checked).
 async fn file_crc(topic: &TopicName, path: &FsPath, len: u64, chunk: u64) -> Result<u32, TierError> {
+    let (owned, at) = (topic.clone(), path.to_owned());
+    blocking::spawn(move || file_crc_now(&owned, &at, len, chunk))
+        .await
+        .unwrap_or_else(|e| Err(file_error(topic, path, "reading the segment", job_failed(e))))
+}
+
+fn file_crc_now(topic: &TopicName, path: &FsPath, len: u64, chunk: u64) -> Result<u32, TierError> {
     let mut file =
-        tokio::fs::File::open(path).await.map_err(|e| file_error(topic, path, "opening the segment", e))?;
+        std::fs::File::open(path).map_err(|e| file_error(topic, path, "opening the segment", e))?;
     let mut buf = vec![0u8; usize::try_from(chunk.clamp(1, len.max(1))).unwrap_or(1 << 20)];
     let mut crc = 0u32;
     let mut left = len;
     while left > 0 {
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        match file.read_exact(&mut buf[..want]).await {
-            Ok(_) => {}
+        match file.read_exact(&mut buf[..want]) {
+            Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Err(TierError::invalid(
                     crate::error::topic_ctx(topic).location(path.display().to_string()),
@@ -422,24 +453,29 @@ async fn file_crc(topic: &TopicName, path: &FsPath, len: u64, chunk: u64) -> Res
 /// The length, decoded trailer and raw trailer bytes of the sealed segment at `path`,
 /// after checking its header names `topic` and agrees with the trailer.
 async fn read_segment_ends(topic: &TopicName, path: &FsPath) -> Result<(u64, Trailer, Bytes), TierError> {
+    let (owned, at) = (topic.clone(), path.to_owned());
+    blocking::spawn(move || read_segment_ends_now(&owned, &at))
+        .await
+        .unwrap_or_else(|e| Err(file_error(topic, path, "reading the segment", job_failed(e))))
+}
+
+fn read_segment_ends_now(topic: &TopicName, path: &FsPath) -> Result<(u64, Trailer, Bytes), TierError> {
     let io = |what: &'static str| move |e: std::io::Error| file_error(topic, path, what, e);
     let invalid = |message: String| {
         TierError::invalid(crate::error::topic_ctx(topic).location(path.display().to_string()), message)
     };
-    let mut file = tokio::fs::File::open(path).await.map_err(io("opening the segment"))?;
-    let len = file.metadata().await.map_err(io("reading the segment's size"))?.len();
+    let mut file = std::fs::File::open(path).map_err(io("opening the segment"))?;
+    let len = file.metadata().map_err(io("reading the segment's size"))?.len();
     if len < TRAILER_LEN as u64 {
         return Err(invalid(format!("{len} bytes is too short for a sealed segment")));
     }
     let mut head = vec![0u8; (len as usize).min(MAX_HEADER_LEN)];
-    file.read_exact(&mut head).await.map_err(io("reading the segment header"))?;
+    file.read_exact(&mut head).map_err(io("reading the segment header"))?;
     let (header, _) =
         SegmentHeader::decode(&head).map_err(|e| invalid("bad segment header".into()).with_source(e))?;
-    file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64))
-        .await
-        .map_err(io("seeking to the trailer"))?;
+    file.seek(std::io::SeekFrom::Start(len - TRAILER_LEN as u64)).map_err(io("seeking to the trailer"))?;
     let mut tail = vec![0u8; TRAILER_LEN];
-    file.read_exact(&mut tail).await.map_err(io("reading the segment trailer"))?;
+    file.read_exact(&mut tail).map_err(io("reading the segment trailer"))?;
     let trailer =
         Trailer::decode(&tail).map_err(|e| invalid("not a sealed segment".into()).with_source(e))?;
     if trailer.segment_len() != len {
@@ -458,4 +494,15 @@ async fn read_segment_ends(topic: &TopicName, path: &FsPath) -> Result<(u64, Tra
         return Err(invalid("an empty segment has nothing to export".into()));
     }
     Ok((len, trailer, Bytes::from(tail)))
+}
+
+/// The whole file at `path`, read off the runtime ([`blocking::spawn`]).
+async fn read_file(path: &FsPath) -> std::io::Result<Vec<u8>> {
+    let path = path.to_owned();
+    blocking::spawn(move || std::fs::read(path)).await.unwrap_or_else(|e| Err(job_failed(e)))
+}
+
+/// A blocking job that did not return, as the I/O error of the read it did.
+fn job_failed(e: blocking::JobFailed) -> std::io::Error {
+    std::io::Error::other(e)
 }

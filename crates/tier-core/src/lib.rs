@@ -21,6 +21,7 @@
 //! The byte grammar of batches and segments is written once, in `docs/format.md`.
 
 pub mod batch;
+pub mod blocking;
 pub mod clock;
 mod error;
 pub mod metrics;

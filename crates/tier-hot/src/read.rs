@@ -506,7 +506,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
     topic: &tier_core::TopicName,
     f: impl FnOnce() -> Result<T, TierError> + Send + 'static,
 ) -> Result<T, TierError> {
-    tokio::task::spawn_blocking(f)
+    tier_core::blocking::spawn(f)
         .await
         .map_err(|e| TierError::internal(ctx(topic), "the blocking file task failed").with_source(e))?
 }

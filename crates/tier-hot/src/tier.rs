@@ -106,7 +106,7 @@ impl HotTier {
     pub async fn open(config: HotConfig) -> Result<Self, TierError> {
         let config = Arc::new(config);
         let cfg = Arc::clone(&config);
-        let (lock, found) = tokio::task::spawn_blocking(move || recover_all(&cfg)).await.map_err(|e| {
+        let (lock, found) = tier_core::blocking::spawn(move || recover_all(&cfg)).await.map_err(|e| {
             TierError::internal(ErrorContext::tier(TierKind::Hot), "the recovery task failed").with_source(e)
         })??;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -336,7 +336,7 @@ impl HotTier {
         }
         let data_dir = self.inner.config.data_dir.clone();
         let topic = topic.clone();
-        tokio::task::spawn_blocking(move || crate::layout::discard_topic_dir(&data_dir, &topic))
+        tier_core::blocking::spawn(move || crate::layout::discard_topic_dir(&data_dir, &topic))
             .await
             .map_err(|e| {
                 TierError::internal(ErrorContext::tier(TierKind::Hot), "the discard task failed")

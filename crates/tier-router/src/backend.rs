@@ -30,8 +30,10 @@ pub async fn append_segment<T: Tier + ?Sized>(
     path: &Path,
 ) -> Result<OffsetRange, TierError> {
     let ctx = || ErrorContext::tier(tier.kind()).topic(topic).location(path.display().to_string());
-    let bytes = tokio::fs::read(path)
+    let owned = path.to_owned();
+    let bytes = tier_core::blocking::spawn(move || std::fs::read(owned))
         .await
+        .map_err(|e| TierError::internal(ctx(), "the segment read task failed").with_source(e))?
         .map_err(|e| TierError::unavailable(ctx(), "reading a sealed segment to store it").with_source(e))?;
     append_segment_bytes(tier, topic, Bytes::from(bytes), &path.display().to_string()).await
 }

@@ -395,7 +395,7 @@ impl TieredStore {
     ) -> Result<Option<std::path::PathBuf>, TierError> {
         let ctx = || ErrorContext::tier(TierKind::Router).topic(topic).offset(segment.range.start);
         let path = segment.path.clone();
-        let checked = tokio::task::spawn_blocking(move || {
+        let checked = tier_core::blocking::spawn(move || {
             let bytes = bytes::Bytes::from(std::fs::read(&path)?);
             let header = SegmentHeader::decode(&bytes).ok().map(|(h, _)| h);
             let damage = SealedSegment::open(bytes).and_then(|s| s.verify()).err().map(|e| e.to_string());
@@ -453,7 +453,7 @@ impl TieredStore {
         let ctx = || ErrorContext::tier(TierKind::Router).topic(topic).offset(base);
         let rebuilt = self.inner.state_dir.join(format!(".rebuilt-{topic}-{base}.seg"));
         let target = rebuilt.clone();
-        tokio::task::spawn_blocking(move || {
+        tier_core::blocking::spawn(move || {
             let file = std::fs::File::create(&target).map_err(|e| {
                 TierError::unavailable(
                     ErrorContext::default().location(target.display().to_string()),
@@ -633,7 +633,7 @@ impl TieredStore {
             allowed.insert(core.name.clone(), (deletable_below, warm_end, cold, gaps));
         }
         let hot = self.hot().clone();
-        let deleted = tokio::task::spawn_blocking(move || {
+        let deleted = tier_core::blocking::spawn(move || {
             let can_delete = |info: &SegmentInfo| match allowed.get(&info.topic) {
                 None => false,
                 Some((committed, warm_end, cold, gaps)) => {

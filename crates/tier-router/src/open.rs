@@ -197,7 +197,7 @@ impl StoreBuilder {
         // `owner`): another store's checkpoints and reservations would pass for this
         // store's evidence, and a lost WAL would continue at offsets already acknowledged.
         let claim_dir = state_dir.clone();
-        let claimed = tokio::task::spawn_blocking(move || claim_state_dir(&claim_dir, &data_dir))
+        let claimed = tier_core::blocking::spawn(move || claim_state_dir(&claim_dir, &data_dir))
             .await
             .map_err(|e| {
                 TierError::internal(ErrorContext::tier(TierKind::Router), "the state directory task failed")

@@ -98,8 +98,10 @@ impl Written {
     /// runtime keeps the order in which the runtime's tasks run independent of when a
     /// blocking thread ran (the simulation replays a schedule exactly); the wait is one
     /// small file's write and two fsyncs, and comes only when a group needs the
-    /// reservation before it is written.
+    /// reservation before it is written. A job this thread
+    /// [deferred](tier_core::blocking::defer_jobs_here) runs here first.
     fn wait(&self) -> Result<(), TierError> {
+        tier_core::blocking::run_deferred();
         let mut outcome = self.outcome.lock();
         loop {
             if let Some(done) = outcome.take() {
@@ -146,8 +148,10 @@ impl InFlight {
         Counted(Arc::clone(this))
     }
 
-    /// Blocks the calling thread until no reservation is being written ahead.
+    /// Blocks the calling thread until no reservation is being written ahead (running
+    /// first the jobs this thread [deferred](tier_core::blocking::defer_jobs_here)).
     pub(crate) fn wait(&self) {
+        tier_core::blocking::run_deferred();
         let mut count = self.count.lock();
         while *count > 0 {
             self.done.wait(&mut count);
@@ -218,7 +222,7 @@ impl Reservation {
                 outcome: None,
                 _counted: counted,
             };
-            tokio::task::spawn_blocking(move || {
+            tier_core::blocking::spawn(move || {
                 let mut job = job;
                 job.outcome = Some(write_reservation(&dir, &name, &file));
             });
@@ -250,7 +254,7 @@ impl Reservation {
     pub(crate) async fn write(&mut self, topic: &TopicName, offset: Offset) -> Result<(), TierError> {
         self.finish_ahead(topic).await;
         let (dir, name, file) = (self.state_dir.clone(), topic.clone(), self.file(offset));
-        tokio::task::spawn_blocking(move || write_reservation(&dir, &name, &file))
+        tier_core::blocking::spawn(move || write_reservation(&dir, &name, &file))
             .await
             .map_err(|e| TierError::internal(ctx(topic), "the reservation task failed").with_source(e))??;
         self.reserved = offset;

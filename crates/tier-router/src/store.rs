@@ -195,7 +195,7 @@ impl TieredStore {
         // The writer reserved `at` durably: that is the evidence of the end from now on.
         let state_dir = self.inner.state_dir.clone();
         let fence_topic = name.clone();
-        tokio::task::spawn_blocking(move || remove_fence(&state_dir, &fence_topic))
+        tier_core::blocking::spawn(move || remove_fence(&state_dir, &fence_topic))
             .await
             .map_err(|e| TierError::internal(ctx(), "the fence task failed").with_source(e))??;
         let mut report = core.report.lock();
@@ -333,7 +333,7 @@ impl TieredStore {
         if had_losses {
             let (state_dir, done_topic) = (self.inner.state_dir.clone(), name.clone());
             let hot = self.inner.tiers.hot.clone();
-            match tokio::task::spawn_blocking(move || remove_losses_copies(&hot, &state_dir, &done_topic))
+            match tier_core::blocking::spawn(move || remove_losses_copies(&hot, &state_dir, &done_topic))
                 .await
             {
                 Ok(Ok(())) => {}
@@ -456,7 +456,7 @@ impl TieredStore {
             })
             .collect();
         let dir = self.inner.state_dir.clone();
-        tokio::task::spawn_blocking(move || {
+        tier_core::blocking::spawn(move || {
             for (topic, checkpoint) in entries {
                 // An unchanged checkpoint is not rewritten: a store opened to read
                 // (`tierlog consume`) leaves the state directory as it found it.

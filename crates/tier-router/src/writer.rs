@@ -1103,13 +1103,12 @@ impl Writer {
         }
         let (dir, topic, tiers) =
             (self.reservation.state_dir.clone(), self.topic.clone(), Arc::clone(&self.tiers));
-        tokio::task::spawn_blocking(move || {
-            crate::state::write_unacked_copies(&tiers.hot, &dir, &topic, &[])
-        })
-        .await
-        .map_err(|e| {
-            TierError::internal(self.ctx(), "removing the unacknowledged offsets' file failed").with_source(e)
-        })??;
+        tier_core::blocking::spawn(move || crate::state::write_unacked_copies(&tiers.hot, &dir, &topic, &[]))
+            .await
+            .map_err(|e| {
+                TierError::internal(self.ctx(), "removing the unacknowledged offsets' file failed")
+                    .with_source(e)
+            })??;
         self.tiers.set_unacked(&self.topic, Vec::new());
         Ok(())
     }

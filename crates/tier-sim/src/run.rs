@@ -199,10 +199,27 @@ struct Proc {
     topic: Topic,
 }
 
+/// Threads the simulation's runtimes started (blocking-pool threads), process-wide.
+static THREADS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many threads the simulation's runtimes have started in this process. None should:
+/// a simulated process runs on its thread alone, its blocking jobs
+/// [deferred](tier_core::blocking::defer_jobs_here) until every task is idle, so that no
+/// step depends on when another thread ran.
+pub fn threads_started() -> u64 {
+    THREADS_STARTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
+        // The blocking jobs this thread queued run once every task is idle, before
+        // simulated time moves.
+        .on_thread_park(tier_core::blocking::on_park)
+        .on_thread_start(|| {
+            THREADS_STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })
         .build()
         .expect("a current-thread runtime builds")
 }
@@ -388,6 +405,7 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
     world.warm.set_group_script(schedule.config.warm_group_script);
     world.warm.set_owner_epochs(schedule.config.warm_owner_epochs);
     world.disk.track(&world.hot_dir);
+    tier_core::blocking::defer_jobs_here(true);
     for behaviour in reverts {
         match (*behaviour).into() {
             Revert::Hot(behaviour) => tier_hot::faults::revert(&world.hot_dir, behaviour),
@@ -403,6 +421,8 @@ pub fn run_reverting<R: Copy + Into<Revert>>(schedule: &Schedule, verbose: bool,
         }
     }
     world.run_all();
+    tier_core::blocking::run_deferred();
+    tier_core::blocking::defer_jobs_here(false);
     tier_router::testing::restore(&world.state_dir);
     world.disk.untrack(&world.hot_dir);
     tier_hot::faults::clear(&world.hot_dir);
@@ -796,6 +816,9 @@ impl World<'_> {
             // (a crash in the middle of one leaves the earlier reservation, which covers
             // every acknowledged offset, as before it started).
             store.wait_for_state_writes();
+            // The blocking jobs still queued are taken to have started: they finish, as
+            // a dropped runtime waits for its running blocking jobs.
+            tier_core::blocking::run_deferred();
             drop(rt);
             drop(topic);
             drop(store);
@@ -1258,39 +1281,30 @@ impl World<'_> {
         durable_state(&self.hot_dir, &self.state_dir)
     }
 
-    /// [`Step::PowerCutBeforeSeal`] up to the cut: holds the background seal's fsyncs,
-    /// lets the active segment rotate by age, appends `records` records into the new
-    /// segment, and returns the durable lengths as of that moment; the process is gone
-    /// when it returns. While a seal is held no blocking job ends, so tokio's paused clock
-    /// stands still: nothing here may wait for simulated time once the rotation happened.
+    /// [`Step::PowerCutBeforeSeal`] up to the cut: holds the background seals (queued,
+    /// their fsyncs not started: [`tier_core::blocking::hold_seals_here`]), lets the active
+    /// segment rotate by age, appends `records` records into the new segment, and returns
+    /// the durable lengths as of that moment; the process is gone when it returns, and the
+    /// held seals run as it stops, after the cut's moment.
     fn crash_before_seal(&mut self, records: u8, rng: &mut Rng) -> Durable {
-        use tier_hot::faults::{self, FaultPoint};
         let recs = self.records(records, rng);
         if !self.ensure_open() {
             return self.durable_state();
         }
         let hot_dir = self.hot_dir.clone();
-        faults::hold(&hot_dir, FaultPoint::SealFsync);
-        // Told once a seal waits at the hold (or the hold is released without one).
-        let (held_tx, held_rx) = tokio::sync::oneshot::channel::<()>();
-        let waiter = {
-            let hot_dir = hot_dir.clone();
-            std::thread::spawn(move || {
-                faults::wait_held(&hot_dir, FaultPoint::SealFsync);
-                let _ = held_tx.send(());
-            })
-        };
-        // Warm's retries wait for simulated time: with a seal held the append would hang.
+        tier_core::blocking::hold_seals_here(true);
+        // No append while warm fails: its retries would let simulated time pass (rotating
+        // again, exporting) before the cut, which is to come right after the rotation.
         let append = !self.warm.faulty();
         let age = self.schedule.config.segment_age + Duration::from_millis(50);
         let proc = self.proc.as_ref().expect("ensure_open returned true");
         let state_dir = self.state_dir.clone();
         let out = proc.rt.block_on(within_real_time(async {
-            // Biased: once a seal is held simulated time stands still, so the sleep can
-            // end first only when no rotation happened before it.
+            // A rotation by age queues its seal before the sleep ends; the seal counts
+            // as held once every task is idle (the rotation done).
             let rotated = tokio::select! {
                 biased;
-                held = held_rx => held.is_ok(),
+                () = tier_core::blocking::held_seal_at_idle() => true,
                 () = tokio::time::sleep(age) => false,
             };
             let ack = if rotated && append {
@@ -1305,8 +1319,7 @@ impl World<'_> {
             let unsynced = proc.store.wal().unsynced(proc.topic.name());
             (rotated, ack, unsynced, durable_state(&hot_dir, &state_dir))
         }));
-        faults::release(&hot_dir, FaultPoint::SealFsync);
-        let _ = waiter.join();
+        tier_core::blocking::hold_seals_here(false);
         let Some((rotated, ack, unsynced, synced)) = out else {
             self.violate(inv::HUNG, "a rotation with its seal held did not finish".into());
             self.crash();

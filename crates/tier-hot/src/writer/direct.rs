@@ -52,7 +52,7 @@ pub(crate) async fn append_direct(writer: &Arc<Mutex<Writer>>, batch: RecordBatc
         return Direct::Done(w.append_now(vec![batch], false));
     }
     let topic = w.topic().clone();
-    match tokio::task::spawn_blocking(move || w.append_now(vec![batch], always)).await {
+    match tier_core::blocking::spawn(move || w.append_now(vec![batch], always)).await {
         Ok(result) => Direct::Done(result),
         Err(e) => Direct::Done(Err(
             TierError::internal(ctx(&topic), "the blocking file task failed").with_source(e)

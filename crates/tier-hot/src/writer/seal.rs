@@ -18,7 +18,7 @@
 use std::{fs::File, path::PathBuf, sync::Arc};
 
 use tier_core::TierError;
-use tokio::{sync::broadcast, task::JoinHandle};
+use tokio::sync::broadcast;
 use tracing::{debug, warn};
 
 use super::Writer;
@@ -27,6 +27,7 @@ use crate::layout::ctx;
 use crate::read::blocking;
 use crate::segment::{ActiveSegment, SealedFile, SegmentEvent, SegmentInfo, sync_sealed};
 use crate::topic::{ActiveView, TopicShared};
+use tier_core::blocking::Job;
 
 /// Background seals allowed in flight per topic.
 pub(crate) const MAX_SEALS_IN_FLIGHT: usize = 2;
@@ -108,7 +109,7 @@ impl Writer {
             file,
             next: (!sync_new).then(|| (new.path.clone(), Arc::clone(&new.read_handle))),
         };
-        self.seals.push_back(tokio::task::spawn_blocking(move || job.run()));
+        self.seals.push_back(tier_core::blocking::spawn_seal(move || job.run()));
         self.active = Some(new);
         self.first_write = None;
         self.dirty = false;
@@ -118,7 +119,7 @@ impl Writer {
     /// Waits until at most `keep` background seals are in flight; `Unavailable` when
     /// one failed (the writer is then poisoned).
     pub(crate) async fn reap_seals(&mut self, keep: usize) -> Result<(), TierError> {
-        while self.seals.front().is_some_and(JoinHandle::is_finished) || self.seals.len() > keep {
+        while self.seals.front().is_some_and(Job::is_finished) || self.seals.len() > keep {
             let Some(job) = self.seals.pop_front() else { break };
             if let Err(e) = job.await {
                 let e =
@@ -142,4 +143,4 @@ impl Writer {
 }
 
 /// Background seals in flight, oldest first.
-pub(crate) type Seals = std::collections::VecDeque<JoinHandle<()>>;
+pub(crate) type Seals = std::collections::VecDeque<Job<()>>;

@@ -50,3 +50,18 @@ fn a_power_cut_before_a_seal_replays_exactly() {
     assert!(cuts >= 5, "{cuts} schedules with a power cut before a seal");
     assert!(rotated > 0 && headers > 0, "rotations with the seal held: {rotated}, new files lost: {headers}");
 }
+
+/// A simulated process runs on its thread alone: its blocking jobs wait for every task to
+/// idle (`tier_core::blocking::defer_jobs_here`) and a seal is held in the queue, so no
+/// step depends on when another thread ran. Jobs run on tokio's blocking pool started
+/// threads, and then a replay under load could differ from the first run.
+#[test]
+fn a_simulated_process_starts_no_thread() {
+    for seed in 0..10u64 {
+        let schedule = Schedule::generate(seed, 60);
+        run(&schedule, false);
+    }
+    let seals = Schedule::generate_with(6, 1, 100);
+    run(&seals, false);
+    assert_eq!(tier_sim::run::threads_started(), 0);
+}
