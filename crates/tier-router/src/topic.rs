@@ -591,7 +591,7 @@ impl Topic {
         let (done, mut answer) = oneshot::channel();
         let arrived = self.core.arrive(batch, done);
         // Every producer polled in this pass arrives before anyone takes a group.
-        tokio::task::yield_now().await;
+        yield_once().await;
         let id = arrived.id;
         match std::future::poll_fn(|cx| self.core.poll_turn(id, &mut answer, cx)).await {
             Turn::Answered(answer) => return answer,
@@ -756,4 +756,21 @@ impl Topic {
         reader::open_batches(Arc::clone(&self.tiers), self.core.name.clone(), self.core.hwm.clone(), start)
             .await
     }
+}
+
+/// Returns `Pending` once, waking its task first, so that the task is polled again after
+/// whatever else its current poll polls (the other futures of a `join`). Unlike
+/// `tokio::task::yield_now`, the wake-up does not wait for the runtime's next pass over
+/// its I/O driver: on a worker with nothing else queued, that pass is an `epoll_wait`
+/// per append.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }
