@@ -5,7 +5,10 @@
 //! The warm tier is trimmed and replayed after a lost disk; the cold tier receives whole
 //! sealed WAL segments and serves long sequential reads. Every method is required — no
 //! default body a wrapper could forget to forward (the CLI's metered wrapper once exported
-//! and read cold through such defaults): a wrapper that forgets one does not compile. A
+//! and read cold through such defaults): a wrapper that forgets one does not compile. The
+//! owner-epoch methods of [`WarmBackend`] are the exception: their defaults describe a tier
+//! without owner epochs, whose writes are not fenced, and a wrapper that does not forward
+//! them is such a tier. A
 //! custom tier with nothing better to offer implements them with the helpers built on
 //! [`Tier`]: [`append_each`], [`paged_batches`], [`paged_records`], [`rebuilt_warm_batches`],
 //! [`append_segment_bytes`] (tier-router's `append_segment` reads the file for it),
@@ -13,7 +16,10 @@
 //! `tier-testkit`'s conformance suite (`conformance::warm_backend`,
 //! `conformance::cold_backend`) is the executable form of these contracts.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -61,17 +67,38 @@ pub trait WarmBackend: Tier {
     /// offsets no tier holds"). `InvalidInput` when a batch ends beyond `offset`.
     async fn restart_at(&self, topic: &TopicName, offset: Offset) -> Result<(), TierError>;
 
-    /// Takes `topic` over as its writer: records a new owner epoch where every writer
-    /// sees it, after which this tier's appends, trims and restarts of the topic are
-    /// refused (`Fenced`) once another writer has claimed it since — a node that still
-    /// believes it owns the topic (paused, partitioned) then writes nothing. Returns the
-    /// epoch, or `None` for a tier without owner epochs (the default), whose writes are
-    /// not fenced. The router claims every topic it opens for writing, before recovery
-    /// reads the tier (`docs/router.md`, "Owner epochs"). `Unavailable` when the claim
-    /// was not confirmed (claim again: epochs may skip).
-    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
-        let _ = topic;
+    /// Takes `topic` over as its writer for the node `claimer`: records a new owner epoch
+    /// where every writer sees it, after which this tier's appends, trims and restarts of
+    /// the topic are refused (`Fenced`) once another writer has claimed it since — a node
+    /// that still believes it owns the topic (paused, partitioned) then writes nothing.
+    /// Returns the epoch, or `None` for a tier without owner epochs (the default), whose
+    /// writes are not fenced. The router claims every topic it opens for writing, before
+    /// recovery reads the tier (`docs/router.md`, "Owner epochs"). `Unavailable` when the
+    /// claim was not confirmed (claim again: epochs may skip).
+    ///
+    /// A tier that can records `claimer` as the epoch's claimer in the same atomic step as
+    /// the epoch ([`claimers`](Self::claimers)): a record exists only beside the epoch it
+    /// names, and a failover that loses the epoch loses its record with it. A tier that
+    /// cannot records none; its epochs' claimers are unknown.
+    async fn claim_owner(&self, topic: &TopicName, claimer: NodeId) -> Result<Option<u64>, TierError> {
+        let _ = (topic, claimer);
         Ok(None)
+    }
+
+    /// The claimers [`claim_owner`](Self::claim_owner) recorded for the epochs of `topic`
+    /// in `epochs`, by epoch. An epoch absent from the answer has no claimer known: none
+    /// was recorded (a tier that records none, the default; a server that refused the
+    /// claim script), the epoch was set by a write after a failover lost its claim, or the
+    /// tier keeps only the records of its latest epochs. The router asks for the epochs a
+    /// claim skipped, to tell its own lost claim answers from another node's claims
+    /// (`docs/ownership.md`).
+    async fn claimers(
+        &self,
+        topic: &TopicName,
+        epochs: Range<u64>,
+    ) -> Result<BTreeMap<u64, NodeId>, TierError> {
+        let _ = (topic, epochs);
+        Ok(BTreeMap::new())
     }
 
     /// The epoch this tier's last [`claim_owner`](Self::claim_owner) of `topic` recorded
@@ -93,6 +120,47 @@ pub trait WarmBackend: Tier {
 
     /// True when [`record_topic`](Self::record_topic) recorded `topic`.
     async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, TierError>;
+}
+
+/// The identity of a node — of one store's data directory and state directory — that a
+/// claim of a topic's owner epoch records ([`WarmBackend::claim_owner`]), so that the node
+/// can later tell the epochs it claimed itself, whose answers it may have lost, from other
+/// nodes' claims ([`WarmBackend::claimers`]). 128 random bits, created once per state
+/// directory by the router (`docs/ownership.md`, "Who claimed an epoch"); written as 32
+/// lowercase hexadecimal digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(u128);
+
+impl NodeId {
+    /// The id whose bits are `bits`.
+    pub const fn from_u128(bits: u128) -> Self {
+        Self(bits)
+    }
+
+    /// The id's bits.
+    pub const fn as_u128(self) -> u128 {
+        self.0
+    }
+
+    /// The id written as `text` ([`Display`](fmt::Display): 32 hexadecimal digits);
+    /// `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u128::from_str_radix(text, 16).ok().map(Self))
+            .flatten()
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeId({self})")
+    }
 }
 
 /// A [`Tier`] usable in the cold position: it receives each sealed WAL segment once the
@@ -379,6 +447,24 @@ mod tests {
         })
         .await;
         (answer, reads.get())
+    }
+
+    #[test]
+    fn a_node_id_reads_back_from_its_text_and_nothing_else_passes_for_one() {
+        let id = NodeId::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+        assert_eq!(id.to_string(), "0123456789abcdef0011223344556677");
+        assert_eq!(NodeId::parse(&id.to_string()), Some(id));
+        assert_eq!(NodeId::from_u128(7).to_string().len(), 32, "leading zeros kept");
+        for bad in [
+            "",
+            "7",
+            "0123456789abcdef001122334455667",
+            "0123456789abcdef00112233445566778",
+            "+123456789abcdef0011223344556677",
+            "0123456789abcdef001122334455667g",
+        ] {
+            assert_eq!(NodeId::parse(bad), None, "{bad:?}");
+        }
     }
 
     #[tokio::test]

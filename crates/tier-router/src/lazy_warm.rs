@@ -5,8 +5,12 @@
 //! server is down, answering `Unavailable`); once connected, calls go to the
 //! [`WarmTier`] unchanged.
 
+use std::collections::BTreeMap;
+use std::ops::Range;
+
 use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use tier_core::position::NodeId;
 use tier_core::{
     ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
 };
@@ -104,8 +108,16 @@ impl WarmBackend for LazyWarm {
         WarmBackend::restart_at(self.tier().await?, topic, offset).await
     }
 
-    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
-        WarmBackend::claim_owner(self.tier().await?, topic).await
+    async fn claim_owner(&self, topic: &TopicName, claimer: NodeId) -> Result<Option<u64>, TierError> {
+        WarmBackend::claim_owner(self.tier().await?, topic, claimer).await
+    }
+
+    async fn claimers(
+        &self,
+        topic: &TopicName,
+        epochs: Range<u64>,
+    ) -> Result<BTreeMap<u64, NodeId>, TierError> {
+        WarmBackend::claimers(self.tier().await?, topic, epochs).await
     }
 
     fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {

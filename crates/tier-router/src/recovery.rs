@@ -34,7 +34,11 @@
 //! done) and applies the plan's effects in order; `docs/router.md`, "Crash recovery",
 //! lists the rules the plan's tests check over every combination of the evidence.
 
+use std::collections::BTreeMap;
+use std::ops::Range;
+
 use futures::StreamExt;
+use tier_core::position::NodeId;
 use tier_core::{
     ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, TopicName,
 };
@@ -409,23 +413,27 @@ async fn gather(
 }
 
 /// Takes `topic` over in `warm` ([`WarmBackend::claim_owner`](crate::WarmBackend::claim_owner))
-/// and returns the epoch claimed (`None` from a tier without epochs, or when the first
-/// claim's answer was lost). A claim the replicas did not confirm (`Unavailable`, the
-/// epoch answered) still holds on the primary and is only logged: reading warm's range
-/// next tells whether warm answers at all.
+/// as the node whose state directory is `state_dir` (its node id, recorded with the epoch:
+/// [`node_id`](crate::state::node_id)) and returns the epoch claimed (`None` from a tier
+/// without epochs, or when the first claim's answer was lost). A claim the replicas did
+/// not confirm (`Unavailable`, the epoch answered) still holds on the primary and is only
+/// logged: reading warm's range next tells whether warm answers at all.
 ///
 /// A claim whose answer was lost while this writer holds an earlier epoch is
 /// `Unavailable`: the server may have applied it, and the writes this writer would make
 /// under the earlier epoch would then be refused by its own claim — the topic fenced with
 /// no other writer, until it is reopened. The caller retries as when warm does not answer
-/// (the writer at its next attempt to reach warm; an open fails and is retried).
+/// (the writer at its next attempt to reach warm; an open fails and is retried). Every
+/// lost answer may leave an epoch claimed under this node's id: a later claim that finds
+/// epochs skipped tells them from other nodes' claims by that id ([`take_ownership`]).
 pub(crate) async fn claim(
     warm: &dyn crate::WarmBackend,
     topic: &TopicName,
     state_dir: &std::path::Path,
 ) -> Result<Option<u64>, TierError> {
+    let me = crate::state::node_id(state_dir)?;
     let held = warm.claimed_owner(topic);
-    match warm.claim_owner(topic).await {
+    match warm.claim_owner(topic, me).await {
         Err(e) if e.kind() != ErrorKind::Unavailable => Err(e),
         Err(e) => {
             let now = warm.claimed_owner(topic);
@@ -451,25 +459,46 @@ pub(crate) async fn claim(
 
 /// Whether a WAL last written under owner epoch `wal` continues the log of `epoch`, just
 /// claimed: it does when it records no epoch (a WAL written before epochs were recorded,
-/// or none yet) or the one before `epoch`. A WAL written under an earlier epoch was
-/// superseded by the owners that claimed the topic since.
+/// or none yet) or no epoch lies between the two ([`skipped_epochs`]).
 pub(crate) fn wal_continues(wal: Option<u64>, epoch: u64) -> bool {
-    wal.is_none_or(|wal| wal.saturating_add(1) >= epoch)
+    skipped_epochs(wal, epoch).is_none()
+}
+
+/// The epochs claimed between the one a WAL was last written under (`wal`) and `epoch`,
+/// just claimed — strictly between them; `None` when there are none (or the WAL records
+/// no epoch, or a later one: a failover that lost claims).
+fn skipped_epochs(wal: Option<u64>, epoch: u64) -> Option<Range<u64>> {
+    let first = wal?.saturating_add(1);
+    (first < epoch).then_some(first..epoch)
+}
+
+/// Whether every epoch of `skipped` was claimed by this node, `me`, as `claimers` (the
+/// claimers warm recorded for them, [`WarmBackend::claimers`](crate::WarmBackend::claimers))
+/// says: then no other node claimed the topic since this node's WAL was written, and the
+/// skip is this node's own claims whose answers it lost. An epoch without a record — its
+/// claimer unknown: a server without scripts recorded none, a write raised the owner key
+/// to it after a failover lost its claim — counts as another node's.
+fn own_claims(skipped: &Range<u64>, claimers: &BTreeMap<u64, NodeId>, me: NodeId) -> bool {
+    let mine = claimers.range(skipped.clone()).filter(|(_, claimer)| **claimer == me).count();
+    u64::try_from(mine).is_ok_and(|mine| mine == skipped.end - skipped.start)
 }
 
 /// Makes the WAL of `topic` the log of owner epoch `epoch`, just claimed, and records
 /// `epoch` in the WAL's directory before anything is written under it.
 ///
-/// Under `fail`, a WAL written under an earlier epoch than the one before `epoch`
-/// ([`wal_continues`]) is discarded with the topic's state files: another owner may have
-/// claimed the topic since, and what this WAL holds past that takeover is not the log.
-/// Every acknowledgement waited for warm, and the topic continues from warm and cold. A
-/// claim of this node's own whose answer was lost also skips an epoch; its cost is the
-/// same rebuild from warm — unless a failover to a replica behind took records warm had
-/// confirmed, whose only copy was this WAL (`docs/reliability.md`, "Known limits"). Under `degrade`, where
-/// the WAL may hold records acknowledged on it alone, a skip is only reported: a node
-/// with no evidence of its own opens a topic fenced there until an operator resumes it
-/// past what the previous owner acknowledged (`docs/ownership.md`).
+/// The invariant, under `fail`: a WAL is kept only while no other node can have claimed
+/// the topic since it was last written. It is when no epoch lies between the WAL's and
+/// `epoch` ([`wal_continues`]), or when every epoch between them was claimed by this node
+/// ([`own_claims`]: claims whose answers it lost, which wrote nothing). Otherwise — some
+/// skipped epoch claimed by another node, or by a claimer unknown — the WAL is discarded
+/// with the topic's state files: what it holds past that takeover is not the log, and
+/// every acknowledgement waited for warm, so the topic continues from warm and cold. A
+/// WAL discarded for an unknown claimer that was in fact this node's costs a rebuild from
+/// warm, and loses the records warm confirmed that a failover to a replica behind took
+/// since (`docs/reliability.md`, "Known limits"). Under `degrade`, where the WAL may hold
+/// records acknowledged on it alone, a skip is only reported: a node with no evidence of
+/// its own opens a topic fenced there until an operator resumes it past what the previous
+/// owner acknowledged (`docs/ownership.md`).
 async fn take_ownership(
     tiers: &Tiers,
     state_dir: &std::path::Path,
@@ -477,15 +506,30 @@ async fn take_ownership(
     epoch: u64,
 ) -> Result<(), TierError> {
     let wal = tiers.hot.owner_epoch(topic)?;
-    if !wal_continues(wal, epoch) {
+    if let Some(skipped) = skipped_epochs(wal, epoch) {
         let wal = wal.unwrap_or_default();
         if tiers.config.warm_failure_policy == crate::WarmFailurePolicy::Fail {
-            warn!(
-                topic = %topic, wal_epoch = wal, epoch,
-                "the WAL was written under an owner epoch other claims followed; it is discarded and the topic continues from warm and cold"
-            );
-            crate::state::remove_topic_state(state_dir, topic)?;
-            tiers.hot.discard_topic(topic).await?;
+            let me = crate::state::node_id(state_dir)?;
+            let claimers = match &tiers.warm {
+                Some(w) => w.claimers(topic, skipped.clone()).await?,
+                None => BTreeMap::new(),
+            };
+            let own = own_claims(&skipped, &claimers, me);
+            #[cfg(feature = "testkit")]
+            let own = own && !crate::testing::reverted(state_dir, crate::testing::Repair::OwnClaimsKeepWal);
+            if own {
+                info!(
+                    topic = %topic, wal_epoch = wal, epoch, skipped = ?skipped,
+                    "the owner epochs claimed since the WAL was written are this node's own (claims whose answers were lost); the WAL is kept"
+                );
+            } else {
+                warn!(
+                    topic = %topic, wal_epoch = wal, epoch, skipped = ?skipped, claimers = ?claimers, node = %me,
+                    "the WAL was written under an owner epoch another node's claim (or a claim of unknown claimer) followed; it is discarded and the topic continues from warm and cold"
+                );
+                crate::state::remove_topic_state(state_dir, topic)?;
+                tiers.hot.discard_topic(topic).await?;
+            }
         } else {
             warn!(
                 topic = %topic, wal_epoch = wal, epoch,
@@ -948,4 +992,50 @@ fn push_from(out: &mut Vec<RecordBatch>, batch: RecordBatch, next: Offset) -> Re
     let end = batch.end_offset();
     out.push(batch);
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every WAL epoch and claimed epoch up to 6, every assignment of the skipped epochs'
+    /// claimers to this node, another node or none: the WAL continues or is this node's
+    /// own exactly when no skipped epoch is another node's or unknown.
+    #[test]
+    fn a_skip_is_this_node_s_own_only_when_it_claimed_every_skipped_epoch() {
+        let (me, other) = (NodeId::from_u128(1), NodeId::from_u128(2));
+        for epoch in 1..=6_u64 {
+            for wal in [None, Some(0), Some(1), Some(2), Some(3), Some(4), Some(5), Some(6), Some(9)] {
+                let Some(skipped) = skipped_epochs(wal, epoch) else {
+                    assert!(wal_continues(wal, epoch));
+                    assert!(wal.is_none_or(|w| w + 1 >= epoch), "{wal:?} {epoch}");
+                    continue;
+                };
+                assert!(!wal_continues(wal, epoch));
+                assert_eq!(skipped, wal.expect("a skip needs the WAL's epoch") + 1..epoch);
+                let n = u32::try_from(skipped.end - skipped.start).expect("few");
+                // Each skipped epoch: 0 this node's, 1 another node's, 2 no record.
+                for code in 0..3_u32.pow(n) {
+                    let mut claimers = BTreeMap::new();
+                    let mut all_mine = true;
+                    for (i, e) in skipped.clone().enumerate() {
+                        match code / 3_u32.pow(u32::try_from(i).expect("few")) % 3 {
+                            0 => {
+                                claimers.insert(e, me);
+                            }
+                            1 => {
+                                claimers.insert(e, other);
+                                all_mine = false;
+                            }
+                            _ => all_mine = false,
+                        }
+                    }
+                    // Records outside the skip say nothing of it.
+                    claimers.insert(skipped.start - 1, other);
+                    claimers.insert(epoch, other);
+                    assert_eq!(own_claims(&skipped, &claimers, me), all_mine, "{skipped:?} {claimers:?}");
+                }
+            }
+        }
+    }
 }

@@ -4,9 +4,10 @@
 //! (`<topic>.fenced`), the losses a recovery found until its topic opened
 //! (`<topic>.losses`), the offsets a degraded open skipped where warm may hold records that
 //! were never acknowledged (`<topic>.unacked`) — the identity of the running OS boot that
-//! tells recovery whether the page cache survived, and the directory's ownership: the lock
+//! tells recovery whether the page cache survived, the directory's ownership: the lock
 //! a store holds while open (`.router.lock`) and the data directory of the store it belongs
-//! to (`owner`; see [`claim_state_dir`]).
+//! to (`owner`; see [`claim_state_dir`]), and the store's node id, which its claims of
+//! owner epochs record (`node`; see [`node_id`]).
 //!
 //! Every file is written to a temporary file, synced, renamed over the old one and the
 //! directory synced, so a crash leaves the old or the new value.
@@ -18,8 +19,10 @@
 
 use std::path::{Path, PathBuf};
 
+use parking_lot::Mutex;
+use tier_core::position::NodeId;
 use tier_core::{ErrorContext, Offset, TierError, TierKind, TopicName};
-use tracing::info;
+use tracing::{info, warn};
 
 /// The suffix of checkpoint files.
 const CHECKPOINT: &str = "end";
@@ -663,9 +666,87 @@ pub(crate) fn claim_state_dir(state_dir: &Path, data_dir: &Path) -> Result<std::
     Ok(lock)
 }
 
+/// The file holding the node id of the store the state directory belongs to.
+const NODE_FILE: &str = "node";
+
+/// Serialises the creation of node id files: the topics of one store recover
+/// concurrently, and each reads its store's id before its first claim.
+static NODE_FILE_WRITE: Mutex<()> = Mutex::new(());
+
+/// The node id of the store whose state directory is `state_dir` (`<state_dir>/node`:
+/// 32 hexadecimal digits and a newline), created when there is none: 128 bits from the
+/// OS's randomness, written atomically (file and directory synced) before any claim
+/// records it. It lives as long as the state directory, which belongs to one store
+/// ([`claim_state_dir`]), so no two stores share one; a lost state directory gives the
+/// store a new id, and its earlier claims then count as another node's — the safe side
+/// (`docs/ownership.md`, "Who claimed an epoch"). A file that holds no id (damage) is
+/// replaced by a new id, with a warning, for the same reason.
+///
+/// Errors: `Unavailable` when the file cannot be read or written.
+pub(crate) fn node_id(state_dir: &Path) -> Result<NodeId, TierError> {
+    let path = state_dir.join(NODE_FILE);
+    let at = || ErrorContext::tier(TierKind::Router).location(path.display().to_string());
+    let _creating = NODE_FILE_WRITE.lock();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => match NodeId::parse(text.trim_end_matches('\n')) {
+            Some(id) => return Ok(id),
+            None => warn!(
+                path = %path.display(),
+                "the state directory's node file holds no node id; a new one replaces it (this node's earlier \
+                 claims of owner epochs count as another node's)"
+            ),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(
+                TierError::unavailable(at(), "reading the state directory's node file").with_source(e)
+            );
+        }
+    }
+    let id = random_node_id();
+    write_atomically(
+        state_dir,
+        NODE_FILE,
+        format!("{id}\n").as_bytes(),
+        ErrorContext::tier(TierKind::Router),
+    )?;
+    info!(state_dir = %state_dir.display(), node = %id, "created the store's node id");
+    Ok(id)
+}
+
+/// 128 bits from the OS's randomness: std's [`RandomState`](std::hash::RandomState) is
+/// keyed from it (once per thread, then varied per instance); two hashes under one fresh
+/// key give the bits.
+fn random_node_id() -> NodeId {
+    use std::hash::BuildHasher;
+    let keyed = std::hash::RandomState::new();
+    let (high, low) = (keyed.hash_one(0_u8), keyed.hash_one(1_u8));
+    NodeId::from_u128((u128::from(high) << 64) | u128::from(low))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_id_is_created_once_and_survives_while_its_state_directory_does() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("router");
+        let id = node_id(&state).expect("created, with the directory");
+        assert_eq!(node_id(&state).expect("read"), id, "the same id on every read");
+        let text = std::fs::read_to_string(state.join(NODE_FILE)).expect("the node file");
+        assert_eq!(text, format!("{id}\n"));
+        assert!(!holds_state_files(&state).expect("listed"), "the node file is no topic's state file");
+
+        let other = dir.path().join("other");
+        assert_ne!(node_id(&other).expect("another store's"), id, "each state directory its own id");
+        std::fs::remove_dir_all(&state).expect("the state directory lost");
+        assert_ne!(node_id(&state).expect("created again"), id, "a lost state directory, a new id");
+
+        std::fs::write(state.join(NODE_FILE), "damaged\n").expect("write");
+        let replaced = node_id(&state).expect("a damaged file is replaced");
+        assert_eq!(node_id(&state).expect("read"), replaced);
+    }
 
     #[test]
     fn pending_losses_round_trip_and_are_removed() {

@@ -32,6 +32,12 @@ pub enum Repair {
     /// epoch the writer held before: its writes under that earlier epoch are then refused
     /// by its own claim, and the topic is fenced with no other writer.
     ClaimAnswered,
+    /// Under `fail`, an open whose claim finds owner epochs skipped since the WAL was
+    /// written discards the WAL even when this node claimed every skipped epoch (claims
+    /// whose answers it lost): when a failover to a replica behind has since taken records
+    /// warm confirmed, the discarded WAL held their only copy, and their offsets are handed
+    /// out again.
+    OwnClaimsKeepWal,
 }
 
 static REVERTED: Mutex<Vec<(PathBuf, Repair)>> = Mutex::new(Vec::new());

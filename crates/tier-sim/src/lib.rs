@@ -947,4 +947,11 @@ pub const REGRESSION_SEEDS: &[Regression] = &[
         invariant: model::inv::SELF_FENCED,
         generator: 14,
     },
+    Regression {
+        seed: 280001450,
+        keep: &[9, 10, 12, 13, 14, 17, 18, 28, 29],
+        case: "hot+warm+cold, fail, `always`, warm owner epochs: the open after a crash claims the topic's owner epoch, and the answer is lost while the server applies the INCR; the WAL still records the epoch before; [43, 61) is acknowledged; a failover to a replica behind takes [49, 61), which WAIT confirmed and whose only other copy is the WAL; the next open finds an epoch skipped and discards the WAL as if another node had claimed the topic in between: [49, 61) is gone and its offsets are handed out again (a claim records its claimer with the epoch, and an open keeps its WAL when this node claimed every skipped epoch; `Repair::OwnClaimsKeepWal` reverted puts the discard back)",
+        invariant: model::inv::TWO_CONTENTS,
+        generator: 14,
+    },
 ];

@@ -50,6 +50,13 @@
 //!   `Unavailable`, the connection is dropped.
 //! - *Outage*: every call is `Unavailable`.
 //!
+//! **Owner epochs** ([`SimWarm::set_owner_epochs`]): a claim is tier-warm's claim script
+//! and a `WAIT` — the owner key's `INCR` and the claimer's record in one write, so a
+//! failover keeps the record exactly when it keeps the epoch — and the append and trim
+//! scripts check the epoch and raise a lower owner key (a write with no claimer record). The
+//! script's drop of the record 1024 epochs below the new one is not modelled: a schedule
+//! claims far fewer. The stand-in always runs scripts (no server refusing them).
+//!
 //! For the model, the stand-in also remembers every batch it ever *confirmed* (an `Ok`
 //! answer): under `warm_failure_policy = "fail"` only those may be served as committed.
 //! Every batch the primary ever *took*: under `degrade` a batch the WAL refused while
@@ -58,10 +65,12 @@
 //! confirmed (the replica `WAIT` counts held them), until a `WAIT` confirms them again.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use parking_lot::Mutex;
+use tier_core::position::NodeId;
 use tier_core::segment::{BatchCollector, BatchSink};
 use tier_core::{
     ErrorContext, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp, TopicName,
@@ -189,6 +198,11 @@ struct State {
     /// write). The last is the key's value; a failover keeps what the promoted replica
     /// applied.
     owners: BTreeMap<TopicName, Vec<(u64, u64)>>,
+    /// Each topic's claimers hash as written, oldest first: (epoch, claimer, replication
+    /// offset of the write). A claim writes its record in the write of its `INCR` (one
+    /// script); a failover keeps what the promoted replica applied. An epoch's last record
+    /// is its field's value.
+    claimers: BTreeMap<TopicName, Vec<(u64, NodeId, u64)>>,
     /// The epoch the client holds for each topic: the last claim whose `INCR` it got an
     /// answer to (tier-warm's cached `owner`); forgotten by [`SimWarm::new_client`].
     claimed: BTreeMap<TopicName, u64>,
@@ -290,10 +304,12 @@ impl State {
         }
     }
 
-    /// `SET` (or `INCR`) of the topic's owner key to `epoch`: one write.
-    fn set_owner(&mut self, topic: &TopicName, epoch: u64) {
+    /// `SET` (or `INCR`) of the topic's owner key to `epoch`: one write, whose replication
+    /// offset it returns.
+    fn set_owner(&mut self, topic: &TopicName, epoch: u64) -> u64 {
         let written = self.write();
         self.owners.entry(topic.clone()).or_default().push((epoch, written));
+        written
     }
 
     /// Promotes a replica that applied the writes up to `applied`: every later write
@@ -307,6 +323,9 @@ impl State {
         self.markers.retain(|_, written| *written <= applied);
         for history in self.owners.values_mut() {
             history.retain(|(_, written)| *written <= applied);
+        }
+        for records in self.claimers.values_mut() {
+            records.retain(|(_, _, written)| *written <= applied);
         }
         self.primary_offset = applied;
         self.replica_offset = applied;
@@ -806,18 +825,20 @@ impl WarmBackend for SimWarm {
         Ok(())
     }
 
-    /// tier-warm's `claim_owner`: `INCR <owner key>` + `WAIT` in one pipeline. The client
-    /// holds the new epoch once it has the `INCR`'s answer, also when the `WAIT` fell
+    /// tier-warm's `claim_owner`: the claim script (`INCR <owner key>` and `HSET
+    /// <claimers key> <epoch> <claimer>`, one write) + `WAIT` in one pipeline. The client
+    /// holds the new epoch once it has the script's answer, also when the `WAIT` fell
     /// short (`Unavailable`: the claim holds on the primary); a lost answer leaves it
-    /// holding what it held.
-    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
+    /// holding what it held, and the server the epoch and its record.
+    async fn claim_owner(&self, topic: &TopicName, claimer: NodeId) -> Result<Option<u64>, TierError> {
         if !self.state.lock().owner_epochs {
             return Ok(None);
         }
         let mut guard = self.enter(topic)?;
         let s = &mut *guard;
         let epoch = s.owner(topic).unwrap_or(0) + 1;
-        s.set_owner(topic, epoch);
+        let written = s.set_owner(topic, epoch);
+        s.claimers.entry(topic.clone()).or_default().push((epoch, claimer, written));
         s.claims += 1;
         let met = s.wait();
         if let Err(e) = s.answer(ctx(topic)) {
@@ -833,6 +854,21 @@ impl WarmBackend for SimWarm {
 
     fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {
         self.state.lock().claimed.get(topic).copied()
+    }
+
+    /// tier-warm's `claimers`: `HMGET <claimers key>`, a read on the primary.
+    async fn claimers(
+        &self,
+        topic: &TopicName,
+        epochs: Range<u64>,
+    ) -> Result<BTreeMap<u64, NodeId>, TierError> {
+        let s = self.enter(topic)?;
+        let records = s.claimers.get(topic).map(Vec::as_slice).unwrap_or_default();
+        Ok(records
+            .iter()
+            .filter(|(epoch, _, _)| epochs.contains(epoch))
+            .map(|(epoch, id, _)| (*epoch, *id))
+            .collect())
     }
 
     /// tier-warm's `record_topic`: `SET <marker> 1` + `WAIT` in one pipeline.

@@ -206,9 +206,11 @@ pub enum Mode {
 /// The commands the warm tier sends in every mode: the minimal command set of its ACL
 /// user (`ACL SETUSER … +<command>`; `xinfo|stream` is one subcommand). `eval` runs the
 /// append script, which calls `GET`, `XADD` and `SET` (checked against the same user);
-/// without it appends are plain `XADD`s whose position only the client checks. `get`
-/// reads a topic's next key with its range. `incr` claims a topic's owner epoch
-/// (`WarmTier::claim_owner`). `info` is the replica check at open
+/// without it appends are plain `XADD`s whose position only the client checks; it also
+/// runs the claim script, which calls `INCR`, `HSET` and `HDEL`. `get` reads a topic's
+/// next key with its range. `incr` claims a topic's owner epoch and `hset`/`hdel` record
+/// its claimer (`WarmTier::claim_owner`); `hmget` reads the claimers back
+/// (`WarmTier::claimers`). `info` is the replica check at open
 /// (`INFO replication`, only when `wait_replicas > 0`). [`Mode::acl_commands`] adds what
 /// the cluster and sentinel modes send.
 pub const ACL_COMMANDS: &[&str] = &[
@@ -221,6 +223,9 @@ pub const ACL_COMMANDS: &[&str] = &[
     "get",
     "set",
     "incr",
+    "hset",
+    "hdel",
+    "hmget",
     "wait",
     "eval",
     "info",

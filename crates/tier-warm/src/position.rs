@@ -1,9 +1,12 @@
 //! [`WarmTier`] in the router's warm position ([`WarmBackend`]): its native trimming,
-//! replay stream, restart, owner epochs and topic marker.
+//! replay stream, restart, owner epochs with their claimers, and topic marker.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use tier_core::position::WarmBackend;
+use tier_core::position::{NodeId, WarmBackend};
 use tier_core::{Offset, RecordBatch, TierError, TopicName};
 
 use crate::WarmTier;
@@ -30,8 +33,16 @@ impl WarmBackend for WarmTier {
         WarmTier::restart_at(self, topic, offset).await.map(|_| ())
     }
 
-    async fn claim_owner(&self, topic: &TopicName) -> Result<Option<u64>, TierError> {
-        WarmTier::claim_owner(self, topic).await.map(Some)
+    async fn claim_owner(&self, topic: &TopicName, claimer: NodeId) -> Result<Option<u64>, TierError> {
+        WarmTier::claim_owner(self, topic, claimer).await.map(Some)
+    }
+
+    async fn claimers(
+        &self,
+        topic: &TopicName,
+        epochs: Range<u64>,
+    ) -> Result<BTreeMap<u64, NodeId>, TierError> {
+        WarmTier::claimers(self, topic, epochs).await
     }
 
     fn claimed_owner(&self, topic: &TopicName) -> Option<u64> {

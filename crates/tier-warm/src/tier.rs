@@ -1,6 +1,10 @@
 //! [`WarmTier`]: the [`Tier`] implementation over Valkey/Redis Streams.
 
-use std::{collections::HashMap, fmt};
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt,
+    ops::Range,
+};
 
 use async_trait::async_trait;
 use fred::{
@@ -17,6 +21,7 @@ use fred::{
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use tier_core::metrics::{OUTCOME, WARM_WAIT};
+use tier_core::position::NodeId;
 use tier_core::{
     ErrorContext, ErrorKind, Offset, OffsetRange, RecordBatch, Tier, TierError, TierKind, Timestamp,
     TopicName,
@@ -122,6 +127,26 @@ if ARGV[3] ~= '' then
   redis.call('SET', KEYS[2], ARGV[3])
 end
 return {1, removed}";
+
+/// The script of a claim ([`WarmTier::claim_owner`]): `KEYS[1]` the topic's owner key,
+/// `KEYS[2]` its claimers key ([`WarmTier::claimers_key`]); `ARGV[1]` the claimer's node
+/// id, `ARGV[2]` how many epochs' claimers the hash keeps ([`CLAIMERS_KEPT`]). `INCR`s the
+/// owner key, sets the new epoch's field of the claimers hash to the claimer, and drops
+/// the field of the epoch `ARGV[2]` below it, in one step; returns the new epoch. A script
+/// runs atomically and is replicated as its effects in one transaction: a replica holds an
+/// epoch's claimer exactly when it holds the `INCR` that made the epoch, so a failover
+/// loses both or neither. Every field names an epoch no later than the owner key (the
+/// append and trim scripts only ever raise it), so each `INCR` gives an epoch no field
+/// names yet: a record, once written, is never overwritten by another claim.
+const CLAIM: &str = r"local epoch = redis.call('INCR', KEYS[1])
+redis.call('HSET', KEYS[2], string.format('%d', epoch), ARGV[1])
+redis.call('HDEL', KEYS[2], string.format('%d', epoch - tonumber(ARGV[2])))
+return epoch";
+
+/// How many of a topic's latest epochs keep their claimer in the claimers hash
+/// ([`CLAIM`]): the hash stays bounded however often the topic moves. An older epoch's
+/// claimer is unknown, as a missing record is.
+const CLAIMERS_KEPT: u64 = 1024;
 
 /// The prefix of [`CONDITIONAL_XADD`]'s refusal when the stream does not continue at the
 /// first batch's base.
@@ -328,37 +353,132 @@ impl WarmTier {
         format!("{}:owner", self.stream_key(topic))
     }
 
-    /// Takes `topic` over as its writer: increments its owner epoch (`INCR <owner key>`,
-    /// then `WAIT` like an append, one pipeline) and returns the new epoch, which every
+    /// The key of `topic`'s claimers: the [stream key](Self::stream_key) followed by
+    /// `:claimers`, a hash whose field `<epoch>` holds the node id (32 hexadecimal digits)
+    /// of the node that claimed that epoch ([`claim_owner`](Self::claim_owner)), for the
+    /// latest epochs only. In cluster mode it carries the stream key's hash tag, so the
+    /// claim script's two keys share a slot.
+    pub fn claimers_key(&self, topic: &TopicName) -> String {
+        format!("{}:claimers", self.stream_key(topic))
+    }
+
+    /// Takes `topic` over as its writer for the node `claimer`: increments its owner epoch
+    /// and records `claimer` as the new epoch's claimer, in one script step ([`CLAIM`]),
+    /// then `WAIT`s like an append (one pipeline), and returns the new epoch, which every
     /// later append of this tier carries. From then on an append of a writer holding an
     /// earlier epoch — a node that still believes it owns the topic: paused, partitioned,
     /// a zombie — is refused by the append script, `Fenced` naming both epochs, and
     /// writes nothing. `Unavailable` when the replicas do not confirm the new epoch
     /// (claim again: epochs may skip); the tier holds the epoch all the same once the
-    /// primary applied the `INCR` (its writes carry it, and an owner key a failover lost
+    /// primary applied the script (its writes carry it, and an owner key a failover lost
     /// is set again by them: epochs only grow). A writer that never claims is not checked.
     ///
-    /// The check lives in the append script (and in the trim and restart script): a server
-    /// that refuses scripts cannot fence, so once an epoch is claimed an append there
-    /// fails `InvalidInput` instead of falling back to a plain `XADD`.
-    pub async fn claim_owner(&self, topic: &TopicName) -> Result<u64, TierError> {
+    /// A server that refuses the script itself (scripts disabled, `EVAL` not permitted)
+    /// gets a plain `INCR` + `WAIT`: the epoch is claimed and its claimer is not recorded
+    /// (unknown to [`claimers`](Self::claimers)). The owner check lives in the append
+    /// script (and in the trim and restart script): such a server cannot fence, so once an
+    /// epoch is claimed an append there fails `InvalidInput` instead of falling back to a
+    /// plain `XADD`. A command the script calls that the ACL refuses fails the claim
+    /// (`InvalidInput` naming it); the `INCR` may have run, an epoch with no claimer.
+    pub async fn claim_owner(&self, topic: &TopicName, claimer: NodeId) -> Result<u64, TierError> {
         let key = self.owner_key(topic);
         let ctx = self.ctx(topic).location(key.clone());
-        let pipeline = self.client.pipeline();
-        let queued: Result<(), FredError> = pipeline.incr(key.as_str()).await;
-        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "INCR", e))?;
-        let (reply, wait) = self.send_with_wait(&ctx, "INCR+WAIT", &key, pipeline).await?;
+        let (doing, reply, wait) = match self.claim_in_script(topic, &ctx, claimer).await? {
+            Some((reply, wait)) => ("EVAL (claim)", reply, wait),
+            None => {
+                tracing::debug!(topic = %topic, "the claim script was refused; claiming with a plain INCR, which records no claimer");
+                let pipeline = self.client.pipeline();
+                let queued: Result<(), FredError> = pipeline.incr(key.as_str()).await;
+                queued.map_err(|e| crate::client::map_fred(ctx.clone(), "INCR", e))?;
+                let (reply, wait) = self.send_with_wait(&ctx, "INCR+WAIT", &key, pipeline).await?;
+                ("INCR", reply.map_err(|e| crate::client::map_fred(ctx.clone(), "INCR", e))?, wait)
+            }
+        };
         let epoch = match reply {
-            Ok(Value::Integer(n)) => u64::try_from(n)
-                .map_err(|_| TierError::internal(ctx.clone(), format!("INCR: epoch {n} is negative")))?,
-            Ok(other) => return Err(TierError::internal(ctx, format!("INCR: unexpected reply {other:?}"))),
-            Err(e) => return Err(crate::client::map_fred(ctx, "INCR", e)),
+            Value::Integer(n) => u64::try_from(n)
+                .map_err(|_| TierError::internal(ctx.clone(), format!("{doing}: epoch {n} is negative")))?,
+            other => return Err(TierError::internal(ctx, format!("{doing}: unexpected reply {other:?}"))),
         };
         self.ranges.lock().topics.entry(topic.clone()).or_default().owner = Some(epoch);
         if let Some(reply) = wait {
             self.check_wait(ctx, reply)?;
         }
         Ok(epoch)
+    }
+
+    /// [`CLAIM`] and `WAIT` in one pipeline: the script's reply and the `WAIT`'s (`None`
+    /// without replicas to wait for); `Ok(None)` when the server refused the script itself
+    /// (then it ran no command). A command inside it the ACL refuses, or no answer, is the
+    /// error.
+    async fn claim_in_script(
+        &self,
+        topic: &TopicName,
+        ctx: &ErrorContext,
+        claimer: NodeId,
+    ) -> Result<Option<(Value, Option<Result<Value, FredError>>)>, TierError> {
+        let key = self.owner_key(topic);
+        let args: Vec<Value> = vec![
+            Value::from(CLAIM),
+            Value::from(2),
+            Value::from(key.as_str()),
+            Value::from(self.claimers_key(topic)),
+            Value::from(claimer.to_string()),
+            Value::from(CLAIMERS_KEPT.to_string()),
+        ];
+        let pipeline = self.client.pipeline();
+        // Routed by the key's slot in cluster mode (see `conditional_append`).
+        let eval = CustomCommand::new("EVAL", ClusterHash::Custom(redis_keyslot(key.as_bytes())), false);
+        let queued: Result<(), FredError> = pipeline.custom(eval, args).await;
+        queued.map_err(|e| crate::client::map_fred(ctx.clone(), "EVAL (claim)", e))?;
+        let (reply, wait) = self.send_with_wait(ctx, "EVAL+WAIT", &key, pipeline).await?;
+        match reply {
+            Ok(reply) => Ok(Some((reply, wait))),
+            Err(e) => {
+                // A command the script calls refused by the ACL: the script ran (the
+                // `INCR` may stand), and the error names the command to grant.
+                let inside = e.details().contains("ACL failure in script");
+                let e = crate::client::map_fred(ctx.clone(), "EVAL (claim)", e);
+                if inside || e.kind() == ErrorKind::Unavailable {
+                    return Err(e);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The claimers [`claim_owner`](Self::claim_owner) recorded for `topic`'s epochs in
+    /// `epochs`, by epoch (`HMGET <claimers key>`, one read, of the latest
+    /// [`CLAIMERS_KEPT`] epochs of `epochs` at most: the hash holds no older record). An
+    /// epoch without a record — claimed by a plain `INCR`, raised to by an append after a
+    /// failover lost its claim, too old, or holding no node id — is absent.
+    pub async fn claimers(
+        &self,
+        topic: &TopicName,
+        epochs: Range<u64>,
+    ) -> Result<BTreeMap<u64, NodeId>, TierError> {
+        let asked = epochs.start.max(epochs.end.saturating_sub(CLAIMERS_KEPT))..epochs.end;
+        if asked.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let key = self.claimers_key(topic);
+        let ctx = self.ctx(topic).location(key.clone());
+        let mut args = vec![Value::from(key.as_str())];
+        args.extend(asked.clone().map(|e| Value::from(e.to_string())));
+        // A custom command: fred's hash commands are not compiled in. Routed by the key's
+        // slot in cluster mode (see `conditional_append`).
+        let hmget = CustomCommand::new("HMGET", ClusterHash::Custom(redis_keyslot(key.as_bytes())), false);
+        let reply: Value =
+            bounded(&ctx, "HMGET", self.config.command_timeout, self.client.custom(hmget, args)).await?;
+        let values = match reply {
+            Value::Array(values) if values.len() as u64 == asked.end - asked.start => values,
+            other => return Err(TierError::internal(ctx, format!("HMGET: unexpected reply {other:?}"))),
+        };
+        Ok(asked
+            .zip(values)
+            .filter_map(|(epoch, value)| {
+                value.as_str().and_then(|text| NodeId::parse(&text)).map(|id| (epoch, id))
+            })
+            .collect())
     }
 
     /// The owner epoch this tier claimed for `topic`, if any.

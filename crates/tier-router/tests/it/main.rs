@@ -22,6 +22,7 @@ mod errors;
 mod existing_topic;
 mod maintenance;
 mod metrics;
+mod own_claims;
 mod ownership;
 mod process_kill;
 mod sentinel;

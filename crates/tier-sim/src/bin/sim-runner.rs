@@ -77,8 +77,8 @@ struct Args {
     /// Put a repaired behaviour back (to see the simulation find the bug it was):
     /// `forget-cuts`, `trust-failed-fsyncs`, `holes-are-damage` (the WAL), `wait-alone`,
     /// `ignore-next` (the warm stand-in's protocol), `shared-state-dir`,
-    /// `losses-in-state-dir-only`, `new-topic-over-held-topic`, `warm-past-its-hold` (the
-    /// router).
+    /// `losses-in-state-dir-only`, `new-topic-over-held-topic`, `warm-past-its-hold`,
+    /// `claim-answered`, `own-claims-keep-wal` (the router).
     #[arg(long, value_enum)]
     revert: Vec<Reverted>,
 }
@@ -107,6 +107,9 @@ enum Reverted {
     WarmPastItsHold,
     /// A claim whose answer was lost counts as made with the epoch the writer held.
     ClaimAnswered,
+    /// Under `fail`, an open discards its WAL for any skipped owner epoch, this node's own
+    /// lost claims included.
+    OwnClaimsKeepWal,
 }
 
 impl Reverted {
@@ -124,6 +127,7 @@ impl Reverted {
             }
             Self::WarmPastItsHold => Revert::Router(tier_router::testing::Repair::WarmContinuesItsHold),
             Self::ClaimAnswered => Revert::Router(tier_router::testing::Repair::ClaimAnswered),
+            Self::OwnClaimsKeepWal => Revert::Router(tier_router::testing::Repair::OwnClaimsKeepWal),
         }
     }
 }

@@ -39,6 +39,7 @@ fn each_reverted_repair_is_found_by_its_regression_schedule() {
         (220092267, Revert::Router(Repair::NewTopicOnlyWhenNoTierHolds)),
         (230048725, Revert::Router(Repair::WarmContinuesItsHold)),
         (5100210, Revert::Router(Repair::ClaimAnswered)),
+        (280001450, Revert::Router(Repair::OwnClaimsKeepWal)),
     ];
     for (seed, behaviour) in cases {
         let r = REGRESSION_SEEDS.iter().find(|r| r.seed == seed).expect("a regression schedule");
@@ -306,7 +307,7 @@ fn the_generator_versions_differ_only_where_a_heal_became_a_running_disk_loss() 
         assert_eq!(v13.steps, v14.steps, "seed {seed}");
         assert!(!v13.config.warm_owner_epochs && v14.config.warm_owner_epochs, "seed {seed}");
     }
-    assert_eq!((GENERATOR, LATEST), (13, 14), "version 14 is the newest, 13 the default");
+    assert_eq!((GENERATOR, LATEST), (14, 14), "version 14 is the newest and the default");
     for r in REGRESSION_SEEDS {
         assert_eq!(r.schedule().steps.len(), r.keep.len(), "seed {}: every kept step is generated", r.seed);
     }

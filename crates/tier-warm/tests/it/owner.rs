@@ -1,28 +1,37 @@
 //! Owner epochs: a writer that claimed a topic (`WarmTier::claim_owner`) is fenced, in
 //! the append script, once another writer claims it after it — the stale writer's
 //! appends (one batch or a group) are `Fenced` naming both epochs and write nothing,
-//! and the new owner continues the stream where it ends.
+//! and the new owner continues the stream where it ends. Each claim records its claimer
+//! with the epoch, in the same script step, and the claimers of skipped epochs read back
+//! (`WarmTier::claimers`).
 
 // Helpers outside #[test] functions unwrap too.
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
 
-use common::{batch, config, shared_tier, topic};
-use tier_core::position::WarmBackend;
+use std::collections::BTreeMap;
+
+use common::{batch, config, raw_client, shared_tier, topic};
+use fred::prelude::KeysInterface;
+use tier_core::position::{NodeId, WarmBackend};
 use tier_core::{ErrorKind, OffsetRange, ReadLimit, Tier, TierExt};
 use tier_warm::WarmTier;
+
+/// Two nodes' ids.
+const A: NodeId = NodeId::from_u128(0xa);
+const B: NodeId = NodeId::from_u128(0xb);
 
 #[tokio::test]
 async fn a_writer_whose_topic_was_claimed_after_it_is_fenced_and_writes_nothing() {
     let (valkey, old) = shared_tier().await;
     let new = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
     let t = topic("owned");
-    let first = old.claim_owner(&t).await.unwrap();
+    let first = old.claim_owner(&t, A).await.unwrap();
     assert_eq!(old.owner_epoch(&t), Some(first));
     old.append(&t, batch(0, 3, "old")).await.unwrap();
 
-    let second = new.claim_owner(&t).await.unwrap();
+    let second = new.claim_owner(&t, B).await.unwrap();
     assert_eq!(second, first + 1, "each claim takes the next epoch");
 
     // The stale writer, its cache saying the stream continues at 3: refused by the script.
@@ -62,10 +71,10 @@ async fn a_stale_owner_can_neither_trim_nor_restart_the_stream() {
     let (valkey, old) = shared_tier().await;
     let new = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
     let t = topic("owned-trim");
-    old.claim_owner(&t).await.unwrap();
+    old.claim_owner(&t, A).await.unwrap();
     old.append(&t, batch(0, 3, "old")).await.unwrap();
     old.append(&t, batch(3, 3, "old")).await.unwrap();
-    let second = new.claim_owner(&t).await.unwrap();
+    let second = new.claim_owner(&t, B).await.unwrap();
     new.append(&t, batch(6, 2, "new")).await.unwrap();
 
     let err = old.trim_before(&t, 6).await.unwrap_err();
@@ -83,7 +92,7 @@ async fn a_stale_owner_can_neither_trim_nor_restart_the_stream() {
     assert_eq!(new.range(&t).await.unwrap(), OffsetRange::new(3, 9));
     // A restart below the stream's end is refused by the next key, inside the script too.
     let fresh = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
-    let third = fresh.claim_owner(&t).await.unwrap();
+    let third = fresh.claim_owner(&t, A).await.unwrap();
     assert_eq!(third, second + 1);
     let err = fresh.restart_at(&t, 9).await;
     assert!(err.is_ok(), "at the stream's end: {err:?}");
@@ -107,11 +116,52 @@ async fn a_claim_the_replicas_did_not_confirm_still_holds_on_the_primary() {
         Err(e) => panic!("connect: {}", e.report()),
     };
     let t = topic("owned-short");
-    let first = old.claim_owner(&t).await.unwrap();
+    let first = old.claim_owner(&t, A).await.unwrap();
     old.append(&t, batch(0, 2, "old")).await.unwrap();
-    let err = new.claim_owner(&t).await.unwrap_err();
+    let err = new.claim_owner(&t, B).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{}", err.report());
     assert_eq!(new.owner_epoch(&t), Some(first + 1), "the epoch the primary gave");
     let err = old.append(&t, batch(2, 1, "zombie")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Fenced, "{}", err.report());
+}
+
+/// Each claim records its claimer with its epoch: node A claims, B claims, A claims twice
+/// more (as when an answer was lost), B once more. The claimers of the epochs between two
+/// of A's claims read back by epoch — what a node asks to tell its own lost claims from
+/// another node's — and an epoch without a record is absent: one a plain `INCR` made,
+/// as a server refusing the script does, and one never claimed.
+#[tokio::test]
+async fn a_claim_records_its_claimer_and_the_claimers_of_skipped_epochs_read_back() {
+    let (valkey, a) = shared_tier().await;
+    let b = WarmTier::connect(config(valkey.primary_url(), valkey.key_prefix())).await.unwrap();
+    let t = topic("claimers");
+    let first = a.claim_owner(&t, A).await.unwrap();
+    let second = b.claim_owner(&t, B).await.unwrap();
+    let third = a.claim_owner(&t, A).await.unwrap();
+    let fourth = a.claim_owner(&t, A).await.unwrap();
+    assert_eq!([second, third, fourth], [first + 1, first + 2, first + 3], "one epoch per claim");
+
+    assert_eq!(
+        a.claimers(&t, first + 1..fourth).await.unwrap(),
+        BTreeMap::from([(second, B), (third, A)]),
+        "the epochs A's claim of {fourth} skipped since its claim of {first}"
+    );
+    assert_eq!(b.claimers(&t, first..fourth + 1).await.unwrap().len(), 4, "any client reads them");
+    assert_eq!(a.claimers(&t, fourth..fourth).await.unwrap(), BTreeMap::new(), "no epoch asked");
+
+    // The record lives beside the owner key, in the stream's hash slot.
+    assert_eq!(a.claimers_key(&t), format!("{}:claimers", a.stream_key(&t)));
+    let raw = raw_client(valkey.primary_url()).await;
+    let held: Option<String> = raw.get(a.owner_key(&t)).await.unwrap();
+    assert_eq!(held, Some(fourth.to_string()));
+
+    // An epoch claimed by a plain `INCR` (a server that refuses scripts) has no claimer.
+    let plain: u64 = raw.incr(a.owner_key(&t)).await.unwrap();
+    let fifth = b.claim_owner(&t, B).await.unwrap();
+    assert_eq!(fifth, plain + 1);
+    assert_eq!(
+        a.claimers(&t, fourth..fifth + 2).await.unwrap(),
+        BTreeMap::from([(fourth, A), (fifth, B)]),
+        "the epoch of the plain INCR and the one not yet claimed are absent"
+    );
 }

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::path::Path;
 
-use tier_core::position::WarmBackend;
+use tier_core::position::{NodeId, WarmBackend};
 use tier_core::{ErrorKind, ReadLimit, Tier, TierError, TierExt};
 use tier_testkit::conformance::{SuiteConfig, run_all, warm_backend};
 use tier_testkit::servers::{TlsOptions, ValkeyTls};
@@ -163,13 +163,37 @@ async fn an_acl_user_lacking_a_command_gets_an_error_naming_it() {
     assert!(message.contains("ACL user may not run INFO") && message.contains("+info"), "{message}");
 }
 
+/// A server that refuses the claim script (here the ACL user lacks `EVAL`) gets a plain
+/// `INCR`: the epoch is claimed, its claimer is not recorded (a node reading the claimers
+/// counts it as another node's), and a claimed writer's append fails naming `+eval`.
+#[tokio::test]
+async fn without_eval_a_claim_is_a_plain_incr_that_records_no_claimer() {
+    let valkey = ValkeyTls::start(TlsOptions::new().replica(true)).await.expect("a Valkey over TLS");
+    let without_eval: Vec<&str> = tier_warm::ACL_COMMANDS.iter().copied().filter(|c| *c != "eval").collect();
+    let config = acl_config(&valkey, "no-eval:", &without_eval).await;
+    let tier = WarmTier::open(config, WithoutReplicas::Refuse).await.expect("the ACL user connects");
+    let t = common::topic("t");
+    let me = NodeId::from_u128(1);
+    let first = tier.claim_owner(&t, me).await.expect("claimed with INCR");
+    let second = tier.claim_owner(&t, me).await.expect("claimed with INCR");
+    assert_eq!(second, first + 1);
+    assert_eq!(tier.owner_epoch(&t), Some(second));
+    let claimers = tier.claimers(&t, first..second + 1).await.expect("HMGET is granted");
+    assert!(claimers.is_empty(), "no claimer recorded: {claimers:?}");
+    let err = tier.append(&t, common::batch(0, 1, "a")).await.expect_err("a claimed writer needs the script");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{}", err.report());
+    assert!(err.to_string().contains("+eval"), "{}", err.report());
+    tier.close().await;
+}
+
 /// What a writer and a reader of the warm tier do, every command of
 /// [`tier_warm::ACL_COMMANDS`] among them.
 async fn every_operation(config: WarmConfig, topic: &str) -> Result<(), TierError> {
     let tier = WarmTier::open(config, WithoutReplicas::Refuse).await?;
     let t = common::topic(topic);
     let result = async {
-        tier.claim_owner(&t).await?;
+        let epoch = tier.claim_owner(&t, NodeId::from_u128(1)).await?;
+        tier.claimers(&t, epoch..epoch + 1).await?;
         tier.append(&t, common::batch(0, 2, "a")).await?;
         let (held, outcome) =
             WarmBackend::append_group(&tier, &t, vec![common::batch(2, 2, "b"), common::batch(4, 2, "c")])
