@@ -202,11 +202,11 @@ pub enum Step {
     /// batch written before it is refused although its bytes are in the file, and the
     /// WAL's writer fails until the store is reopened.
     WalFsyncFails,
-    /// A power cut while a rotation's background seal has not run: the background seal's
-    /// fsyncs are held ([`tier_hot::faults::hold`]), simulated time passes until the
-    /// active segment rotates by age, one append of `records` records lands in the new
-    /// segment (left out while warm misbehaves: its retries wait for time, which a held
-    /// seal stops), then the power is cut — the sealed file's footer and the new file,
+    /// A power cut while a rotation's background seal has not run: the background seals
+    /// are held, queued ([`tier_core::blocking::hold_seals_here`]), simulated time passes
+    /// until the active segment rotates by age, one append of `records` records lands in
+    /// the new segment (left out while warm misbehaves: its retries would let time pass
+    /// before the cut), then the power is cut — the sealed file's footer and the new file,
     /// header included, never fsynced — and the store reopens. Without a rotation (an
     /// empty active segment, a failed writer) it is a crash with a power cut.
     PowerCutBeforeSeal { records: u8 },

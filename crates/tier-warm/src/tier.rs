@@ -363,7 +363,7 @@ impl WarmTier {
     }
 
     /// Takes `topic` over as its writer for the node `claimer`: increments its owner epoch
-    /// and records `claimer` as the new epoch's claimer, in one script step ([`CLAIM`]),
+    /// and records `claimer` as the new epoch's claimer, in one script step (the claim script),
     /// then `WAIT`s like an append (one pipeline), and returns the new epoch, which every
     /// later append of this tier carries. From then on an append of a writer holding an
     /// earlier epoch — a node that still believes it owns the topic: paused, partitioned,
@@ -448,7 +448,7 @@ impl WarmTier {
 
     /// The claimers [`claim_owner`](Self::claim_owner) recorded for `topic`'s epochs in
     /// `epochs`, by epoch (`HMGET <claimers key>`, one read, of the latest
-    /// [`CLAIMERS_KEPT`] epochs of `epochs` at most: the hash holds no older record). An
+    /// 1024 epochs of `epochs` at most: the hash holds no older record). An
     /// epoch without a record — claimed by a plain `INCR`, raised to by an append after a
     /// failover lost its claim, too old, or holding no node id — is absent.
     pub async fn claimers(
